@@ -6,6 +6,7 @@ filesystem Celery broker) so the demo needs no server; tests, CI and production 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -133,7 +134,12 @@ LLM_BASE_URL = env_str("LLM_BASE_URL", "")
 LLM_API_KEY = env_str("LLM_API_KEY", "not-needed")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4.1-mini")
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0)
-# Per-task overrides: LLM_MODEL_DRAFT, LLM_MODEL_JUDGE_RELEVANCE, ... (read by judging/llm.py).
+# Per-task model overrides: LLM_MODEL_DRAFT=..., LLM_MODEL_RELEVANCE=..., one variable per task.
+LLM_TASK_MODELS = {
+    name[len("LLM_MODEL_") :].lower(): value
+    for name, value in os.environ.items()
+    if name.startswith("LLM_MODEL_") and value
+}
 
 # --- Evidence -------------------------------------------------------------------------
 EMBEDDING_MODEL = env_choice("EMBEDDING_MODEL", "all-mpnet-base-v2", ("all-mpnet-base-v2", "all-MiniLM-L6-v2"))
