@@ -69,7 +69,9 @@ def _workspace(request: HttpRequest, job: DraftJob, **extra: object) -> HttpResp
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_post")
 def contribute(request: HttpRequest) -> HttpResponse:
-    form = ContributeForm(request.POST or None)
+    post_id = request.GET.get("post", "")
+    post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
+    form = ContributeForm(request.POST or None, initial={"text": post.text if post else ""})
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         post, created = services.post_flag(

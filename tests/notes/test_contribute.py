@@ -94,3 +94,9 @@ def test_it_refuses_a_post_without_csrf(contributor_client: Any) -> None:
 
 def test_it_refuses_raters(rater_client: Any) -> None:
     assert rater_client.get("/contribute/").status_code == 403
+
+
+def test_it_prefills_the_post_when_writing_a_note_on_an_existing_post(contributor_client: Any) -> None:
+    post = make_post("Onions in socks draw out the flu.")
+    html = contributor_client.get(f"/contribute/?post={post.pk}").content.decode()
+    assert "Onions in socks draw out the flu.</textarea>" in html
