@@ -261,7 +261,8 @@ def read_status_history(path: str | Path) -> Iterator[StatusHistoryRow | Skipped
                 first_non_nmr_status=(rec.get("firstNonNMRStatus") or "").strip(),
                 current_status_ms=ms("timestampMillisOfCurrentStatus"),
                 current_status=current,
-                most_recent_non_nmr_ms=ms("timestampMillisOfMostRecentNonNMRStatus"),
+                most_recent_non_nmr_ms=ms("timestampMillisOfLatestNonNMRStatus")
+                or ms("timestampMillisOfMostRecentNonNMRStatus"),
                 most_recent_non_nmr_status=(rec.get("mostRecentNonNMRStatus") or "").strip(),
                 locked_status=(rec.get("lockedStatus") or "").strip(),
             )
