@@ -86,7 +86,9 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
             }
             for tag in r.tags:
                 values[tag] = 1
-            w.writerow([values.get(col, default(col, c.publicRatingTSVTypeMapping)) for col in c.publicRatingTSVColumns])
+            w.writerow(
+                [values.get(col, default(col, c.publicRatingTSVTypeMapping)) for col in c.publicRatingTSVColumns]
+            )
     with paths["status"].open("w", newline="") as fh:
         w = csv.writer(fh, delimiter="\t", lineterminator="\n")
         w.writerow(c.noteStatusHistoryTSVColumns)
@@ -161,6 +163,13 @@ def run_reference_worker(notes_path: Path, ratings_path: Path, outdir: Path, see
     hs[c.raterParticipantIdKey] = hs[c.raterParticipantIdKey].map(lambda v: reverse.get(v, v))
     hs.to_csv(outdir / "helpfulness_scores.tsv", sep="\t", index=False)
     (outdir / "timing.json").write_text(json.dumps({"seconds": elapsed, "ratings": len(ratings)}))
+    # The prescoring fit (after the reputation filter), to check the solver on identical data.
+    pn = pre.scoredNotes[[c.noteIdKey, c.internalNoteInterceptKey, c.internalNoteFactor1Key]]
+    pn.to_csv(outdir / "prescoring_notes.tsv", sep="\t", index=False)
+    pr = pre.helpfulnessScores[[c.raterParticipantIdKey, c.internalRaterInterceptKey, c.internalRaterFactor1Key]].copy()
+    pr[c.raterParticipantIdKey] = pr[c.raterParticipantIdKey].map(lambda v: reverse.get(v, v))
+    pr.to_csv(outdir / "prescoring_raters.tsv", sep="\t", index=False)
+    (outdir / "prescoring_meta.json").write_text(json.dumps({"mu": pre.metaScores.globalIntercept}))
 
 
 # ------------------------------------------------------------------ comparison (project venv)
@@ -225,6 +234,54 @@ def compare(ours_dir: Path, ref_dir: Path) -> dict[str, object]:
     return out
 
 
+def solver_check(ref_dir: Path) -> dict[str, object]:
+    """Fit our solver on exactly the reference's prescoring training set and compare the
+    optimum reached (loss and parameters) with the reference's Adam fit."""
+    import numpy as np
+
+    from notes import scoring
+
+    notes = _read_table(ref_dir / "prescoring_notes.tsv", "noteId")
+    raters = _read_table(ref_dir / "prescoring_raters.tsv", "raterParticipantId")
+    mu_ref = json.loads((ref_dir / "prescoring_meta.json").read_text())["mu"]
+    notes = {k: v for k, v in notes.items() if not math.isnan(_num(v["internalNoteIntercept"]))}
+    raters = {k: v for k, v in raters.items() if not math.isnan(_num(v["internalRaterIntercept"]))}
+    n_index = {k: i for i, k in enumerate(notes)}
+    r_index = {k: i for i, k in enumerate(raters)}
+    u_l, n_l, y_l = [], [], []
+    for r in cio.ReadReport().rows(cio.read_ratings(ref_dir / "ref_inputs" / "ratings.tsv")):
+        u, n = r_index.get(r.rater_id), n_index.get(str(r.note_id))
+        if u is not None and n is not None:
+            u_l.append(u)
+            n_l.append(n)
+            y_l.append(r.value)
+    u_a, n_a, y = np.array(u_l), np.array(n_l), np.array(y_l)
+    present_u, present_n = np.bincount(u_a, minlength=len(raters)) > 0, np.bincount(n_a, minlength=len(notes)) > 0
+    cfg = scoring.ScoringConfig(tol=1e-9, max_iter=20000)
+    ref = scoring.MFParams(
+        mu_ref,
+        np.array([_num(v["internalRaterIntercept"]) for v in raters.values()]),
+        np.array([_num(v["internalRaterFactor1"]) for v in raters.values()]),
+        np.array([_num(v["internalNoteIntercept"]) for v in notes.values()]),
+        np.array([_num(v["internalNoteFactor1"]) for v in notes.values()]),
+    )
+    if not (present_u.all() and present_n.all()):
+        return {"solver check": "reference training set could not be rebuilt"}
+    ours = scoring.flip_for_identification(scoring.fit_mf(u_a, n_a, y, len(raters), len(notes), cfg))
+    warm = scoring.flip_for_identification(scoring.fit_mf(u_a, n_a, y, len(raters), len(notes), cfg, init=ref))
+    loss_ref = scoring.mf_loss(ref, u_a, n_a, y, cfg)
+    return {
+        "training ratings": len(y),
+        "loss reference (Adam)": loss_ref,
+        "loss ours (ALS, cold start)": ours.loss,
+        "loss ours (ALS from the reference's solution)": warm.loss,
+        "mu ours / ref": (ours.mu, mu_ref),
+        "note intercept": _stats(list(zip(ours.note_intercept.tolist(), ref.note_intercept.tolist(), strict=True))),
+        "note factor": _stats(list(zip(ours.note_factor.tolist(), ref.note_factor.tolist(), strict=True))),
+        "rater factor": _stats(list(zip(ours.rater_factor.tolist(), ref.rater_factor.tolist(), strict=True))),
+    }
+
+
 def _print(name: str, result: dict[str, object], times: dict[str, float]) -> None:
     print(f"\n## {name}")
     print(f"time: ours {times['ours']:.2f} s, reference {times['ref']:.2f} s")
@@ -249,7 +306,7 @@ def main() -> None:
     parser.add_argument("--ref-python", default="/work/refvenv/bin/python")
     parser.add_argument("--dataset", action="append", choices=["colin-fraser", "synthetic"])
     parser.add_argument("--synthetic-ratings", type=int, default=50_000)
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/cn-compare"))
+    parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "cn-compare")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--notes", type=Path, help=argparse.SUPPRESS)
@@ -280,6 +337,9 @@ def main() -> None:
         )  # fmt: skip
         t_ref = json.loads((work / "ref" / "timing.json").read_text())["seconds"]
         _print(name, compare(work / "ours", work / "ref"), {"ours": t_ours, "ref": t_ref})
+        print("solver check on the reference's prescoring training set (corr, max|diff|):")
+        for key, value in solver_check(work / "ref").items():
+            print(f"  {key}: {value}")
 
 
 if __name__ == "__main__":

@@ -208,10 +208,7 @@ def read_ratings(path: str | Path) -> Iterator[RatingRow | Skipped]:
                 continue
             if tag_columns is None:
                 tag_columns = [
-                    k
-                    for k in rec
-                    if (k.startswith("helpful") or k.startswith("notHelpful"))
-                    and k not in _NOT_TAGS
+                    k for k in rec if (k.startswith("helpful") or k.startswith("notHelpful")) and k not in _NOT_TAGS
                 ]
             note_id = _int(rec.get("noteId"))
             if note_id is None:
@@ -339,16 +336,12 @@ def write_scored_notes(path: str | Path, rows: Iterable[ScoredNoteRow]) -> int:
     with Path(path).open("w", encoding="utf-8", newline="") as fh:
         fh.write("\t".join(SCORED_NOTES_COLUMNS) + "\n")
         for r in rows:
-            fh.write(
-                f"{r.note_id}\t{r.num_ratings}\t{_fmt(r.intercept)}\t{_fmt(r.factor)}\t{r.status}\n"
-            )
+            fh.write(f"{r.note_id}\t{r.num_ratings}\t{_fmt(r.intercept)}\t{_fmt(r.factor)}\t{r.status}\n")
             count += 1
     return count
 
 
-def write_helpfulness_scores(
-    path: str | Path, rows: Iterable[tuple[str, float | None, float | None]]
-) -> int:
+def write_helpfulness_scores(path: str | Path, rows: Iterable[tuple[str, float | None, float | None]]) -> int:
     count = 0
     with Path(path).open("w", encoding="utf-8", newline="") as fh:
         fh.write("\t".join(HELPFULNESS_COLUMNS) + "\n")

@@ -202,9 +202,7 @@ def score_candidate(
     return float(a[0]), float(f[0])
 
 
-def mf_loss(
-    params: MFParams, rater: np.ndarray, note: np.ndarray, y: np.ndarray, cfg: ScoringConfig
-) -> float:
+def mf_loss(params: MFParams, rater: np.ndarray, note: np.ndarray, y: np.ndarray, cfg: ScoringConfig) -> float:
     """The reference objective (means of squared parameters) on compact indices."""
     pred = (
         params.mu
@@ -214,12 +212,7 @@ def mf_loss(
     )
     return float(
         np.mean((y - pred) ** 2)
-        + cfg.lambda_intercept
-        * (
-            np.mean(params.rater_intercept**2)
-            + np.mean(params.note_intercept**2)
-            + params.mu**2
-        )
+        + cfg.lambda_intercept * (np.mean(params.rater_intercept**2) + np.mean(params.note_intercept**2) + params.mu**2)
         + cfg.lambda_factor * (np.mean(params.rater_factor**2) + np.mean(params.note_factor**2))
     )
 
@@ -267,7 +260,8 @@ def fit_mf(
         a, f = init.rater_intercept.copy(), init.rater_factor.copy()
         b, g = init.note_intercept.copy(), init.note_factor.copy()
     it = 0
-    for it in range(1, cfg.max_iter + 1):
+    while it < cfg.max_iter:
+        it += 1
         # Notes given raters and μ.
         f32, a32 = f.astype(np.float32), (a + mu).astype(np.float32)
         x = f32[rater_n]
@@ -335,9 +329,7 @@ def _compact(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return remap[idx], originals
 
 
-def filter_ratings(
-    rater: np.ndarray, note: np.ndarray, n_raters: int, n_notes: int, cfg: ScoringConfig
-) -> np.ndarray:
+def filter_ratings(rater: np.ndarray, note: np.ndarray, n_raters: int, n_notes: int, cfg: ScoringConfig) -> np.ndarray:
     """Boolean mask: notes ≥ min, then raters ≥ min, then notes ≥ min again (one pass)."""
     keep = np.ones(len(rater), dtype=bool)
     for by, size, minimum in (
@@ -379,9 +371,7 @@ def _expand(values: np.ndarray, where: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def _side_stats(
-    ratings: Ratings, rater_factor: np.ndarray, n_notes: int
-) -> dict[str, np.ndarray]:
+def _side_stats(ratings: Ratings, rater_factor: np.ndarray, n_notes: int) -> dict[str, np.ndarray]:
     """Per-note counts by rater side (factor < 0 is the negative side)."""
     has = ~np.isnan(rater_factor[ratings.rater])
     note = ratings.note[has]
@@ -401,9 +391,7 @@ def _side_stats(
     out["min_side_count"] = np.minimum(out["neg_count"], out["pos_count"])
     out["net_min_helpful"] = np.clip(np.minimum(out["neg_net"], out["pos_net"]), 0, None)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["net_min_helpful_ratio"] = np.where(
-            out["total"] > 0, out["net_min_helpful"] / out["total"], 0.0
-        )
+        out["net_min_helpful_ratio"] = np.where(out["total"] > 0, out["net_min_helpful"] / out["total"], 0.0)
     return out
 
 
@@ -496,9 +484,7 @@ def compute_statuses(
         rejected = FIRM_REJECT if cfg.firm_reject_intercept is not None else NEEDS_MORE_RATINGS
         status[(status == CURRENTLY_RATED_HELPFUL) & (np.abs(f) > cfg.crh_max_abs_factor)] = rejected
         if cfg.firm_reject_intercept is not None:
-            status[(status != CURRENTLY_RATED_NOT_HELPFUL) & (i < cfg.firm_reject_intercept)] = (
-                FIRM_REJECT
-            )
+            status[(status != CURRENTLY_RATED_NOT_HELPFUL) & (i < cfg.firm_reject_intercept)] = FIRM_REJECT
         if sides is not None and cfg.min_minority_net_helpful is not None:
             crh = status == CURRENTLY_RATED_HELPFUL
             status[crh & (sides["net_min_helpful"] < cfg.min_minority_net_helpful)] = NEEDS_YOUR_HELP
@@ -518,9 +504,7 @@ def compute_statuses(
     return status
 
 
-def _valid_ratings_mask(
-    ratings: Ratings, meta: NotesMeta, prelim: np.ndarray, cfg: ScoringConfig
-) -> np.ndarray:
+def _valid_ratings_mask(ratings: Ratings, meta: NotesMeta, prelim: np.ndarray, cfg: ScoringConfig) -> np.ndarray:
     """Ratings that count for rater reputation: binary, on notes rated Helpful/Not Helpful,
     made before the note's latest non-NMR status and within the public-data delay window."""
     n = ratings.note
@@ -633,9 +617,7 @@ def score(
     rater_intercept[~helpful] = np.nan
     rater_factor[~helpful] = np.nan
     # Phase 2: raters and μ fixed; each note on all its ratings from raters with parameters.
-    final = (num_ratings[ratings.note] >= cfg.min_ratings_per_note) & ~np.isnan(
-        rater_factor[ratings.rater]
-    )
+    final = (num_ratings[ratings.note] >= cfg.min_ratings_per_note) & ~np.isnan(rater_factor[ratings.rater])
     note_intercept, note_factor = note_phase(
         ratings.note[final],
         rater_intercept[ratings.rater[final]],
@@ -648,9 +630,7 @@ def score(
     )
     sides = _side_stats(ratings, rater_factor, n_notes)
     incorrect = (
-        _incorrect_flags(ratings, rater_factor, note_factor, n_raters, n_notes, cfg)
-        if cfg.incorrect_filter
-        else None
+        _incorrect_flags(ratings, rater_factor, note_factor, n_raters, n_notes, cfg) if cfg.incorrect_filter else None
     )
     status = compute_statuses(
         note_intercept=note_intercept, note_factor=note_factor, num_ratings=num_ratings,

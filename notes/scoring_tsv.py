@@ -51,9 +51,7 @@ class _Index:
         return list(self.ids)
 
 
-def load(
-    notes_path: str | Path, ratings_path: str | Path, status_history_path: str | Path | None = None
-) -> LoadedData:
+def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: str | Path | None = None) -> LoadedData:
     """Read the TSVs (streaming) into scorer arrays."""
     notes_idx, people = _Index(), _Index()
     notes_report: cio.ReadReport[cio.NoteRow] = cio.ReadReport()
@@ -148,9 +146,7 @@ def load(
     )
     note_ids = [int(k) for k in notes_idx.keys()]  # type: ignore[call-overload]
     participant_ids = [str(k) for k in people.keys()]
-    return LoadedData(
-        note_ids, participant_ids, ratings, meta, notes_report, ratings_report, history_report, dropped
-    )
+    return LoadedData(note_ids, participant_ids, ratings, meta, notes_report, ratings_report, history_report, dropped)
 
 
 def score_files(
@@ -187,10 +183,7 @@ def score_files(
     raters = np.flatnonzero(~np.isnan(result.rater_factor))
     n_raters = cio.write_helpfulness_scores(
         out / "helpfulness_scores.tsv",
-        (
-            (data.participant_ids[u], float(result.rater_intercept[u]), float(result.rater_factor[u]))
-            for u in raters
-        ),
+        ((data.participant_ids[u], float(result.rater_intercept[u]), float(result.rater_factor[u])) for u in raters),
     )
     counts = np.bincount(result.status, minlength=3)
     return {

@@ -115,10 +115,7 @@ def write_tsv(data: SyntheticData, outdir: Path) -> tuple[Path, Path]:
                  f"Synthetic note {i} https://example.org/{i}"]
             )  # fmt: skip
     with ratings_path.open("w", newline="") as fh:
-        fh.write(
-            "noteId\traterParticipantId\tcreatedAtMillis\tversion\thelpfulnessLevel\t"
-            "notHelpfulIncorrect\n"
-        )
+        fh.write("noteId\traterParticipantId\tcreatedAtMillis\tversion\thelpfulnessLevel\tnotHelpfulIncorrect\n")
         levels = np.array(["NOT_HELPFUL", "SOMEWHAT_HELPFUL", "HELPFUL"])
         idx = (data.value * 2).astype(int)
         chunk = 200_000
