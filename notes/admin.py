@@ -5,7 +5,6 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from notes import services
-
 from notes.models import DraftJob, Note, NoteStatusChange, Participant, Post, Rating
 
 
