@@ -127,6 +127,11 @@ CELERY_TASK_ROUTES = {
     "notes.tasks.draft_*": {"queue": "llm"},
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# Rescore every note from all ratings (notes.tasks.score_notes on the cpu queue).
+CELERY_BEAT_SCHEDULE["score-notes"] = {
+    "task": "notes.tasks.score_notes",
+    "schedule": env_int("SCORING_INTERVAL_SECONDS", 3600),
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- LLM (any OpenAI-compatible endpoint; unset = offline baselines) ----------------------

@@ -2,14 +2,29 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
+import numpy as np
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from evidence.models import Snippet
-from notes.models import DraftJob, Note, NoteStatusChange, Participant, Post
+from notes import scoring, selectors
+from notes.models import (
+    HELPFUL_TAGS,
+    NOT_HELPFUL_TAGS,
+    DraftJob,
+    Note,
+    NoteStatusChange,
+    Participant,
+    Post,
+    Rating,
+    RatingLevel,
+)
 
 
 def normalize_post_text(text: str) -> str:
@@ -245,3 +260,113 @@ def _enqueue_judges(note: Note) -> None:
     except ImportError:  # the judges are optional for the contributor flow itself
         return
     judge_run_enqueue(note=note)
+
+
+# --- Ratings and scoring ---------------------------------------------------------------------
+
+TAGS_FOR_LEVEL: dict[str, set[str]] = {
+    RatingLevel.HELPFUL: set(HELPFUL_TAGS),
+    RatingLevel.SOMEWHAT_HELPFUL: set(HELPFUL_TAGS) | set(NOT_HELPFUL_TAGS),
+    RatingLevel.NOT_HELPFUL: set(NOT_HELPFUL_TAGS),
+}
+# pg_try_advisory_xact_lock key: one rescoring at a time, whoever triggers it.
+SCORING_LOCK_KEY = 0x5C0_12E5
+
+
+class RatingError(Exception):
+    """A rating that the rules do not allow (shown to the rater as is)."""
+
+
+@transaction.atomic
+def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[str] = ()) -> tuple[Rating, bool]:
+    """Create or change this rater's one rating of the note. Returns (rating, created)."""
+    if note.author_id is not None and note.author_id == rater.pk:
+        raise RatingError("You cannot rate your own note.")
+    if level not in TAGS_FOR_LEVEL:
+        raise RatingError(f"Unknown rating level {level!r}.")
+    tag_list = sorted(set(tags))
+    invalid = set(tag_list) - TAGS_FOR_LEVEL[level]
+    if invalid:
+        raise RatingError(f"Tags not allowed for {level}: {', '.join(sorted(invalid))}.")
+    rating, created = Rating.objects.update_or_create(
+        note=note, rater=rater, defaults={"level": level, "tags": tag_list}
+    )
+    if created:
+        Note.objects.filter(pk=note.pk).update(num_ratings=F("num_ratings") + 1)
+    return rating, created
+
+
+def notes_rescore_request() -> None:
+    """Queue a rescoring on the cpu queue once the current transaction commits."""
+    from notes.tasks import score_notes
+
+    transaction.on_commit(score_notes.delay)
+
+
+def _changed(old: float | None, new: float | None) -> bool:
+    if old is None or new is None:
+        return (old is None) != (new is None)
+    return abs(old - new) > 1e-9
+
+
+@transaction.atomic
+def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig | None = None) -> dict[str, Any]:
+    """Score every note from the ratings in the database (notes/scoring.py) and store the results.
+
+    Writes intercept/factor/status/num_ratings to changed notes, rater parameters to participants,
+    and a NoteStatusChange row for every status change. Runs once at a time (advisory lock).
+    """
+    cfg = config or scoring.ScoringConfig()
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [SCORING_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return {"skipped": "another rescoring is running"}
+    inputs = selectors.scoring_inputs(now=now, lock_after_days=cfg.lock_after_days)
+    result = scoring.score(
+        inputs.ratings, inputs.meta, len(inputs.participant_pks), cfg, now_ms=int(now.timestamp() * 1000)
+    )
+    names = scoring.STATUS_NAMES
+    notes: list[Note] = []
+    changes: list[NoteStatusChange] = []
+    for i, pk in enumerate(inputs.note_pks.tolist()):
+        intercept = None if np.isnan(result.note_intercept[i]) else float(result.note_intercept[i])
+        factor = None if np.isnan(result.note_factor[i]) else float(result.note_factor[i])
+        status, count = names[int(result.status[i])], int(result.num_ratings[i])
+        old_status = inputs.previous_status[i]
+        if (
+            status == old_status
+            and count == inputs.previous_num_ratings[i]
+            and not _changed(inputs.previous_intercept[i], intercept)
+            and not _changed(inputs.previous_factor[i], factor)
+        ):
+            continue
+        notes.append(Note(pk=pk, status=status, intercept=intercept, factor=factor, num_ratings=count, scored_at=now))
+        if status != old_status:
+            changes.append(
+                NoteStatusChange(
+                    note_id=pk, previous_status=old_status, status=status, intercept=intercept, factor=factor,
+                    changed_at=now,
+                )
+            )  # fmt: skip
+    Note.objects.bulk_update(notes, ["status", "intercept", "factor", "num_ratings", "scored_at"], batch_size=2000)
+    NoteStatusChange.objects.bulk_create(changes, batch_size=2000)
+    raters: list[Participant] = []
+    for u, pk in enumerate(inputs.participant_pks.tolist()):
+        ri = None if np.isnan(result.rater_intercept[u]) else float(result.rater_intercept[u])
+        rf = None if np.isnan(result.rater_factor[u]) else float(result.rater_factor[u])
+        old_i, old_f = inputs.previous_rater[pk]
+        if _changed(old_i, ri) or _changed(old_f, rf):
+            raters.append(Participant(pk=pk, rater_intercept=ri, rater_factor=rf, scored_at=now))
+    Participant.objects.bulk_update(raters, ["rater_intercept", "rater_factor", "scored_at"], batch_size=2000)
+    counts = np.bincount(result.status, minlength=3)
+    return {
+        "notes": len(inputs.note_pks),
+        "ratings": len(inputs.ratings.value),
+        "notes_updated": len(notes),
+        "status_changes": len(changes),
+        "raters_updated": len(raters),
+        "helpful": int(counts[scoring.CURRENTLY_RATED_HELPFUL]),
+        "not_helpful": int(counts[scoring.CURRENTLY_RATED_NOT_HELPFUL]),
+        "needs_more_ratings": int(counts[scoring.NEEDS_MORE_RATINGS]),
+    }

@@ -16,4 +16,7 @@ urlpatterns = [
     path("snippets/<int:snippet_id>/context/", views.snippet_context, name="snippet_context"),
     path("snippets/<int:snippet_id>/<str:action>/", views.snippet_action, name="snippet_action"),
     path("me/notes/", views.my_notes, name="my_notes"),
+    path("rate/", views.rating_queue, name="rating_queue"),
+    path("rate/<int:note_id>/", views.rate_note, name="rate_note"),
+    path("scoring/rescore/", views.rescore, name="rescore"),
 ]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import login
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -9,7 +10,7 @@ from django.urls import reverse
 from evidence.models import Snippet
 from notes import selectors, services
 from notes.access import PUBLIC, endpoint
-from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, SignupForm
+from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
 from notes.models import DraftJob, Post
 
 
@@ -168,3 +169,35 @@ def my_notes(request: HttpRequest) -> HttpResponse:
         "notes": selectors.notes_for_user(user=request.user),
     }
     return render(request, "notes/my_notes.html", context)
+
+
+@endpoint(methods=["GET"], permission="notes.add_rating")
+def rating_queue(request: HttpRequest) -> HttpResponse:
+    participant = services.participant_for_user(user=request.user)
+    notes = selectors.rating_queue(participant=participant)
+    return render(request, "notes/rating_queue.html", {"notes": notes})
+
+
+@endpoint(methods=["GET", "POST"], permission="notes.add_rating")
+def rate_note(request: HttpRequest, note_id: int) -> HttpResponse:
+    participant = services.participant_for_user(user=request.user)
+    note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
+    if note.author_id == participant.pk:
+        raise PermissionDenied("You cannot rate your own note.")
+    form = RatingForm(request.POST or None, initial=RatingForm.initial_for(own))
+    saved = False
+    if request.method == "POST" and form.is_valid():
+        services.rating_submit(rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags)
+        if not request.htmx:
+            messages.success(request, "Thanks, your rating is saved. You can change it at any time.")
+            return redirect("rating_queue")
+        saved = True
+    template = "notes/rate_note.html" + ("#rating-form" if request.htmx else "")
+    return render(request, template, {"note": note, "form": form, "saved": saved}, status=400 if form.errors else 200)
+
+
+@endpoint(methods=["POST"], permission="notes.run_scoring")
+def rescore(request: HttpRequest) -> HttpResponse:
+    services.notes_rescore_request()
+    messages.success(request, "Rescoring queued; statuses update when it finishes.")
+    return redirect("rating_queue")
