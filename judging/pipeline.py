@@ -92,9 +92,7 @@ def content_hash(inp: JudgeInput) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-def stage_input(
-    stage: str, inp: JudgeInput, *, limit: int = NOTE_MAX_CHARS
-) -> tuple[JudgeInput, dict[str, Any]]:
+def stage_input(stage: str, inp: JudgeInput, *, limit: int = NOTE_MAX_CHARS) -> tuple[JudgeInput, dict[str, Any]]:
     """What the judge of `stage` sees, and the exact inputs to store with its decision.
 
     Only helpfulness truncates: note text without URLs, cut so text + URLs <= limit."""
@@ -198,16 +196,12 @@ def helpful_from(verdicts: Sequence[str]) -> bool | None:
     return len(verdicts) == len(STAGES) and all(v == YES for v in verdicts)
 
 
-def run_pipeline(
-    inp: JudgeInput, judges: Mapping[str, Judge], *, max_attempts: int = 2
-) -> PipelineResult:
+def run_pipeline(inp: JudgeInput, judges: Mapping[str, Judge], *, max_attempts: int = 2) -> PipelineResult:
     """Run the gated stages synchronously (CLI, pre-flight, evaluations)."""
     results: list[StageResult] = []
     while (stage := next_stage([r.verdict for r in results])) is not None:
         results.append(run_stage(stage, inp, judges[stage], max_attempts=max_attempts))
-    return PipelineResult(
-        stages=results, helpful=helpful_from([r.verdict for r in results])
-    )
+    return PipelineResult(stages=results, helpful=helpful_from([r.verdict for r in results]))
 
 
 def build_judges(
@@ -227,18 +221,12 @@ def build_judges(
             raise ValueError(f"unknown judge backend {backend!r} for {stage}")
         if backend == "auto":
             backend = (
-                "llm"
-                if client is not None
-                else (
-                    "classifier" if stage == HELPFULNESS and classifier else "baseline"
-                )
+                "llm" if client is not None else ("classifier" if stage == HELPFULNESS and classifier else "baseline")
             )
         if backend == "llm" and client is None:
             raise ValueError(f"{stage}: judge backend 'llm' needs LLM_BASE_URL")
         if backend == "classifier" and (stage != HELPFULNESS or classifier is None):
-            raise ValueError(
-                f"{stage}: judge backend 'classifier' needs a trained helpfulness model"
-            )
+            raise ValueError(f"{stage}: judge backend 'classifier' needs a trained helpfulness model")
         judges[stage] = _judge(stage, backend, client, similarity, classifier)
     return judges
 
@@ -253,31 +241,17 @@ def _judge(
     if backend == "llm":
         assert client is not None
         llm: Mapping[str, Judge] = {
-            RELEVANCE: lambda i: steps.relevance_llm(
-                client, post=i.post, snippets=i.snippets
-            ),
-            CORRECTNESS: lambda i: steps.correctness_llm(
-                client, post=i.post, note=i.note, snippets=i.snippets
-            ),
-            HELPFULNESS: lambda i: steps.helpfulness_llm(
-                client, post=i.post, note=i.note, urls=i.urls
-            ),
+            RELEVANCE: lambda i: steps.relevance_llm(client, post=i.post, snippets=i.snippets),
+            CORRECTNESS: lambda i: steps.correctness_llm(client, post=i.post, note=i.note, snippets=i.snippets),
+            HELPFULNESS: lambda i: steps.helpfulness_llm(client, post=i.post, note=i.note, urls=i.urls),
         }
         return llm[stage]
     if backend == "classifier":
         assert classifier is not None
-        return lambda i: steps.helpfulness_classifier(
-            classifier, post=i.post, note=i.note, urls=i.urls
-        )
+        return lambda i: steps.helpfulness_classifier(classifier, post=i.post, note=i.note, urls=i.urls)
     baseline: Mapping[str, Judge] = {
-        RELEVANCE: lambda i: steps.relevance_baseline(
-            post=i.post, snippets=i.snippets, similarity=similarity
-        ),
-        CORRECTNESS: lambda i: steps.correctness_baseline(
-            post=i.post, note=i.note, snippets=i.snippets
-        ),
-        HELPFULNESS: lambda i: steps.helpfulness_baseline(
-            post=i.post, note=i.note, urls=i.urls
-        ),
+        RELEVANCE: lambda i: steps.relevance_baseline(post=i.post, snippets=i.snippets, similarity=similarity),
+        CORRECTNESS: lambda i: steps.correctness_baseline(post=i.post, note=i.note, snippets=i.snippets),
+        HELPFULNESS: lambda i: steps.helpfulness_baseline(post=i.post, note=i.note, urls=i.urls),
     }
     return baseline[stage]

@@ -83,8 +83,7 @@ def relevance(post: str, snippets: Sequence[Evidence]) -> Messages:
         "factual background, clarification or support for evaluating the claim made in the "
         "post; sharing a topic or a few words is not enough.\n"
         "Question: is at least one snippet relevant to the post's claim?\n"
-        "Answer yes if at least one snippet is relevant, no if none is.\n"
-        + _DECISION_RULE,
+        "Answer yes if at least one snippet is relevant, no if none is.\n" + _DECISION_RULE,
     )
 
 
@@ -97,8 +96,7 @@ def correctness(post: str, note: str, snippets: Sequence[Evidence]) -> Messages:
         "error, an exaggeration, an overgeneralization, misleading framing, or a claim the "
         "snippets do not support.\n"
         "Question: is the note faithful to the snippets, with no distortion of any snippet?\n"
-        "Answer yes if the note is faithful, no if it distorts any snippet.\n"
-        + _DECISION_RULE,
+        "Answer yes if the note is faithful, no if it distorts any snippet.\n" + _DECISION_RULE,
     )
 
 
@@ -141,10 +139,7 @@ def search_queries(post: str, n: int) -> Messages:
 
 
 def pick_useful(post: str, candidates: Sequence[tuple[str, str, str]]) -> Messages:
-    items = "\n\n".join(
-        f"[{i}] {title}\n{snippet}\nURL: {url}"
-        for i, (title, snippet, url) in enumerate(candidates)
-    )
+    items = "\n\n".join(f"[{i}] {title}\n{snippet}\nURL: {url}" for i, (title, snippet, url) in enumerate(candidates))
     return _msgs(
         "You select evidence for fact-checking notes.",
         f"Post:\n{post.strip()}\n\nSearch results:\n{items}\n\n"
@@ -193,9 +188,7 @@ def supernote(post: str, notes: Sequence[SourceNote], budget: int) -> Messages:
 
 
 def topic(text: str) -> Messages:
-    options = "\n".join(
-        f"{i}. {label}" for i, label in enumerate(TOPIC_LABELS, start=1)
-    )
+    options = "\n".join(f"{i}. {label}" for i, label in enumerate(TOPIC_LABELS, start=1))
     return _msgs(
         "You classify social media posts by health topic.",
         f"Text:\n{text.strip()}\n\nCategories:\n{options}\n\n"

@@ -78,9 +78,7 @@ def _llm_step(
     temperature: float = 0.0,
     top_p: float | None = None,
 ) -> StepResult:
-    result: LLMResult = client.complete(
-        task=task, messages=messages, temperature=temperature, top_p=top_p
-    )
+    result: LLMResult = client.complete(task=task, messages=messages, temperature=temperature, top_p=top_p)
     return StepResult(
         value=parse(result.text),
         producer=Producer("llm", result.model),
@@ -247,7 +245,7 @@ _STOPWORDS = frozenset(
         "rt",
     ]
 )
-_WORD_RE = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+_WORD_RE = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
 
 
 def content_words(text: str) -> list[str]:
@@ -279,12 +277,10 @@ def sentences(text: str) -> list[str]:
 # --- Relevance --------------------------------------------------------------------------
 
 
-def relevance_llm(
-    client: LLMClient, *, post: str, snippets: Sequence[Evidence]
-) -> StepResult:
+def relevance_llm(client: LLMClient, *, post: str, snippets: Sequence[Evidence]) -> StepResult:
     return _llm_step(
         client,
-        task="relevance",
+        task="judge_relevance",
         version_key="relevance",
         messages=prompts.relevance(post, snippets),
         parse=parse_final_decision,
@@ -309,15 +305,10 @@ def relevance_baseline(
         if similarity is not None:
             score = float(similarity(post, ev.text))
             ok = score >= threshold
-            lines.append(
-                f"Snippet {i}: cosine similarity {score:.3f} {'>=' if ok else '<'} {threshold:.2f}."
-            )
+            lines.append(f"Snippet {i}: cosine similarity {score:.3f} {'>=' if ok else '<'} {threshold:.2f}.")
         else:
             score = lexical_overlap(post, ev.text)
-            shared = len(
-                {_stem(w) for w in content_words(post)}
-                & {_stem(w) for w in content_words(ev.text)}
-            )
+            shared = len({_stem(w) for w in content_words(post)} & {_stem(w) for w in content_words(ev.text)})
             ok = score >= 0.25 and shared >= 2
             lines.append(
                 f"Snippet {i}: {shared} shared content words, overlap {score:.2f} ({'relevant' if ok else 'not relevant'})."
@@ -325,14 +316,8 @@ def relevance_baseline(
         verdict = verdict or ok
     if not snippets:
         lines.append("No evidence snippets.")
-    name = (
-        f"embedding-cosine-v1(t={threshold:.2f})"
-        if similarity is not None
-        else "lexical-overlap-v1"
-    )
-    lines.append(
-        "At least one snippet is relevant." if verdict else "No snippet is relevant."
-    )
+    name = f"embedding-cosine-v1(t={threshold:.2f})" if similarity is not None else "lexical-overlap-v1"
+    lines.append("At least one snippet is relevant." if verdict else "No snippet is relevant.")
     return _baseline(name, "relevance", verdict, "\n".join(lines), started)
 
 
@@ -364,21 +349,17 @@ _ABSOLUTES = frozenset(
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?%?")
 
 
-def correctness_llm(
-    client: LLMClient, *, post: str, note: str, snippets: Sequence[Evidence]
-) -> StepResult:
+def correctness_llm(client: LLMClient, *, post: str, note: str, snippets: Sequence[Evidence]) -> StepResult:
     return _llm_step(
         client,
-        task="correctness",
+        task="judge_correctness",
         version_key="correctness",
         messages=prompts.correctness(post, note, snippets),
         parse=parse_final_decision,
     )
 
 
-def correctness_baseline(
-    *, post: str, note: str, snippets: Sequence[Evidence]
-) -> StepResult:
+def correctness_baseline(*, post: str, note: str, snippets: Sequence[Evidence]) -> StepResult:
     """Lexical support check: it cannot tell "supports" from "contradicts".
 
     Fails when a number in the note is absent from the snippets, when the note uses an
@@ -394,30 +375,18 @@ def correctness_baseline(
     problems = []
     missing_numbers = [n for n in _NUMBER_RE.findall(note_plain) if n not in ev_numbers]
     if missing_numbers:
-        problems.append(
-            f"numbers not found in the snippets: {', '.join(sorted(set(missing_numbers)))}"
-        )
+        problems.append(f"numbers not found in the snippets: {', '.join(sorted(set(missing_numbers)))}")
     words = content_words(note_plain)
     absolutes = sorted({w for w in words if w in _ABSOLUTES and w not in ev_words})
     if absolutes:
-        problems.append(
-            f"absolute wording not used by the snippets: {', '.join(absolutes)}"
-        )
-    coverage = (
-        (sum(1 for w in words if _stem(w) in ev_stems) / len(words)) if words else 0.0
-    )
+        problems.append(f"absolute wording not used by the snippets: {', '.join(absolutes)}")
+    coverage = (sum(1 for w in words if _stem(w) in ev_stems) / len(words)) if words else 0.0
     if coverage < 0.5:
-        problems.append(
-            f"only {coverage:.0%} of the note's content words occur in the snippets"
-        )
+        problems.append(f"only {coverage:.0%} of the note's content words occur in the snippets")
     verdict = not problems and bool(snippets)
     reasoning = (
         f"Content-word coverage by the snippets: {coverage:.0%}. "
-        + (
-            "Problems: " + "; ".join(problems) + "."
-            if problems
-            else "No unsupported numbers or absolute wording."
-        )
+        + ("Problems: " + "; ".join(problems) + "." if problems else "No unsupported numbers or absolute wording.")
         + ("" if snippets else " No snippets to check against.")
     )
     return _baseline(
@@ -436,17 +405,13 @@ _OPINION_RE = re.compile(
     r"\b(i think|i believe|i feel|in my (?:opinion|view)|imo|personally|i guess|probably|obviously|clearly a lie)\b",
     re.IGNORECASE,
 )
-_HOSTILE_RE = re.compile(
-    r"\b(idiot|idiots|stupid|moron|morons|liar|liars|dumb|shame on)\b", re.IGNORECASE
-)
+_HOSTILE_RE = re.compile(r"\b(idiot|idiots|stupid|moron|morons|liar|liars|dumb|shame on)\b", re.IGNORECASE)
 
 
-def helpfulness_llm(
-    client: LLMClient, *, post: str, note: str, urls: Sequence[str]
-) -> StepResult:
+def helpfulness_llm(client: LLMClient, *, post: str, note: str, urls: Sequence[str]) -> StepResult:
     return _llm_step(
         client,
-        task="helpfulness",
+        task="judge_helpfulness",
         version_key="helpfulness",
         messages=prompts.helpfulness(post, note, urls),
         parse=parse_final_decision,
@@ -467,11 +432,7 @@ def helpfulness_baseline(*, post: str, note: str, urls: Sequence[str]) -> StepRe
         problems.append("opinion or speculation wording")
     if _HOSTILE_RE.search(note):
         problems.append("argumentative or hostile wording")
-    shouting = [
-        w
-        for w in re.findall(r"\b[A-Z]{4,}\b", note)
-        if w not in {"COVID", "NIH", "WHO", "FDA", "CDC"}
-    ]
+    shouting = [w for w in re.findall(r"\b[A-Z]{4,}\b", note) if w not in {"COVID", "NIH", "WHO", "FDA", "CDC"}]
     if len(shouting) >= 2 or "!!" in note:
         problems.append("shouting (capitals or repeated exclamation marks)")
     verdict = not problems
@@ -480,14 +441,10 @@ def helpfulness_baseline(*, post: str, note: str, urls: Sequence[str]) -> StepRe
         if problems
         else "Cites a source, gives context, no opinion, hostile or shouting wording."
     )
-    return _baseline(
-        "cn-criteria-heuristic-v1", "helpfulness", verdict, reasoning, started
-    )
+    return _baseline("cn-criteria-heuristic-v1", "helpfulness", verdict, reasoning, started)
 
 
-def helpfulness_classifier(
-    model: HelpfulnessModel, *, post: str, note: str, urls: Sequence[str]
-) -> StepResult:
+def helpfulness_classifier(model: HelpfulnessModel, *, post: str, note: str, urls: Sequence[str]) -> StepResult:
     started = time.monotonic()
     proba = float(model.predict_proba_helpful([note])[0])
     verdict = proba >= 0.5
@@ -517,9 +474,7 @@ def _validate_draft(budget: int) -> Callable[[str], str | None]:
     return parse
 
 
-def draft_note_llm(
-    client: LLMClient, *, post: str, snippets: Sequence[Evidence], budget: int
-) -> StepResult:
+def draft_note_llm(client: LLMClient, *, post: str, snippets: Sequence[Evidence], budget: int) -> StepResult:
     """A note drafted by the LLM; value None when the reply breaks the rules (several lines,
     a URL, over budget)."""
     return _llm_step(
@@ -546,9 +501,7 @@ def draft_note_baseline(
         for sent in sentences(strip_urls(ev.text)):
             if len(sent) < 20:
                 continue
-            score = (
-                similarity(post, sent) if similarity else lexical_overlap(post, sent)
-            )
+            score = similarity(post, sent) if similarity else lexical_overlap(post, sent)
             scored.append((float(score), sent))
     scored.sort(key=lambda x: -x[0])
     chosen: list[str] = []
@@ -601,9 +554,7 @@ def search_queries_baseline(*, post: str, n: int) -> StepResult:
 # --- Pick the most useful search result -------------------------------------------------
 
 
-def pick_most_useful_llm(
-    client: LLMClient, *, post: str, candidates: Sequence[tuple[str, str, str]]
-) -> StepResult:
+def pick_most_useful_llm(client: LLMClient, *, post: str, candidates: Sequence[tuple[str, str, str]]) -> StepResult:
     """candidates: (title, snippet, url). value: the chosen index, or None."""
     return _llm_step(
         client,
@@ -622,13 +573,9 @@ def pick_most_useful_baseline(
 ) -> StepResult:
     started = time.monotonic()
     if not candidates:
-        return _baseline(
-            "lexical-overlap-v1", "pick_useful", None, "No candidates.", started
-        )
+        return _baseline("lexical-overlap-v1", "pick_useful", None, "No candidates.", started)
     scores = [
-        float(similarity(post, f"{t} {s}"))
-        if similarity
-        else lexical_overlap(post, f"{t} {s}")
+        float(similarity(post, f"{t} {s}")) if similarity else lexical_overlap(post, f"{t} {s}")
         for t, s, _ in candidates
     ]
     best = max(range(len(candidates)), key=lambda i: (scores[i], -i))
@@ -661,18 +608,10 @@ def principle_check_baseline(*, text: str, principle: str) -> StepResult:
     started = time.monotonic()
     if principle == "neutral":
         bad = _HOSTILE_RE.search(text) or "!!" in text
-        reason = (
-            "hostile or loaded wording found"
-            if bad
-            else "no hostile or loaded wording found"
-        )
+        reason = "hostile or loaded wording found" if bad else "no hostile or loaded wording found"
     elif principle == "no_opinion":
         bad = _OPINION_RE.search(text)
-        reason = (
-            "opinion/speculation markers found"
-            if bad
-            else "no opinion/speculation markers found"
-        )
+        reason = "opinion/speculation markers found" if bad else "no opinion/speculation markers found"
     else:
         raise ValueError(f"unknown principle {principle!r}")
     return _baseline(
@@ -707,15 +646,11 @@ def supernote_candidate_llm(
     )
 
 
-def supernote_candidate_baseline(
-    *, post: str, notes: Sequence[SourceNote]
-) -> StepResult:
+def supernote_candidate_baseline(*, post: str, notes: Sequence[SourceNote]) -> StepResult:
     """No synthesis offline: proposes the best-rated source note unchanged."""
     started = time.monotonic()
     if not notes:
-        return _baseline(
-            "best-source-note-v1", "supernote", None, "No source notes.", started
-        )
+        return _baseline("best-source-note-v1", "supernote", None, "No source notes.", started)
 
     def score(n: SourceNote) -> float:
         total = n.helpful + n.somewhat + n.not_helpful
@@ -856,9 +791,7 @@ def topic_label_baseline(*, text: str) -> StepResult:
     earlier category except that conspiracy keywords win (they co-occur with others)."""
     started = time.monotonic()
     low = f" {text.lower()} "
-    counts = {
-        label: sum(low.count(k) for k in keys) for label, keys in TOPIC_KEYWORDS.items()
-    }
+    counts = {label: sum(low.count(k) for k in keys) for label, keys in TOPIC_KEYWORDS.items()}
     if counts[TOPIC_LABELS[6]]:
         label = TOPIC_LABELS[6]
     elif any(counts.values()):

@@ -52,9 +52,7 @@ def note_length(text: str, urls: Sequence[str] = ()) -> int:
     return length + len(extra)
 
 
-def fits_length(
-    text: str, urls: Sequence[str] = (), limit: int = NOTE_MAX_CHARS
-) -> bool:
+def fits_length(text: str, urls: Sequence[str] = (), limit: int = NOTE_MAX_CHARS) -> bool:
     return note_length(text, urls) <= limit
 
 
@@ -67,9 +65,7 @@ class JudgedText:
     truncated: bool
 
 
-def truncate_for_helpfulness(
-    text: str, urls: Sequence[str] = (), limit: int = NOTE_MAX_CHARS
-) -> JudgedText:
+def truncate_for_helpfulness(text: str, urls: Sequence[str] = (), limit: int = NOTE_MAX_CHARS) -> JudgedText:
     """Note text without URLs, cut so that text + URLs fits `limit` (URLs count 1 each).
 
     The URLs are the union of those attached to the note and those written in its text.

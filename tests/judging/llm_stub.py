@@ -28,9 +28,7 @@ class Reply:
 def error(status: int, **headers: str) -> Reply:
     return Reply(
         status=status,
-        body=json.dumps(
-            {"error": {"message": f"scripted {status}", "type": "server_error"}}
-        ),
+        body=json.dumps({"error": {"message": f"scripted {status}", "type": "server_error"}}),
         headers=headers,
     )
 
@@ -57,11 +55,7 @@ class ScriptedLLMServer:
                     reply.block.wait(timeout=120)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
-                body = (
-                    reply.body
-                    if reply.body is not None
-                    else _completion(payload, reply.text)
-                )
+                body = reply.body if reply.body is not None else _completion(payload, reply.text)
                 data = body.encode()
                 try:
                     self.send_response(reply.status)

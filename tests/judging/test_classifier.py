@@ -47,37 +47,26 @@ def test_it_learns_a_separable_signal_and_reports_held_out_metrics() -> None:
     assert metrics.n_train + metrics.n_test == 60
     assert metrics.macro_f1 > 0.9 and metrics.macro_accuracy > 0.9
     assert metrics.baselines_macro_f1["always"] < 0.5  # majority rule
-    probs = clf.predict_proba_helpful(
-        ["Official health agency data says otherwise, see source", "fake idiots lol"]
-    )
+    probs = clf.predict_proba_helpful(["Official health agency data says otherwise, see source", "fake idiots lol"])
     assert probs[0] > 0.5 > probs[1]
 
 
 def test_it_cannot_learn_random_labels() -> None:
     rng = np.random.default_rng(0)
-    rows = [
-        LabelledNote(
-            str(i), f"same words every time {i}", bool(rng.integers(2)), "noise"
-        )
-        for i in range(80)
-    ]
+    rows = [LabelledNote(str(i), f"same words every time {i}", bool(rng.integers(2)), "noise") for i in range(80)]
     _, metrics = classifier.train(rows, embed=hashed_bow, embedding_model="hashed-bow")
     assert metrics.cv_macro_f1_mean < 0.75
 
 
 def test_it_saves_and_loads_a_versioned_model(tmp_path: Path) -> None:
-    clf, _ = classifier.train(
-        _synthetic(), embed=hashed_bow, embedding_model="hashed-bow"
-    )
+    clf, _ = classifier.train(_synthetic(), embed=hashed_bow, embedding_model="hashed-bow")
     classifier.save(clf, tmp_path)
     assert classifier.latest_version(tmp_path) == clf.version
     loaded = classifier.load(tmp_path, embed=hashed_bow)
     assert loaded is not None and loaded.version == clf.version
     assert loaded.metadata["metrics"]["n_examples"] == 60
     texts = ["see source trials", "fake lol"]
-    assert loaded.predict_proba_helpful(texts) == pytest.approx(
-        clf.predict_proba_helpful(texts)
-    )
+    assert loaded.predict_proba_helpful(texts) == pytest.approx(clf.predict_proba_helpful(texts))
     assert classifier.load(tmp_path / "empty") is None
 
 
@@ -97,7 +86,5 @@ def test_it_joins_public_note_texts_with_scorer_statuses() -> None:
     for row in rows:
         if row.source == "colin-fraser+status":
             assert statuses[row.note_id] == (
-                "CURRENTLY_RATED_HELPFUL"
-                if row.helpful
-                else "CURRENTLY_RATED_NOT_HELPFUL"
+                "CURRENTLY_RATED_HELPFUL" if row.helpful else "CURRENTLY_RATED_NOT_HELPFUL"
             )

@@ -16,13 +16,9 @@ from judging.llm import (
 from tests.judging.llm_stub import Reply, ScriptedLLMServer, error
 
 
-def test_it_returns_text_usage_latency_and_model(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_returns_text_usage_latency_and_model(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     llm_stub.script = [Reply("Final decision: yes")]
-    result = llm_client.complete(
-        task="relevance", messages=[{"role": "user", "content": "hi"}]
-    )
+    result = llm_client.complete(task="relevance", messages=[{"role": "user", "content": "hi"}])
     assert result.text == "Final decision: yes"
     assert result.model == "stub-model"
     assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (
@@ -36,9 +32,7 @@ def test_it_returns_text_usage_latency_and_model(
     assert llm_stub.requests[0]["messages"] == [{"role": "user", "content": "hi"}]
 
 
-def test_it_uses_the_per_task_model_override(
-    llm_stub: ScriptedLLMServer, sleeps: list[float]
-) -> None:
+def test_it_uses_the_per_task_model_override(llm_stub: ScriptedLLMServer, sleeps: list[float]) -> None:
     config = LLMConfig.from_settings(
         {
             "LLM_BASE_URL": llm_stub.base_url,
@@ -85,18 +79,14 @@ def test_it_fails_after_bounded_5xx_retries(
     assert len(sleeps) == 2
 
 
-def test_it_does_not_retry_a_4xx(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_does_not_retry_a_4xx(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     llm_stub.script = [error(400), Reply("never")]
     with pytest.raises(LLMPermanentError, match="HTTP 400"):
         llm_client.complete(task="t", messages=[])
     assert len(llm_stub.requests) == 1
 
 
-def test_it_times_out_and_retries(
-    llm_stub: ScriptedLLMServer, sleeps: list[float]
-) -> None:
+def test_it_times_out_and_retries(llm_stub: ScriptedLLMServer, sleeps: list[float]) -> None:
     client = LLMClient(
         LLMConfig(base_url=llm_stub.base_url, model="m", timeout_s=0.3, max_retries=1),
         sleep=sleeps.append,
@@ -106,9 +96,7 @@ def test_it_times_out_and_retries(
     assert len(sleeps) == 1
 
 
-def test_it_reports_timeouts_as_transient(
-    llm_stub: ScriptedLLMServer, sleeps: list[float]
-) -> None:
+def test_it_reports_timeouts_as_transient(llm_stub: ScriptedLLMServer, sleeps: list[float]) -> None:
     client = LLMClient(
         LLMConfig(base_url=llm_stub.base_url, model="m", timeout_s=0.2, max_retries=0),
         sleep=sleeps.append,
@@ -120,28 +108,20 @@ def test_it_reports_timeouts_as_transient(
 
 def test_it_reports_connection_errors_as_transient(sleeps: list[float]) -> None:
     client = LLMClient(
-        LLMConfig(
-            base_url="http://127.0.0.1:9/v1", model="m", timeout_s=1, max_retries=1
-        ),
+        LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", timeout_s=1, max_retries=1),
         sleep=sleeps.append,
     )
     with pytest.raises(LLMTransientError, match="connection error after 2 attempts"):
         client.complete(task="t", messages=[])
 
 
-def test_it_rejects_a_malformed_response(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
-    llm_stub.script = [
-        Reply(body='{"id": "x", "object": "chat.completion", "choices": []}')
-    ]
+def test_it_rejects_a_malformed_response(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    llm_stub.script = [Reply(body='{"id": "x", "object": "chat.completion", "choices": []}')]
     with pytest.raises(LLMPermanentError, match="no choices"):
         llm_client.complete(task="t", messages=[])
 
 
-def test_it_rejects_a_non_json_body(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_rejects_a_non_json_body(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     llm_stub.script = [Reply(body="<html>oops</html>")]
     with pytest.raises(LLMPermanentError):
         llm_client.complete(task="t", messages=[])
@@ -213,10 +193,7 @@ def test_it_parses_a_single_integer(text: str, expected: int | None) -> None:
 
 
 def test_it_parses_a_single_line() -> None:
-    assert (
-        parse_single_line('  "Vaccines do not cause autism."  \n')
-        == "Vaccines do not cause autism."
-    )
+    assert parse_single_line('  "Vaccines do not cause autism."  \n') == "Vaccines do not cause autism."
     assert parse_single_line("```\nOne line\n```") == "One line"
     assert parse_single_line("Line one\nLine two") is None
     assert parse_single_line("   ") is None
@@ -228,3 +205,13 @@ def test_it_parses_listed_lines() -> None:
         "second",
         "third",
     ]
+
+
+def test_it_reads_task_overrides_from_the_environment_and_a_judge_family() -> None:
+    config = LLMConfig.from_settings(
+        {"LLM_BASE_URL": "http://x/v1", "LLM_MODEL": "m"},
+        environ={"LLM_MODEL_JUDGE": "judge-model", "LLM_MODEL_JUDGE_HELPFULNESS": "h-model", "PATH": "/bin"},
+    )
+    assert config.model_for("judge_relevance") == "judge-model"
+    assert config.model_for("judge_helpfulness") == "h-model"
+    assert config.model_for("draft") == "m"

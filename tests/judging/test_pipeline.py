@@ -39,9 +39,7 @@ def _answers(server: ScriptedLLMServer, **by_stage: str) -> None:
     server.responder = lambda payload: Reply(by_stage[stage_of(payload)])
 
 
-def test_it_passes_a_note_through_all_three_stages_in_order(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_passes_a_note_through_all_three_stages_in_order(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     _answers(
         llm_stub,
         relevance="Snippet 1 is on point.\nFinal decision: yes",
@@ -65,9 +63,7 @@ def test_it_passes_a_note_through_all_three_stages_in_order(
     assert result.stages[2].prompt_tokens == 11
 
 
-def test_it_stops_after_a_failed_relevance(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_stops_after_a_failed_relevance(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     _answers(llm_stub, relevance="Off topic.\nFinal decision: no")
     result = run_pipeline(_inp(), build_judges(client=llm_client))
     assert [(s.stage, s.verdict) for s in result.stages] == [("relevance", "no")]
@@ -75,9 +71,7 @@ def test_it_stops_after_a_failed_relevance(
     assert len(llm_stub.requests) == 1
 
 
-def test_it_skips_helpfulness_when_correctness_fails(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_skips_helpfulness_when_correctness_fails(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     _answers(
         llm_stub,
         relevance="Final decision: yes",
@@ -91,9 +85,7 @@ def test_it_skips_helpfulness_when_correctness_fails(
     assert result.helpful is False
 
 
-def test_it_retries_an_unparsable_answer_then_reports_error(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_retries_an_unparsable_answer_then_reports_error(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     _answers(llm_stub, relevance="Hmm, hard to say.")
     result = run_pipeline(_inp(), build_judges(client=llm_client), max_attempts=3)
     assert [(s.stage, s.verdict) for s in result.stages] == [("relevance", "error")]
@@ -103,17 +95,13 @@ def test_it_retries_an_unparsable_answer_then_reports_error(
     assert len(llm_stub.requests) == 3
 
 
-def test_it_uses_a_parsable_retry(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_uses_a_parsable_retry(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     llm_stub.script = [Reply("I think so"), Reply("Final decision: no")]
     result = run_pipeline(_inp(), build_judges(client=llm_client))
     assert (result.stages[0].verdict, result.stages[0].attempts) == ("no", 2)
 
 
-def test_it_reports_a_persistent_llm_failure_as_error(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_reports_a_persistent_llm_failure_as_error(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     llm_stub.responder = lambda payload: error(503)
     result = run_pipeline(_inp(), build_judges(client=llm_client))
     assert result.stages[0].verdict == "error"
@@ -121,22 +109,16 @@ def test_it_reports_a_persistent_llm_failure_as_error(
     assert result.helpful is None
 
 
-def test_it_truncates_only_at_helpfulness(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_truncates_only_at_helpfulness(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     _answers(
         llm_stub,
         relevance="Final decision: yes",
         correctness="Final decision: yes",
         helpfulness="Final decision: yes",
     )
-    long_note = (
-        "Studies found no link between the vaccine and autism. " * 8
-    ) + "See https://who.int/x"
+    long_note = ("Studies found no link between the vaccine and autism. " * 8) + "See https://who.int/x"
     urls = ("https://cdc.gov/a", "https://nih.gov/b")
-    result = run_pipeline(
-        _inp(note=long_note, urls=urls), build_judges(client=llm_client)
-    )
+    result = run_pipeline(_inp(note=long_note, urls=urls), build_judges(client=llm_client))
     correctness, helpfulness = result.stages[1], result.stages[2]
     assert correctness.note_text_judged == long_note
     assert long_note in llm_stub.requests[1]["messages"][-1]["content"]
@@ -167,13 +149,9 @@ def test_it_uses_the_classifier_for_helpfulness_when_offline() -> None:
     assert result.stages[2].verdict == "no"
 
 
-def test_it_lets_settings_choose_the_backend_per_stage(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_lets_settings_choose_the_backend_per_stage(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     _answers(llm_stub, correctness="Final decision: yes")
-    judges = build_judges(
-        client=llm_client, backends={"relevance": "baseline", "helpfulness": "baseline"}
-    )
+    judges = build_judges(client=llm_client, backends={"relevance": "baseline", "helpfulness": "baseline"})
     result = run_pipeline(_inp(), judges)
     assert [s.judge_kind for s in result.stages] == ["baseline", "llm", "baseline"]
     assert [stage_of(r) for r in llm_stub.requests] == ["correctness"]

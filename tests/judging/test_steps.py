@@ -18,18 +18,11 @@ SNIPPETS = [
 
 def test_it_labels_relevance_by_embedding_when_given_a_similarity() -> None:
     sims = {SNIPPETS[0].text: 0.61, SNIPPETS[1].text: 0.02}
-    result = steps.relevance_baseline(
-        post=POST, snippets=SNIPPETS, similarity=lambda a, b: sims[b]
-    )
+    result = steps.relevance_baseline(post=POST, snippets=SNIPPETS, similarity=lambda a, b: sims[b])
     assert result.value is True
     assert result.producer == steps.Producer("baseline", "embedding-cosine-v1(t=0.30)")
     assert "Snippet 2: cosine similarity 0.020 < 0.30" in result.reasoning
-    assert (
-        steps.relevance_baseline(
-            post=POST, snippets=SNIPPETS[1:], similarity=lambda a, b: 0.1
-        ).value
-        is False
-    )
+    assert steps.relevance_baseline(post=POST, snippets=SNIPPETS[1:], similarity=lambda a, b: 0.1).value is False
 
 
 def test_it_finds_no_lexical_relevance_for_an_unrelated_snippet() -> None:
@@ -72,11 +65,7 @@ def test_it_checks_visible_helpfulness_criteria() -> None:
         note="I think these people are idiots and vitamin C does nothing.",
         urls=["https://x.org"],
     )
-    assert (
-        opinion.value is False
-        and "opinion" in opinion.reasoning
-        and "hostile" in opinion.reasoning
-    )
+    assert opinion.value is False and "opinion" in opinion.reasoning and "hostile" in opinion.reasoning
 
 
 def test_it_drafts_extractively_within_budget_from_snippet_sentences() -> None:
@@ -90,19 +79,14 @@ def test_it_drafts_extractively_within_budget_from_snippet_sentences() -> None:
     )
 
 
-def test_it_rejects_an_llm_draft_with_a_url_or_over_budget(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_rejects_an_llm_draft_with_a_url_or_over_budget(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     llm_stub.script = [
         Reply("Trials show no cure. https://cancer.gov"),
         Reply("x" * 200),
         Reply("Line one\nLine two"),
         Reply('"Trials have not shown that vitamin C cures cancer."'),
     ]
-    values = [
-        steps.draft_note_llm(llm_client, post=POST, snippets=SNIPPETS, budget=150).value
-        for _ in range(4)
-    ]
+    values = [steps.draft_note_llm(llm_client, post=POST, snippets=SNIPPETS, budget=150).value for _ in range(4)]
     assert values == [
         None,
         None,
@@ -115,11 +99,7 @@ def test_it_rejects_an_llm_draft_with_a_url_or_over_budget(
 def test_it_parses_search_queries_and_has_a_keyword_baseline(
     llm_stub: ScriptedLLMServer, llm_client: LLMClient
 ) -> None:
-    llm_stub.script = [
-        Reply(
-            "1. vitamin C cancer trials\n2. high dose ascorbate oncology\n3. vitamin C cure myth"
-        )
-    ]
+    llm_stub.script = [Reply("1. vitamin C cancer trials\n2. high dose ascorbate oncology\n3. vitamin C cure myth")]
     assert steps.search_queries_llm(llm_client, post=POST, n=3).value == [
         "vitamin C cancer trials",
         "high dose ascorbate oncology",
@@ -130,44 +110,25 @@ def test_it_parses_search_queries_and_has_a_keyword_baseline(
     assert base.value[0] == "vitamin cures cancer doctors won't tell"
 
 
-def test_it_picks_one_index_or_none(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_picks_one_index_or_none(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     cands = [
         ("Paris weather", "mild spring", "https://t/1"),
         ("Vitamin C and cancer", "trials of vitamin C", "https://c/2"),
     ]
     llm_stub.script = [Reply("**1**"), Reply("5")]
-    assert (
-        steps.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value == 1
-    )
-    assert (
-        steps.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value
-        is None
-    )
+    assert steps.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value == 1
+    assert steps.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value is None
     assert steps.pick_most_useful_baseline(post=POST, candidates=cands).value == 1
 
 
-def test_it_checks_principles(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
+def test_it_checks_principles(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     llm_stub.script = [Reply("Loaded words.\nFinal decision: no")]
-    result = steps.principle_check_llm(
-        llm_client, text="Idiots believe this.", principle="neutral"
-    )
+    result = steps.principle_check_llm(llm_client, text="Idiots believe this.", principle="neutral")
     assert result.value is False and result.prompt_version == "principle-neutral-v1"
     assert (
-        steps.principle_check_baseline(
-            text="In my opinion it probably works.", principle="no_opinion"
-        ).value
-        is False
+        steps.principle_check_baseline(text="In my opinion it probably works.", principle="no_opinion").value is False
     )
-    assert (
-        steps.principle_check_baseline(
-            text="Trials found no effect.", principle="no_opinion"
-        ).value
-        is True
-    )
+    assert steps.principle_check_baseline(text="Trials found no effect.", principle="no_opinion").value is True
 
 
 def test_it_samples_supernote_candidates_with_the_given_temperature(
@@ -184,10 +145,7 @@ def test_it_samples_supernote_candidates_with_the_given_temperature(
         0.95,
         0.8,
     )
-    assert (
-        "Tags given by raters: opinion"
-        in llm_stub.requests[0]["messages"][-1]["content"]
-    )
+    assert "Tags given by raters: opinion" in llm_stub.requests[0]["messages"][-1]["content"]
     base = steps.supernote_candidate_baseline(post=POST, notes=notes)
     assert base.value == "Note B" and base.producer.name == "best-source-note-v1"
 
@@ -195,15 +153,6 @@ def test_it_samples_supernote_candidates_with_the_given_temperature(
 def test_it_labels_topics(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     llm_stub.script = [Reply("4")]
     assert steps.topic_label_llm(llm_client, text=POST).value == TOPIC_LABELS[3]
-    assert (
-        steps.topic_label_baseline(text="New booster vaccine dose approved").value
-        == TOPIC_LABELS[1]
-    )
-    assert (
-        steps.topic_label_baseline(text="Bill Gates microchip in the vaccine").value
-        == TOPIC_LABELS[6]
-    )
-    assert (
-        steps.topic_label_baseline(text="Great football match tonight").value
-        == "not health"
-    )
+    assert steps.topic_label_baseline(text="New booster vaccine dose approved").value == TOPIC_LABELS[1]
+    assert steps.topic_label_baseline(text="Bill Gates microchip in the vaccine").value == TOPIC_LABELS[6]
+    assert steps.topic_label_baseline(text="Great football match tonight").value == "not health"

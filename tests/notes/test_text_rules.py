@@ -13,9 +13,7 @@ from notes.text_rules import (
 def test_it_counts_each_url_as_one_character() -> None:
     url = "https://www.cdc.gov/vaccinesafety/concerns/autism.html"
     assert note_length(f"See {url}") == len("See ") + 1
-    assert (
-        note_length("Plain text", [url, "https://who.int/x"]) == len("Plain text") + 2
-    )
+    assert note_length("Plain text", [url, "https://who.int/x"]) == len("Plain text") + 2
 
 
 def test_it_counts_an_inline_url_once_even_if_attached() -> None:
@@ -37,9 +35,7 @@ def test_it_checks_the_280_rule() -> None:
 
 
 def test_it_leaves_a_short_note_untouched_apart_from_urls() -> None:
-    judged = truncate_for_helpfulness(
-        "Short note https://x.org/a here", ["https://y.org/b"]
-    )
+    judged = truncate_for_helpfulness("Short note https://x.org/a here", ["https://y.org/b"])
     assert judged.text == "Short note here"
     assert judged.urls == ("https://x.org/a", "https://y.org/b")
     assert not judged.truncated
