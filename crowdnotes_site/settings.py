@@ -101,7 +101,13 @@ LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 30.0)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 360)
 CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 3600)
-CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
+    # How often a worker looks for messages of lost workers (unacked past the visibility
+    # timeout) and redelivers them; kombu's defaults, shortened by the worker-kill tests.
+    "unacked_restore_interval": env_float("CELERY_UNACKED_RESTORE_INTERVAL_S", 10.0),
+    "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10, minimum=1),
+}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("in", "processed"):
@@ -155,7 +161,7 @@ JUDGE_RETRY_BACKOFF_S = env_int("JUDGE_RETRY_BACKOFF_S", 30, minimum=0)  # doubl
 # A running stage's claim expires after this; must exceed the hard limit (a live worker keeps
 # its claim) and stay under the visibility timeout (a redelivered task can take over).
 JUDGE_CLAIM_LEASE_S = env_int("JUDGE_CLAIM_LEASE_S", CELERY_TASK_TIME_LIMIT + 30, minimum=1)
-JUDGE_MAX_CLAIMS = env_int("JUDGE_MAX_CLAIMS", 6, minimum=1)  # poison-message bound (worker deaths)
+JUDGE_MAX_CLAIMS = env_int("JUDGE_MAX_CLAIMS", 10, minimum=1)  # poison-message bound (worker deaths)
 HELPFULNESS_CLASSIFIER_DIR = Path(env_str("HELPFULNESS_CLASSIFIER_DIR", str(VAR_DIR / "models" / "helpfulness")))
 
 # --- Evidence -------------------------------------------------------------------------

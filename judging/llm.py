@@ -238,7 +238,9 @@ def _retry_after(exc: Exception | None) -> float | None:
 
 # Markdown decoration that models like to add around a verdict line.
 _EMPHASIS_RE = re.compile(r"[*_`#>]+")
-_FINAL_DECISION_RE = re.compile(r"^\s*final\s+decision\s*[:\-\u2013\u2014=]?\s*(yes|no)\s*[.!,;:)\]]*\s*$", re.IGNORECASE)
+_FINAL_DECISION_RE = re.compile(
+    r"^\s*final\s+decision\s*[:\-\u2013\u2014=]?\s*(yes|no)\s*[.!,;:)\]]*\s*$", re.IGNORECASE
+)
 
 
 def parse_final_decision(text: str) -> bool | None:

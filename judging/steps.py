@@ -293,6 +293,7 @@ def relevance_baseline(
     snippets: Sequence[Evidence],
     similarity: Similarity | None = None,
     threshold: float = RELEVANCE_COSINE_THRESHOLD,
+    similarity_name: str = "",
 ) -> StepResult:
     """Relevant when any snippet, on its own, is close enough to the post.
 
@@ -316,7 +317,8 @@ def relevance_baseline(
         verdict = verdict or ok
     if not snippets:
         lines.append("No evidence snippets.")
-    name = f"embedding-cosine-v1(t={threshold:.2f})" if similarity is not None else "lexical-overlap-v1"
+    model = f"{similarity_name}," if similarity_name else ""
+    name = f"embedding-cosine-v1({model}t={threshold:.2f})" if similarity is not None else "lexical-overlap-v1"
     lines.append("At least one snippet is relevant." if verdict else "No snippet is relevant.")
     return _baseline(name, "relevance", verdict, "\n".join(lines), started)
 
