@@ -50,6 +50,8 @@ class Command(BaseCommand):
         from judging.embed import embedder
 
         data_dir: Path = opts["data_dir"]
+        if not data_dir.is_dir():
+            raise CommandError(f"no Community Notes data at {data_dir}: pass --data-dir")
         examples = [] if opts["no_app_notes"] else _app_notes()
         examples += clf.load_status_labelled_notes(data_dir)
         if opts["with_ratio_labels"]:
