@@ -250,16 +250,10 @@ def note_submit(*, job: DraftJob, user: AbstractBaseUser, text: str) -> Note:
     job.state = DraftJob.State.SUBMITTED
     job.save(update_fields=["state", "updated_at"])
     NoteStatusChange.objects.create(note=note, status=note.status)
-    _enqueue_judges(note)
+    from judging.services import judge_run_request
+
+    judge_run_request(note=note)
     return note
-
-
-def _enqueue_judges(note: Note) -> None:
-    try:
-        from judging.services import judge_run_enqueue
-    except ImportError:  # the judges are optional for the contributor flow itself
-        return
-    judge_run_enqueue(note=note)
 
 
 # --- Ratings and scoring ---------------------------------------------------------------------

@@ -116,6 +116,7 @@ def test_it_submits_the_note_with_evidence_confirmations_and_draft(contributor_c
     assert note.author.user.username == "carla"
     assert list(note.snippets.all()) == [kept]
     assert note.status_changes.count() == 1
+    assert note.judge_runs.get().state == "queued"  # judged in the background, never auto-published
     job.refresh_from_db()
     assert job.state == DraftJob.State.SUBMITTED
     again = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": "Again"})
