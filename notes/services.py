@@ -364,3 +364,16 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
         "not_helpful": int(counts[scoring.CURRENTLY_RATED_NOT_HELPFUL]),
         "needs_more_ratings": int(counts[scoring.NEEDS_MORE_RATINGS]),
     }
+
+
+def note_preflight(*, job: DraftJob, gate: selectors.DraftGate, text: str) -> Any:
+    """The judges' verdicts on a draft before submission (stored nowhere, decides nothing)."""
+    from judging.prompts import Evidence
+    from judging.services import preflight_run
+
+    return preflight_run(
+        post_text=job.post.text,
+        note_text=text,
+        urls=[s.url for s in gate.confirmed],
+        snippets=[Evidence(text=s.passage.text, source=s.url) for s in gate.confirmed if s.passage],
+    )

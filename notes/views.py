@@ -201,3 +201,15 @@ def rescore(request: HttpRequest) -> HttpResponse:
     services.notes_rescore_request()
     messages.success(request, "Rescoring queued; statuses update when it finishes.")
     return redirect("rating_queue")
+
+
+@endpoint(methods=["POST"], permission="notes.add_note")
+def note_preflight(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Run the judges on the text in the editor and show their verdicts; submits nothing."""
+    job = _own_job(request, job_id)
+    gate = selectors.draft_gate(job=job)
+    form = NoteForm(request.POST, urls=[s.url for s in gate.confirmed])
+    if not form.is_valid():
+        return _workspace(request, job, note_form=form)
+    result = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"])
+    return _workspace(request, job, note_form=form, preflight=result)

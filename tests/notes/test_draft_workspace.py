@@ -147,3 +147,29 @@ def test_it_shows_the_passage_in_context(contributor_client: Any, job: Any) -> N
     html = contributor_client.get(f"/snippets/{snippet.pk}/context/").content.decode()
     assert "Intro text." in html
     assert f'<mark id="passage">{PASSAGE}</mark>' in html
+
+
+def test_it_shows_the_judges_preflight_verdicts_without_submitting(
+    contributor_client: Any, job: Any, llm_server: Any
+) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    llm_server.script(
+        "The trial passage is on topic.\nFinal decision: yes",
+        "Nothing is distorted.\nFinal decision: **Yes**.",
+        "It misses the dosage question.\nFinal decision: no",
+    )
+    text = "Trials show vitamin C does not prevent flu."
+    response = contributor_client.post(f"/drafts/{job.pk}/preflight/", {"text": text})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Relevance: yes" in html
+    assert "Correctness: yes" in html
+    assert "Helpfulness: no" in html
+    assert "It misses the dosage question." in html
+    assert "LLM scripted-model" in html
+    assert "likely not helpful" in html
+    assert text in html  # the editor keeps the text
+    assert not Note.objects.exists()
+    assert len(llm_server.requests) == 3
+    assert all(r["temperature"] == 0 for r in llm_server.requests)
