@@ -312,10 +312,12 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
     """
     cfg = config or scoring.ScoringConfig()
     now = now or timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [SCORING_LOCK_KEY])
-        if not cursor.fetchone()[0]:
-            return {"skipped": "another rescoring is running"}
+    # SQLite (the embedded demo) serialises writers itself; PostgreSQL needs the advisory lock.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [SCORING_LOCK_KEY])
+            if not cursor.fetchone()[0]:
+                return {"skipped": "another rescoring is running"}
     inputs = selectors.scoring_inputs(now=now, lock_after_days=cfg.lock_after_days)
     result = scoring.score(
         inputs.ratings, inputs.meta, len(inputs.participant_pks), cfg, now_ms=int(now.timestamp() * 1000)
