@@ -150,9 +150,7 @@ LLM_BACKOFF_MAX_S = env_float("LLM_BACKOFF_MAX_S", 8.0)
 # exists, else the offline baseline), llm, baseline, classifier (helpfulness only).
 JUDGE_BACKEND_RELEVANCE = env_choice("JUDGE_BACKEND_RELEVANCE", "auto", ("auto", "llm", "baseline"))
 JUDGE_BACKEND_CORRECTNESS = env_choice("JUDGE_BACKEND_CORRECTNESS", "auto", ("auto", "llm", "baseline"))
-JUDGE_BACKEND_HELPFULNESS = env_choice(
-    "JUDGE_BACKEND_HELPFULNESS", "auto", ("auto", "llm", "baseline", "classifier")
-)
+JUDGE_BACKEND_HELPFULNESS = env_choice("JUDGE_BACKEND_HELPFULNESS", "auto", ("auto", "llm", "baseline", "classifier"))
 # Offline relevance: sentence-embedding cosine (loads the embedding model) or word overlap.
 JUDGE_BASELINE_SIMILARITY = env_choice("JUDGE_BASELINE_SIMILARITY", "embedding", ("embedding", "lexical"))
 JUDGE_PARSE_ATTEMPTS = env_int("JUDGE_PARSE_ATTEMPTS", 2, minimum=1)  # re-asks of an unparsable answer
