@@ -119,7 +119,8 @@ def _latest_versions(decisions: QuerySet[JudgeDecision]) -> QuerySet[JudgeDecisi
         .values_list("note_id", "content_hash")
     ):
         latest[note_id] = content_hash
-    keep = [d.pk for d in decisions.only("pk", "note_id", "content_hash") if latest.get(d.note_id) == d.content_hash]
+    rows = decisions.select_related(None).order_by().values_list("pk", "note_id", "content_hash")
+    keep = [pk for pk, note_id, content_hash in rows if latest.get(note_id) == content_hash]
     return JudgeDecision.objects.filter(pk__in=keep)
 
 
