@@ -152,3 +152,50 @@ def slow_drip(pieces: int = 100, delay: float = 0.2) -> Callable[[], Iterator[by
         yield b"</p></body></html>"
 
     return generate
+
+
+@pytest.fixture(scope="session")
+def minilm_matcher():
+    """all-MiniLM-L6-v2, loaded once per test session (fast; mpnet gets a single test)."""
+    from evidence.embedding import MINILM
+    from evidence.matching import Matcher, MatchConfig
+
+    return Matcher(MatchConfig(model_name=MINILM, strategy="exhaustive", window_tokens=256, overlap_tokens=64))
+
+
+def make_pdf(lines: list[str], title: str = "Test PDF") -> bytes:
+    """A minimal valid one-page PDF with real text objects (pypdf can extract them)."""
+    ops = ["BT", "/F1 11 Tf", "14 TL", "50 780 Td"]
+    for line in lines:
+        escaped = line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+        ops.append(f"({escaped}) Tj T*")
+    ops.append("ET")
+    stream = "\n".join(ops).encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Title (" + title.encode("latin-1") + b") /CreationDate (D:20240315120000Z) >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for offset in offsets:
+        out += b"%010d 00000 n \n" % offset
+    out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def article(paragraphs: list[str], title: str = "Test article", extra_head: str = "") -> str:
+    body = "".join(f"<p>{p}</p>" for p in paragraphs)
+    return (
+        f"<!doctype html><html><head><title>{title}</title>{extra_head}</head><body>"
+        f"<nav><a href='/'>Home</a> <a href='/about'>About</a></nav>"
+        f"<article><h1>{title}</h1>{body}</article><footer>Copyright 2024 Example</footer></body></html>"
+    )
