@@ -212,7 +212,7 @@ class Matcher:
             for i, vector in zip(missing, fresh, strict=True):
                 found[i] = vector.astype(np.float32)
                 self.cache.put(keys[i], found[i])
-        dim = self.model.get_sentence_embedding_dimension() or 0
+        dim = self.model.get_embedding_dimension() or 0
         return np.vstack(found) if found else np.zeros((0, dim), dtype=np.float32)
 
     def match(self, post: str, passages: list[str], *, strategy: str | None = None, k: int | None = None) -> MatchResult:
