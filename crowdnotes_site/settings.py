@@ -1,0 +1,201 @@
+"""CrowdNotes settings: one module, everything read from the environment.
+
+With no DATABASE_URL / REDIS_URL the app runs on embedded defaults (SQLite and a
+filesystem Celery broker) so the demo needs no server; tests, CI and production set both.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+from crowdnotes_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("CROWDNOTES_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+# A fixed key is only acceptable for local DEBUG runs; production must provide one.
+SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-key-crowdnotes" if DEBUG else None)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "template_partials",
+    "notes",
+    "evidence",
+    "judging",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "crowdnotes_site.logs.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "crowdnotes_site.urls"
+WSGI_APPLICATION = "crowdnotes_site.wsgi.application"
+ASGI_APPLICATION = "crowdnotes_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "crowdnotes_site.context_processors.site",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "crowdnotes.sqlite3",
+            # SQLite is shared by the web process and the worker in the demo.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis, cache, Celery -------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Timeouts nest so a stuck call is cut by the innermost one first:
+# LLM client timeout < task soft limit < task hard limit < broker visibility timeout.
+LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 300)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 360)
+CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 3600)
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = VAR_DIR / "broker"
+    for _sub in ("in", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        {
+            "data_folder_in": str(_broker_dir / "in"),
+            "data_folder_out": str(_broker_dir / "in"),
+            "processed_folder": str(_broker_dir / "processed"),
+            "store_processed": False,
+        }
+    )
+CELERY_TASK_IGNORE_RESULT = True  # state lives in our own tables, not in a result backend
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+# CPU-heavy model work and I/O-bound LLM calls get their own queues (and workers).
+CELERY_TASK_ROUTES = {
+    "evidence.tasks.*": {"queue": "cpu"},
+    "notes.tasks.score_*": {"queue": "cpu"},
+    "judging.tasks.train_*": {"queue": "cpu"},
+    "judging.tasks.*": {"queue": "llm"},
+    "notes.tasks.draft_*": {"queue": "llm"},
+}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- LLM (any OpenAI-compatible endpoint; unset = offline baselines) ----------------------
+LLM_BASE_URL = env_str("LLM_BASE_URL", "")
+LLM_API_KEY = env_str("LLM_API_KEY", "not-needed")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4.1-mini")
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0)
+# Per-task model overrides: LLM_MODEL_DRAFT=..., LLM_MODEL_RELEVANCE=..., one variable per task.
+LLM_TASK_MODELS = {
+    name[len("LLM_MODEL_") :].lower(): value
+    for name, value in os.environ.items()
+    if name.startswith("LLM_MODEL_") and value
+}
+
+# --- Evidence -------------------------------------------------------------------------
+EMBEDDING_MODEL = env_choice("EMBEDDING_MODEL", "all-mpnet-base-v2", ("all-mpnet-base-v2", "all-MiniLM-L6-v2"))
+PASSAGE_TOKENS = env_int("PASSAGE_TOKENS", 512, minimum=16)
+PASSAGE_OVERLAP = env_int("PASSAGE_OVERLAP", 128, minimum=0)
+MAX_EVIDENCE_URLS = env_int("MAX_EVIDENCE_URLS", 5, minimum=1)
+# Only tests and the local demo fetch from loopback; never enable it in production.
+EVIDENCE_ALLOW_LOOPBACK = env_bool("EVIDENCE_ALLOW_LOOPBACK", False)
+MODEL_CACHE_DIR = Path(env_str("MODEL_CACHE_DIR", str(VAR_DIR / "models")))
+
+# --- Auth -----------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+# --- Security (production defaults; DEBUG relaxes what needs HTTPS) ------------------------
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SILENCED_SYSTEM_CHECKS = ["security.W021"] if not SECURE_HSTS_PRELOAD else []
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"context": {"()": "crowdnotes_site.logs.ContextFilter"}},
+    "formatters": {"json": {"()": "crowdnotes_site.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context"], "formatter": "json"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from crowdnotes_site.health import healthz
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("django-admin/", admin.site.urls),
+    path("", include("notes.urls")),
+]

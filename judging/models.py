@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Stage(models.TextChoices):
+    RELEVANCE = "relevance", "Relevance"
+    CORRECTNESS = "correctness", "Correctness"
+    HELPFULNESS = "helpfulness", "Helpfulness"
+
+
+class JudgeKind(models.TextChoices):
+    LLM = "llm", "LLM"
+    CLASSIFIER = "classifier", "Trained classifier"
+    BASELINE = "baseline", "Offline baseline"
+
+
+class JudgeRun(models.Model):
+    """One run of the judge chain on one version (content hash) of a note."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    note = models.ForeignKey("notes.Note", on_delete=models.CASCADE, related_name="judge_runs")
+    content_hash = models.CharField(max_length=64)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    helpful = models.BooleanField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["note", "content_hash"], name="one_run_per_note_version")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of note {self.note_id}: {self.state}"
+
+
+class JudgeDecision(models.Model):
+    """One stage's verdict, with everything needed to audit it."""
+
+    class Verdict(models.TextChoices):
+        YES = "yes", "Yes"
+        NO = "no", "No"
+        ERROR = "error", "Error"
+
+    run = models.ForeignKey(JudgeRun, null=True, blank=True, on_delete=models.CASCADE, related_name="decisions")
+    note = models.ForeignKey("notes.Note", on_delete=models.CASCADE, related_name="judge_decisions")
+    content_hash = models.CharField(max_length=64)
+    stage = models.CharField(max_length=12, choices=Stage.choices)
+    verdict = models.CharField(max_length=5, choices=Verdict.choices)
+    reasoning = models.TextField(blank=True)
+    judge_kind = models.CharField(max_length=10, choices=JudgeKind.choices)
+    judge_name = models.CharField(max_length=120)
+    prompt_version = models.CharField(max_length=40, blank=True)
+    inputs = models.JSONField(default=dict)
+    prompt = models.TextField(blank=True)
+    raw_output = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    override_verdict = models.CharField(max_length=5, choices=Verdict.choices, blank=True)
+    override_reason = models.TextField(blank=True)
+    overridden_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    overridden_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["note", "stage", "content_hash"], name="one_decision_per_stage_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stage} of note {self.note_id}: {self.verdict}"

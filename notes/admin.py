@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from notes.models import DraftJob, Note, NoteStatusChange, Participant, Post, Rating
+
+
+@admin.register(Post)
+class PostAdmin(admin.ModelAdmin):
+    list_display = ("id", "text", "author_handle", "topic", "created_at", "is_demo")
+    list_filter = ("topic", "is_demo", "created_at")
+    search_fields = ("text", "external_id", "author_handle")
+
+
+@admin.register(Note)
+class NoteAdmin(admin.ModelAdmin):
+    list_display = ("id", "text", "origin", "status", "intercept", "factor", "num_ratings", "created_at")
+    list_filter = ("origin", "status", "classification", "is_demo", "created_at")
+    search_fields = ("text", "external_id")
+    raw_id_fields = ("post", "author", "draft_job")
+
+
+@admin.register(NoteStatusChange)
+class NoteStatusChangeAdmin(admin.ModelAdmin):
+    list_display = ("note", "previous_status", "status", "changed_at")
+    list_filter = ("status", "changed_at")
+    raw_id_fields = ("note",)
+
+
+@admin.register(Participant)
+class ParticipantAdmin(admin.ModelAdmin):
+    list_display = ("external_id", "user", "rater_intercept", "rater_factor", "scored_at")
+    search_fields = ("external_id", "user__username")
+    raw_id_fields = ("user",)
+
+
+@admin.register(Rating)
+class RatingAdmin(admin.ModelAdmin):
+    list_display = ("note", "rater", "level", "created_at")
+    list_filter = ("level", "created_at")
+    raw_id_fields = ("note", "rater")
+
+
+@admin.register(DraftJob)
+class DraftJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "post", "contributor", "mode", "state", "draft_method", "created_at")
+    list_filter = ("mode", "state", "created_at")
+    raw_id_fields = ("post", "contributor")

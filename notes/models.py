@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Topic(models.TextChoices):
+    DISEASES = "diseases", "Diseases or conditions"
+    TREATMENTS = "treatments", "Drugs, vaccines, treatments and tests"
+    GUIDANCE = "guidance", "Public-health guidance or policy"
+    WELLNESS = "wellness", "Wellness products, diets and supplements"
+    PROFESSIONALS = "professionals", "Healthcare professionals or systems"
+    CONCEPTS = "concepts", "Biological or epidemiological concepts"
+    CONSPIRACIES = "conspiracies", "Health conspiracies or hoaxes"
+    NOT_HEALTH = "not_health", "Not health"
+
+
+class Post(models.Model):
+    """A flagged social-media post (pasted by a contributor or imported)."""
+
+    text = models.TextField()
+    # sha256 of the normalised text: duplicate flags link to the existing post.
+    text_hash = models.CharField(max_length=64, db_index=True)
+    source_url = models.URLField(max_length=2000, blank=True)
+    external_id = models.CharField(max_length=64, blank=True, db_index=True)
+    author_handle = models.CharField(max_length=100, blank=True)
+    posted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    flagged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    topic = models.CharField(max_length=20, choices=Topic.choices, blank=True)
+    topic_method = models.CharField(max_length=100, blank=True)
+    is_demo = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.text[:60]
+
+
+class Participant(models.Model):
+    """Anyone who writes or rates notes: an app user or an imported Community Notes participant."""
+
+    external_id = models.CharField(max_length=64, unique=True)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="participant"
+    )
+    rater_intercept = models.FloatField(null=True, blank=True)
+    rater_factor = models.FloatField(null=True, blank=True)
+    scored_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.user.get_username() if self.user else self.external_id
+
+
+class NoteStatus(models.TextChoices):
+    NEEDS_MORE_RATINGS = "NEEDS_MORE_RATINGS", "Needs More Ratings"
+    HELPFUL = "CURRENTLY_RATED_HELPFUL", "Currently Rated Helpful"
+    NOT_HELPFUL = "CURRENTLY_RATED_NOT_HELPFUL", "Currently Rated Not Helpful"
+
+
+class Note(models.Model):
+    class Origin(models.TextChoices):
+        HUMAN = "human", "Human"
+        AUGMENTED = "augmented", "Augmented (human evidence, machine draft)"
+        AUTOMATED = "automated", "Automated (machine evidence and draft)"
+        SUPERNOTE = "supernote", "Supernote"
+
+    class Classification(models.TextChoices):
+        MISLEADING = "MISINFORMED_OR_POTENTIALLY_MISLEADING", "Misinformed or potentially misleading"
+        NOT_MISLEADING = "NOT_MISLEADING", "Not misleading"
+
+    post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="notes")
+    author = models.ForeignKey(
+        Participant, null=True, blank=True, on_delete=models.SET_NULL, related_name="notes_authored"
+    )
+    external_id = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    text = models.TextField()
+    origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.HUMAN)
+    classification = models.CharField(max_length=40, choices=Classification.choices, default=Classification.MISLEADING)
+    evidence_urls = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # The draft the contributor started from, kept so the audit can compare draft and final text.
+    draft_job = models.OneToOneField(
+        "notes.DraftJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="note"
+    )
+    draft_text = models.TextField(blank=True)
+    status = models.CharField(
+        max_length=32, choices=NoteStatus.choices, default=NoteStatus.NEEDS_MORE_RATINGS, db_index=True
+    )
+    intercept = models.FloatField(null=True, blank=True)
+    factor = models.FloatField(null=True, blank=True)
+    num_ratings = models.PositiveIntegerField(default=0)
+    scored_at = models.DateTimeField(null=True, blank=True)
+    is_demo = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [
+            ("view_scores", "Can see note intercepts and factors"),
+            ("run_scoring", "Can run the Community Notes scorer"),
+        ]
+
+    def __str__(self) -> str:
+        return self.text[:60]
+
+
+class NoteStatusChange(models.Model):
+    """Every status change of a note, with its time (the delay analytics read these)."""
+
+    note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="status_changes")
+    previous_status = models.CharField(max_length=32, choices=NoteStatus.choices, blank=True)
+    status = models.CharField(max_length=32, choices=NoteStatus.choices)
+    intercept = models.FloatField(null=True, blank=True)
+    factor = models.FloatField(null=True, blank=True)
+    changed_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["changed_at"]
+
+    def __str__(self) -> str:
+        return f"note {self.note_id} -> {self.status}"
+
+
+class RatingLevel(models.TextChoices):
+    HELPFUL = "HELPFUL", "Helpful"
+    SOMEWHAT_HELPFUL = "SOMEWHAT_HELPFUL", "Somewhat helpful"
+    NOT_HELPFUL = "NOT_HELPFUL", "Not helpful"
+
+
+HELPFUL_TAGS: dict[str, str] = {
+    "helpfulClear": "Clear and well-written",
+    "helpfulGoodSources": "Cites high-quality sources",
+    "helpfulAddressesClaim": "Directly addresses the post's claim",
+    "helpfulImportantContext": "Provides important context",
+    "helpfulUnbiasedLanguage": "Neutral or unbiased language",
+}
+NOT_HELPFUL_TAGS: dict[str, str] = {
+    "notHelpfulIncorrect": "Incorrect information",
+    "notHelpfulSourcesMissingOrUnreliable": "Sources missing or unreliable",
+    "notHelpfulMissingKeyPoints": "Misses key points or irrelevant",
+    "notHelpfulHardToUnderstand": "Hard to understand",
+    "notHelpfulArgumentativeOrBiased": "Argumentative or biased language",
+    "notHelpfulSpamHarassmentOrAbuse": "Spam, harassment or abuse",
+    "notHelpfulIrrelevantSources": "Sources do not support the note",
+    "notHelpfulOpinionSpeculation": "Opinion or speculation",
+    "notHelpfulNoteNotNeeded": "Note not needed on this post",
+}
+
+
+class Rating(models.Model):
+    note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="ratings")
+    rater = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="ratings")
+    level = models.CharField(max_length=20, choices=RatingLevel.choices)
+    tags = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["note", "rater"], name="one_rating_per_rater_per_note")]
+
+    def __str__(self) -> str:
+        return f"{self.rater_id} rated note {self.note_id}: {self.level}"
+
+
+class DraftJob(models.Model):
+    """A contributor's work on one note: evidence gathering, machine draft, edits, submission."""
+
+    class Mode(models.TextChoices):
+        AUGMENTATION = "augmentation", "Augmentation (my evidence)"
+        AUTOMATION = "automation", "Automation (machine evidence)"
+
+    class State(models.TextChoices):
+        COLLECTING = "collecting", "Collecting evidence"
+        DRAFTING = "drafting", "Drafting"
+        DRAFTED = "drafted", "Draft ready"
+        FAILED = "failed", "Failed"
+        SUBMITTED = "submitted", "Submitted"
+
+    post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="draft_jobs")
+    contributor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="draft_jobs")
+    mode = models.CharField(max_length=12, choices=Mode.choices, default=Mode.AUGMENTATION)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.COLLECTING, db_index=True)
+    progress = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    draft_text = models.TextField(blank=True)
+    # Which generator wrote the draft, e.g. "llm:gpt-4.1-mini" or "baseline:extractive".
+    draft_method = models.CharField(max_length=120, blank=True)
+    # Per draft sentence, the snippet it came from (when the method knows it).
+    draft_provenance = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"draft {self.pk} ({self.state})"

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from notes import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("posts/<int:post_id>/", views.post_detail, name="post_detail"),
+    path("accounts/signup/", views.signup, name="signup"),
+    path("contribute/", views.contribute, name="contribute"),
+    path("drafts/<int:job_id>/", views.draft_detail, name="draft_detail"),
+    path("drafts/<int:job_id>/evidence/", views.draft_add_urls, name="draft_add_urls"),
+    path("drafts/<int:job_id>/draft/", views.draft_request, name="draft_request"),
+    path("drafts/<int:job_id>/submit/", views.note_submit, name="note_submit"),
+    path("snippets/<int:snippet_id>/context/", views.snippet_context, name="snippet_context"),
+    path("snippets/<int:snippet_id>/<str:action>/", views.snippet_action, name="snippet_action"),
+    path("me/notes/", views.my_notes, name="my_notes"),
+]

