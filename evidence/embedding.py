@@ -19,7 +19,7 @@ MPNET = "all-mpnet-base-v2"
 MINILM = "all-MiniLM-L6-v2"
 
 _lock = threading.Lock()
-_loaded: dict[tuple[str, str, int, bool], SentenceTransformer] = {}
+_loaded: dict[tuple[str, str, int], SentenceTransformer] = {}
 
 
 def default_cache_dir() -> Path:
@@ -75,11 +75,9 @@ def model_path(name: str, cache_dir: Path | None = None) -> Path:
     raise ValueError(f"unknown embedding model {name!r}: use {MPNET}, {MINILM} or a local folder")
 
 
-def load_model(
-    name: str = MPNET, *, max_seq_length: int = 512, quantize: bool = False, cache_dir: Path | None = None
-) -> SentenceTransformer:
+def load_model(name: str = MPNET, *, max_seq_length: int = 512, cache_dir: Path | None = None) -> SentenceTransformer:
     """Load a model once per process (thread-safe); later calls return the same object."""
-    key = (name, str(cache_dir or ""), max_seq_length, quantize)
+    key = (name, str(cache_dir or ""), max_seq_length)
     with _lock:
         model = _loaded.get(key)
         if model is not None:
@@ -91,10 +89,5 @@ def load_model(
         model = SentenceTransformer(str(model_path(name, cache_dir)), device="cpu")
         model.max_seq_length = max_seq_length
         model.eval()
-        if quantize:
-            import torch
-
-            # Dynamic int8 on the Linear layers: no extra runtime needed (onnxruntime is not installed).
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
         _loaded[key] = model
         return model

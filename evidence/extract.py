@@ -143,7 +143,9 @@ def _block_reason(raw: str, text: str, n_words: int) -> str | None:
 def _extract_html(html: str) -> tuple[str, str | None, str | None]:
     import trafilatura
 
-    doc = trafilatura.bare_extraction(html, with_metadata=True, include_comments=False, include_tables=True, deduplicate=False)
+    doc = trafilatura.bare_extraction(
+        html, with_metadata=True, include_comments=False, include_tables=True, deduplicate=False
+    )
     text = (doc.text if doc is not None else None) or ""
     if count_words(text) < 80:
         # Short result: retry favouring recall, then trafilatura's own baseline extractor.
@@ -188,7 +190,9 @@ def _extract_pdf(body: bytes, max_pages: int) -> tuple[str, str | None, str | No
     return text, title, published
 
 
-def extract(body: bytes, content_type: str, *, charset: str | None = None, min_words: int = 25, max_pdf_pages: int = 300) -> Extracted:
+def extract(
+    body: bytes, content_type: str, *, charset: str | None = None, min_words: int = 25, max_pdf_pages: int = 300
+) -> Extracted:
     """Main text, title and date of a fetched document, or ExtractionError(empty_text | block_page | bad_pdf)."""
     raw = ""
     encoding: str | None = None

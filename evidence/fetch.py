@@ -26,7 +26,9 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-USER_AGENT = "CrowdNotesEvidenceBot/1.0 (+https://crowdnotes.invalid/bot; fetches evidence URLs submitted by contributors)"
+USER_AGENT = (
+    "CrowdNotesEvidenceBot/1.0 (+https://crowdnotes.invalid/bot; fetches evidence URLs submitted by contributors)"
+)
 
 HTML = "text/html"
 TEXT = "text/plain"
@@ -154,7 +156,9 @@ def _parse(url: str, policy: FetchPolicy) -> _Target:
     if not raw_host:
         raise FetchError("bad_url", "missing host", url=url)
     port = port if port is not None else (443 if scheme == "https" else 80)
-    if port not in policy.allowed_ports:
+    # Test servers listen on random ports: with the test-only loopback switch, the port is
+    # checked after resolution instead (any port on loopback, allowed ports elsewhere).
+    if port not in policy.allowed_ports and not policy.allow_loopback_for_tests:
         raise FetchError("bad_port", f"port {port} is not allowed", url=url)
     try:
         ip = ipaddress.ip_address(raw_host)
@@ -167,13 +171,15 @@ def _parse(url: str, policy: FetchPolicy) -> _Target:
             except OSError as exc:
                 raise FetchError("bad_url", f"malformed numeric host {raw_host!r}", url=url) from exc
             reason = address_refusal(host, allow_loopback=policy.allow_loopback_for_tests)
-            raise FetchError("blocked_address", f"numeric host {raw_host!r} is {host}: {reason or 'ambiguous spelling'}", url=url)
+            raise FetchError(
+                "blocked_address", f"numeric host {raw_host!r} is {host}: {reason or 'ambiguous spelling'}", url=url
+            ) from None
         try:
             host = raw_host.encode("idna").decode("ascii").lower()
         except UnicodeError as exc:
             raise FetchError("bad_url", f"invalid host name {raw_host!r}", url=url) from exc
         if not _HOST_RE.match(host) or len(host) > 253:
-            raise FetchError("bad_url", f"invalid host name {raw_host!r}", url=url)
+            raise FetchError("bad_url", f"invalid host name {raw_host!r}", url=url) from None
     request_target = parts.path or "/"
     if parts.query:
         request_target += "?" + parts.query
@@ -212,6 +218,8 @@ def _resolve(target: _Target, policy: FetchPolicy, deadline: float, url: str) ->
         reason = address_refusal(address, allow_loopback=policy.allow_loopback_for_tests)
         if reason:
             raise FetchError("blocked_address", f"{target.host} resolves to {address}: {reason}", url=url)
+    if target.port not in policy.allowed_ports and not all(ipaddress.ip_address(a).is_loopback for a in addresses):
+        raise FetchError("bad_port", f"port {target.port} is not allowed", url=url)
     return addresses[0]
 
 
@@ -246,7 +254,20 @@ def _sniff(head: bytes) -> str | None:
         return HTML if b"<html" in low16 or b"<!doctype html" in low16 else TEXT
     low = stripped[:4096].lower()
     if low.startswith(b"<") and any(
-        marker in low for marker in (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<meta", b"<div", b"<p", b"<script", b"<!--", b"<?xml")
+        marker in low
+        for marker in (
+            b"<!doctype html",
+            b"<html",
+            b"<head",
+            b"<body",
+            b"<title",
+            b"<meta",
+            b"<div",
+            b"<p",
+            b"<script",
+            b"<!--",
+            b"<?xml",
+        )
     ):
         return HTML
     sample = head[:4096]
@@ -260,7 +281,9 @@ def _sniff(head: bytes) -> str | None:
 
 def _decide_type(declared: str, sniffed: str | None, url: str) -> str:
     if sniffed is None:
-        raise FetchError("unsupported_type", f"content is not HTML, text or PDF (declared {declared or 'nothing'})", url=url)
+        raise FetchError(
+            "unsupported_type", f"content is not HTML, text or PDF (declared {declared or 'nothing'})", url=url
+        )
     if declared == "application/pdf" and sniffed != PDF:
         raise FetchError("unsupported_type", "declared PDF but the body is not a PDF", url=url)
     return sniffed
@@ -276,7 +299,9 @@ def _parse_content_type(value: str) -> tuple[str, str | None]:
     return mime.strip().lower(), charset
 
 
-def _pool(target: _Target, ip: str, policy: FetchPolicy, timeout: urllib3.Timeout) -> urllib3.connectionpool.HTTPConnectionPool:
+def _pool(
+    target: _Target, ip: str, policy: FetchPolicy, timeout: urllib3.Timeout
+) -> urllib3.connectionpool.HTTPConnectionPool:
     common = {"port": target.port, "timeout": timeout, "retries": False, "maxsize": 1, "block": False}
     if target.scheme == "https":
         conn_cls = type("Conn", (_GuardedHTTPSConnection,), {"allow_loopback": policy.allow_loopback_for_tests})
@@ -298,7 +323,9 @@ def _remaining(deadline: float, url: str) -> float:
     return left
 
 
-def _read_body(response: urllib3.BaseHTTPResponse, policy: FetchPolicy, deadline: float, url: str, declared: str) -> tuple[bytes, str]:
+def _read_body(
+    response: urllib3.BaseHTTPResponse, policy: FetchPolicy, deadline: float, url: str, declared: str
+) -> tuple[bytes, str]:
     chunks: list[bytes] = []
     size = 0
     sniffed_type: str | None = None
@@ -311,7 +338,7 @@ def _read_body(response: urllib3.BaseHTTPResponse, policy: FetchPolicy, deadline
             sock.settimeout(left)
         try:
             chunk = response.read1(65536)
-        except (urllib3.exceptions.ReadTimeoutError, TimeoutError, socket.timeout) as exc:
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
             raise FetchError("timeout", "total deadline exceeded while reading", url=url) from exc
         except urllib3.exceptions.DecodeError as exc:
             raise FetchError("connection_error", f"bad content encoding: {exc}", url=url) from exc
@@ -377,7 +404,9 @@ def fetch(url: str, policy: FetchPolicy | None = None) -> FetchResult:
                 status = response.status
                 if status in _REDIRECTS and response.headers.get("Location"):
                     if len(redirects) >= policy.max_redirects:
-                        raise FetchError("too_many_redirects", f"more than {policy.max_redirects} redirects", url=current)
+                        raise FetchError(
+                            "too_many_redirects", f"more than {policy.max_redirects} redirects", url=current
+                        )
                     redirects.append(current)
                     current = urljoin(current, response.headers["Location"].strip())
                     continue
@@ -385,10 +414,14 @@ def fetch(url: str, policy: FetchPolicy | None = None) -> FetchResult:
                     raise FetchError("http_error", f"HTTP status {status}", url=current, status=status)
                 declared, charset = _parse_content_type(response.headers.get("Content-Type", ""))
                 if declared not in _DECLARED_OK and declared not in _DECLARED_GENERIC:
-                    raise FetchError("unsupported_type", f"content type {declared!r} is not HTML, text or PDF", url=current)
+                    raise FetchError(
+                        "unsupported_type", f"content type {declared!r} is not HTML, text or PDF", url=current
+                    )
                 length = response.headers.get("Content-Length", "")
                 if length.strip().isdigit() and int(length) > policy.max_bytes:
-                    raise FetchError("too_large", f"Content-Length {length} exceeds {policy.max_bytes} bytes", url=current)
+                    raise FetchError(
+                        "too_large", f"Content-Length {length} exceeds {policy.max_bytes} bytes", url=current
+                    )
                 body, content_type = _read_body(response, policy, deadline, current, declared)
             finally:
                 response.release_conn()

@@ -40,7 +40,6 @@ class MatchConfig:
     overlap_tokens: int = 128
     strategy: str = "prefilter"
     prefilter_k: int = 2
-    quantize: bool = False
     batch_size: int = 8
     cache_dir: Path | None = None
 
@@ -111,7 +110,14 @@ def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path 
             with torch.inference_mode():
                 for start in range(0, size, 1024):
                     ids = torch.arange(start, min(start + 1024, size))
-                    batch = torch.stack([torch.full_like(ids, tokenizer.cls_token_id), ids, torch.full_like(ids, tokenizer.sep_token_id)], 1)
+                    batch = torch.stack(
+                        [
+                            torch.full_like(ids, tokenizer.cls_token_id),
+                            ids,
+                            torch.full_like(ids, tokenizer.sep_token_id),
+                        ],
+                        1,
+                    )
                     hidden = transformer(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
                     table[start : start + len(ids)] = hidden.mean(1).numpy()
             folder.mkdir(parents=True, exist_ok=True)
@@ -166,7 +172,9 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def prerank(model: SentenceTransformer, model_name: str, post: str, passages: list[str], cache_dir: Path | None = None) -> np.ndarray:
+def prerank(
+    model: SentenceTransformer, model_name: str, post: str, passages: list[str], cache_dir: Path | None = None
+) -> np.ndarray:
     """Cheap relevance of each passage to the post (higher is better): RRF of BM25 and static cosine."""
     ids = _token_ids(model.tokenizer, [post, *passages])
     query, docs = ids[0], ids[1:]
@@ -183,10 +191,11 @@ class Matcher:
         if self.config.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
         self.model = load_model(
-            self.config.model_name, max_seq_length=self.config.window_tokens, quantize=self.config.quantize, cache_dir=self.config.cache_dir
+            self.config.model_name, max_seq_length=self.config.window_tokens, cache_dir=self.config.cache_dir
         )
         self.cache = cache or VectorCache()
-        self._key = f"{self.config.model_name}|{self.config.window_tokens}|{'int8' if self.config.quantize else 'fp32'}"
+        # Chunk rows depend on window and overlap; a text's embedding on the model and window only.
+        self._key = f"{self.config.model_name}@{self.config.window_tokens}/{self.config.overlap_tokens}"
         self._encode_lock = threading.Lock()
 
     @property
@@ -197,7 +206,9 @@ class Matcher:
         return self._key
 
     def chunk(self, text: str) -> list[Chunk]:
-        return chunk_text(text, self.tokenizer, window_tokens=self.config.window_tokens, overlap_tokens=self.config.overlap_tokens)
+        return chunk_text(
+            text, self.tokenizer, window_tokens=self.config.window_tokens, overlap_tokens=self.config.overlap_tokens
+        )
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-normalized embeddings, reusing cached vectors by content hash."""
@@ -207,7 +218,10 @@ class Matcher:
         if missing:
             with self._encode_lock:  # torch already uses every core; parallel encodes only thrash
                 fresh = self.model.encode(
-                    [texts[i] for i in missing], batch_size=self.config.batch_size, normalize_embeddings=True, convert_to_numpy=True
+                    [texts[i] for i in missing],
+                    batch_size=self.config.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
                 )
             for i, vector in zip(missing, fresh, strict=True):
                 found[i] = vector.astype(np.float32)
@@ -215,7 +229,9 @@ class Matcher:
         dim = self.model.get_embedding_dimension() or 0
         return np.vstack(found) if found else np.zeros((0, dim), dtype=np.float32)
 
-    def match(self, post: str, passages: list[str], *, strategy: str | None = None, k: int | None = None) -> MatchResult:
+    def match(
+        self, post: str, passages: list[str], *, strategy: str | None = None, k: int | None = None
+    ) -> MatchResult:
         """Best passage for the post by cosine similarity (exhaustive, or on the pre-filter's top-k)."""
         if not passages:
             raise ValueError("no passages to match")

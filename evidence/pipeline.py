@@ -30,7 +30,13 @@ class PipelineResult:
         best = None
         if self.match is not None:
             chunk = self.chunks[self.match.best_index]
-            best = {"text": chunk.text, "score": round(self.match.best_score, 4), "chunk_index": chunk.index, "start_char": chunk.start_char, "end_char": chunk.end_char}
+            best = {
+                "text": chunk.text,
+                "score": round(self.match.best_score, 4),
+                "chunk_index": chunk.index,
+                "start_char": chunk.start_char,
+                "end_char": chunk.end_char,
+            }
         return {
             "ok": self.ok,
             "error_code": self.error_code,
@@ -48,7 +54,13 @@ class PipelineResult:
 
 
 def retrieve_and_match(
-    url: str, post: str, *, matcher: Matcher, policy: FetchPolicy | None = None, min_words: int = 25, on_stage: Stage | None = None
+    url: str,
+    post: str,
+    *,
+    matcher: Matcher,
+    policy: FetchPolicy | None = None,
+    min_words: int = 25,
+    on_stage: Stage | None = None,
 ) -> PipelineResult:
     """Fetch, extract, chunk and match one URL; failures come back as error codes, never raised."""
     result = PipelineResult(ok=False)
@@ -71,7 +83,9 @@ def retrieve_and_match(
         done("fetch", started)
     started = stage("extracting")
     try:
-        result.extracted = extract(result.fetched.body, result.fetched.content_type, charset=result.fetched.charset, min_words=min_words)
+        result.extracted = extract(
+            result.fetched.body, result.fetched.content_type, charset=result.fetched.charset, min_words=min_words
+        )
         result.chunks = matcher.chunk(result.extracted.text)
     except ExtractionError as exc:
         result.error_code, result.error_message = exc.error_code, exc.message

@@ -84,7 +84,15 @@ class LoopbackServer:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def add(self, path: str, body: Body = b"", *, status: int = 200, content_type: str | None = "text/html; charset=utf-8", headers: dict[str, str] | None = None) -> str:
+    def add(
+        self,
+        path: str,
+        body: Body = b"",
+        *,
+        status: int = 200,
+        content_type: str | None = "text/html; charset=utf-8",
+        headers: dict[str, str] | None = None,
+    ) -> str:
         all_headers = dict(headers or {})
         if content_type is not None:
             all_headers.setdefault("Content-Type", content_type)
@@ -158,7 +166,7 @@ def slow_drip(pieces: int = 100, delay: float = 0.2) -> Callable[[], Iterator[by
 def minilm_matcher():
     """all-MiniLM-L6-v2, loaded once per test session (fast; mpnet gets a single test)."""
     from evidence.embedding import MINILM
-    from evidence.matching import Matcher, MatchConfig
+    from evidence.matching import MatchConfig, Matcher
 
     return Matcher(MatchConfig(model_name=MINILM, strategy="exhaustive", window_tokens=256, overlap_tokens=64))
 

@@ -15,7 +15,11 @@ PARAS = [
 
 
 def test_it_extracts_main_text_title_and_date() -> None:
-    html = article(PARAS, title="Measles vaccine facts", extra_head='<meta property="article:published_time" content="2023-05-04T10:00:00Z">')
+    html = article(
+        PARAS,
+        title="Measles vaccine facts",
+        extra_head='<meta property="article:published_time" content="2023-05-04T10:00:00Z">',
+    )
     result = extract(html.encode(), "text/html")
     assert "97 percent effective" in result.text
     assert "Copyright 2024" not in result.text
@@ -47,7 +51,10 @@ def test_it_detects_block_consent_and_captcha_pages(html: str) -> None:
 
 
 def test_it_keeps_real_articles_that_mention_cookies() -> None:
-    paras = [*PARAS, "This site uses cookies; see our cookie policy. You can accept all or reject all in the settings."] * 3
+    paras = [
+        *PARAS,
+        "This site uses cookies; see our cookie policy. You can accept all or reject all in the settings.",
+    ] * 3
     assert extract(article(paras).encode(), "text/html").n_words > 100
 
 
@@ -85,7 +92,7 @@ CHINESE = "麻疹是一种传染性很强的病毒性疾病。接种两剂疫苗
 def test_it_decodes_declared_non_utf8_pages(text: str, encoding: str, header: str | None, meta: str | None) -> None:
     head = f'<meta charset="{meta}">' if meta else ""
     html = f"<html><head>{head}<title>t</title></head><body><p>{text}</p></body></html>"
-    decoded, used = decode(html.encode(encoding), header)
+    decoded, _used = decode(html.encode(encoding), header)
     assert text in decoded
 
 
@@ -98,12 +105,15 @@ def test_it_prefers_utf8_when_a_single_byte_declaration_is_wrong() -> None:
 
 def test_it_sniffs_undeclared_legacy_encodings() -> None:
     html = "<html><body>" + f"<p>{RUSSIAN}</p>" * 5 + "</body></html>"
-    decoded, used = decode(html.encode("windows-1251"), None)
+    decoded, _used = decode(html.encode("windows-1251"), None)
     assert RUSSIAN in decoded
 
 
 def test_it_extracts_non_utf8_page_end_to_end() -> None:
-    paras = [RUSSIAN, "Прививка защищает детей и взрослых от тяжелых осложнений кори, включая пневмонию и энцефалит."] * 4
+    paras = [
+        RUSSIAN,
+        "Прививка защищает детей и взрослых от тяжелых осложнений кори, включая пневмонию и энцефалит.",
+    ] * 4
     html = article(paras, title="Корь").encode("windows-1251")
     result = extract(html, "text/html", charset="windows-1251")
     assert "девяносто семь" in result.text

@@ -75,7 +75,16 @@ def test_it_refuses_non_global_addresses_before_connecting(url: str, connect_aud
 
 @pytest.mark.parametrize(
     "address",
-    ["10.0.0.1", "169.254.169.254", "100.100.100.200", "fd00::1", "::ffff:10.0.0.1", "64:ff9b::a00:1", "2002:c0a8:101::1", "2001:db8::1"],
+    [
+        "10.0.0.1",
+        "169.254.169.254",
+        "100.100.100.200",
+        "fd00::1",
+        "::ffff:10.0.0.1",
+        "64:ff9b::a00:1",
+        "2002:c0a8:101::1",
+        "2001:db8::1",
+    ],
 )
 def test_it_refuses_names_resolving_to_internal_addresses(address: str, connect_audit: ConnectAudit) -> None:
     policy = FetchPolicy(resolver=_resolver({"evil.example": [address]}))
@@ -119,7 +128,9 @@ def test_it_refuses_bad_urls_before_connecting(url: str, code: str, connect_audi
     assert connect_audit.lookups == []
 
 
-def test_it_fetches_a_page_with_pinned_ip_and_host_header(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+def test_it_fetches_a_page_with_pinned_ip_and_host_header(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy
+) -> None:
     evidence_server.add("/page", PAGE)
     calls: list[str] = []
     policy = FetchPolicy(**{**test_policy.__dict__, "resolver": _resolver({"news.example": ["127.0.0.1"]}, calls)})
@@ -132,7 +143,9 @@ def test_it_fetches_a_page_with_pinned_ip_and_host_header(evidence_server: Loopb
     assert "CrowdNotes" in evidence_server.requests[0]["user-agent"]
 
 
-def test_it_ignores_environment_proxies(evidence_server: LoopbackServer, test_policy: FetchPolicy, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_ignores_environment_proxies(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HTTP_PROXY", "http://10.9.9.9:3128")
     monkeypatch.setenv("http_proxy", "http://10.9.9.9:3128")
     url = evidence_server.add("/page", PAGE)
@@ -149,9 +162,18 @@ def test_it_follows_redirects_and_records_them(evidence_server: LoopbackServer, 
 
 @pytest.mark.parametrize(
     "location",
-    ["http://10.0.0.5/admin", "http://169.254.169.254/latest/meta-data/", "http://[::ffff:192.168.0.1]/", "http://0x0a000001/", "file:///etc/passwd", "http://internal.example/"],
+    [
+        "http://10.0.0.5/admin",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:192.168.0.1]/",
+        "http://0x0a000001/",
+        "file:///etc/passwd",
+        "http://internal.example/",
+    ],
 )
-def test_it_rechecks_every_redirect_hop(location: str, evidence_server: LoopbackServer, test_policy: FetchPolicy, connect_audit: ConnectAudit) -> None:
+def test_it_rechecks_every_redirect_hop(
+    location: str, evidence_server: LoopbackServer, test_policy: FetchPolicy, connect_audit: ConnectAudit
+) -> None:
     policy = FetchPolicy(**{**test_policy.__dict__, "resolver": _resolver({"internal.example": ["192.168.7.7"]})})
     evidence_server.add("/r", status=301, headers={"Location": location})
     assert _code(evidence_server.url("/r"), policy) in ("blocked_address", "bad_scheme")
@@ -167,7 +189,9 @@ def test_it_caps_redirects(evidence_server: LoopbackServer, test_policy: FetchPo
     assert fetch(evidence_server.url("/r2"), test_policy).body == PAGE  # exactly 3 redirects is fine
 
 
-def test_it_refuses_oversized_content_length_without_reading(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+def test_it_refuses_oversized_content_length_without_reading(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy
+) -> None:
     evidence_server.add("/big", b"x" * 10, headers={"Content-Length": "999999999"})
     assert _code(evidence_server.url("/big"), test_policy) == "too_large"
 
@@ -228,7 +252,9 @@ def test_it_refuses_binaries_lying_about_their_type(evidence_server: LoopbackSer
         assert _code(evidence_server.url(path), test_policy) == "unsupported_type", path
 
 
-def test_it_sniffs_html_and_pdf_behind_generic_or_wrong_headers(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+def test_it_sniffs_html_and_pdf_behind_generic_or_wrong_headers(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy
+) -> None:
     evidence_server.add("/octet", PAGE, content_type="application/octet-stream")
     evidence_server.add("/none", PAGE, content_type=None)
     evidence_server.add("/pdf-as-html", b"%PDF-1.4\n" + b"0" * 2000, content_type="text/html")
@@ -238,14 +264,26 @@ def test_it_sniffs_html_and_pdf_behind_generic_or_wrong_headers(evidence_server:
 
 
 def test_it_reports_declared_charset(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
-    evidence_server.add("/latin", "<html><body><p>Caf\u00e9</p></body></html>".encode("latin-1"), content_type="text/html; charset=ISO-8859-1")
+    evidence_server.add(
+        "/latin",
+        "<html><body><p>Caf\u00e9</p></body></html>".encode("latin-1"),
+        content_type="text/html; charset=ISO-8859-1",
+    )
     result = fetch(evidence_server.url("/latin"), test_policy)
     assert result.charset == "iso-8859-1"
 
 
 @pytest.mark.parametrize(
     ("address", "refused"),
-    [("93.184.216.34", False), ("2606:2800:220:1::1", False), ("100.64.1.1", True), ("::ffff:8.8.8.8", False), ("64:ff9b::808:808", False), ("64:ff9b:1::1", True), ("2001:0:4136:e378:8000:63bf:3fff:fdd2", True)],
+    [
+        ("93.184.216.34", False),
+        ("2606:2800:220:1::1", False),
+        ("100.64.1.1", True),
+        ("::ffff:8.8.8.8", False),
+        ("64:ff9b::808:808", False),
+        ("64:ff9b:1::1", True),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", True),
+    ],
 )
 def test_it_classifies_addresses(address: str, refused: bool) -> None:
     assert (address_refusal(address) is not None) is refused

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -26,7 +28,7 @@ def test_it_chunks_with_overlap_and_character_offsets(minilm_matcher: Matcher) -
     assert len(chunks) > 4
     assert all(c.n_tokens <= content for c in chunks)
     assert all(text[c.start_char : c.end_char] == c.text for c in chunks)
-    for left, right in zip(chunks, chunks[1:], strict=False):
+    for left, right in itertools.pairwise(chunks):
         assert right.start_char < left.end_char  # consecutive windows overlap
         overlap = len(tokenizer(text[right.start_char : left.end_char], add_special_tokens=False)["input_ids"])
         assert abs(overlap - 32) <= 2
@@ -61,7 +63,9 @@ def test_it_reuses_cached_embeddings_by_content_hash(minilm_matcher: Matcher, mo
     first = minilm_matcher.embed(passages)
     calls: list[int] = []
     original = minilm_matcher.model.encode
-    monkeypatch.setattr(minilm_matcher.model, "encode", lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw))
+    monkeypatch.setattr(
+        minilm_matcher.model, "encode", lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)
+    )
     second = minilm_matcher.embed(passages)
     assert calls == []
     np.testing.assert_allclose(first, second)

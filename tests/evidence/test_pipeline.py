@@ -21,7 +21,9 @@ def _run(url: str, matcher: Matcher, policy: FetchPolicy):
     return retrieve_and_match(url, POST, matcher=matcher, policy=policy)
 
 
-def test_it_runs_retrieve_and_match_on_a_page(evidence_server: LoopbackServer, test_policy: FetchPolicy, minilm_matcher: Matcher) -> None:
+def test_it_runs_retrieve_and_match_on_a_page(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy, minilm_matcher: Matcher
+) -> None:
     url = evidence_server.add("/article", article(HEALTH, title="Measles").encode())
     stages: list[str] = []
     result = retrieve_and_match(url, POST, matcher=minilm_matcher, policy=test_policy, on_stage=stages.append)
@@ -47,15 +49,28 @@ def test_it_matches_a_pdf(evidence_server: LoopbackServer, test_policy: FetchPol
     [
         (lambda s: s.url("/missing"), "http_error"),
         (lambda s: s.add("/empty", b"<html><body><nav><a href='/'>Home</a></nav></body></html>"), "empty_text"),
-        (lambda s: s.add("/blocked", b"<html><head><title>Just a moment...</title></head><body><div id='cf-chl-widget'>Checking your browser</div></body></html>"), "block_page"),
+        (
+            lambda s: s.add(
+                "/blocked",
+                b"<html><head><title>Just a moment...</title></head><body><div id='cf-chl-widget'>Checking your browser</div></body></html>",
+            ),
+            "block_page",
+        ),
         (lambda s: s.add("/image", b"GIF89a" + bytes(range(256)) * 8, content_type="text/html"), "unsupported_type"),
         (lambda s: s.add("/big", b"x", headers={"Content-Length": "50000000"}), "too_large"),
         (lambda s: s.add("/slow", slow_drip(pieces=100, delay=0.05)), "timeout"),
-        (lambda s: s.add("/to-metadata", status=302, headers={"Location": "http://169.254.169.254/latest/meta-data/"}), "blocked_address"),
+        (
+            lambda s: s.add(
+                "/to-metadata", status=302, headers={"Location": "http://169.254.169.254/latest/meta-data/"}
+            ),
+            "blocked_address",
+        ),
         (lambda s: "gopher://127.0.0.1/", "bad_scheme"),
     ],
 )
-def test_it_reports_each_failure_as_an_error_code(setup, code: str, evidence_server: LoopbackServer, test_policy: FetchPolicy, minilm_matcher: Matcher) -> None:
+def test_it_reports_each_failure_as_an_error_code(
+    setup, code: str, evidence_server: LoopbackServer, test_policy: FetchPolicy, minilm_matcher: Matcher
+) -> None:
     policy = FetchPolicy(**{**test_policy.__dict__, "total_timeout": 1.5})
     result = _run(setup(evidence_server), minilm_matcher, policy)
     assert not result.ok
