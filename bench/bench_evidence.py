@@ -196,7 +196,7 @@ def part_throughput() -> list[str]:
                     lambda f: retrieve_and_match(
                         f"http://127.0.0.1:{port}/{f}",
                         posts[f],
-                        matcher=matcher,
+                        matcher=matcher,  # noqa: B023 - map completes inside this iteration
                         policy=policy(port),
                     ),
                     urls,
