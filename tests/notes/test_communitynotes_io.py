@@ -154,3 +154,38 @@ def test_it_scores_the_public_sample_files(tmp_path: Path) -> None:
         raters = list(csv.DictReader(fh, delimiter="\t"))
     assert raters
     assert sum(float(r["coreRaterFactor1"]) < 0 for r in raters) >= len(raters) / 2
+
+
+@pytest.mark.parametrize("make", ["sample", "synthetic"])
+def test_it_reads_the_same_ratings_on_the_fast_path(make: str, tmp_path: Path) -> None:
+    if make == "sample":
+        path = DATA / "colin-fraser" / "ratings-00000.tsv"
+    else:
+        _, path = synthetic.write_tsv(synthetic.generate(3_000, seed=2), tmp_path)
+    slow: cio.ReadReport[cio.RatingRow] = cio.ReadReport()
+    rows = list(slow.rows(cio.read_ratings(path)))
+    fast: cio.ReadReport[cio.RatingRow] = cio.ReadReport()
+    cols = cio.read_rating_columns(path, fast)
+    assert (fast.read, fast.skipped) == (slow.read, slow.skipped)
+    assert cols.note_id == [r.note_id for r in rows]
+    assert cols.rater_id == [r.rater_id for r in rows]
+    assert cols.value == [r.value for r in rows]
+    assert cols.incorrect == ["notHelpfulIncorrect" in r.tags for r in rows]
+    assert cols.any_not_helpful_tag == [any(t.startswith("notHelpful") for t in r.tags) for r in rows]
+
+
+def test_it_keeps_the_last_of_duplicate_ratings(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.tsv"
+    notes.write_text(
+        "noteId\tnoteAuthorParticipantId\tcreatedAtMillis\ttweetId\tclassification\tsummary\n"
+        "1\tA\t1700000000000\t9\tMISINFORMED_OR_POTENTIALLY_MISLEADING\tx\n"
+    )
+    ratings = tmp_path / "ratings.tsv"
+    ratings.write_text(
+        "noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\n"
+        "1\tB\t1700000000001\tHELPFUL\n1\tC\t1700000000002\tHELPFUL\n1\tB\t1700000000003\tNOT_HELPFUL\n"
+    )
+    data = scoring_tsv.load(notes, ratings)
+    assert data.dropped["duplicate rating"] == 1
+    by_rater = dict(zip([data.participant_ids[u] for u in data.ratings.rater], data.ratings.value, strict=True))
+    assert by_rater == {"B": 0.0, "C": 1.0}
