@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -112,11 +113,12 @@ def main() -> None:
         f"{'r(i_n)':>6} | {'r(f_n)':>6} | {'r(f_u)':>6} | {'notes scored':>12} | {'CRH/CRNH/NMR':>17} | iters"
     )
     for actual, a, f in rows:
-        nmr, crh, crnh = a["status"]  # type: ignore[misc]
+        nmr, crh, crnh = cast(list[int], a["status"])
+        r_rater = abs(cast(float, a["corr_rater_factor"]))
         print(
             f"{actual:>9} | {a['seconds']:>7.2f} | {a['peak_mb']:>7.0f} | {f['seconds']:>11.2f} | {f['read_s']:>6.2f} | "
             f"{f['peak_mb']:>7.0f} | {a['corr_note_intercept']:>6.3f} | {a['corr_note_factor']:>6.3f} | "
-            f"{abs(a['corr_rater_factor']):>6.3f} | {a['scored_notes']:>12} | {f'{crh}/{crnh}/{nmr}':>17} | "
+            f"{r_rater:>6.3f} | {a['scored_notes']:>12} | {f'{crh}/{crnh}/{nmr}':>17} | "
             f"{a['iterations']}"
         )
 

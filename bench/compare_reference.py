@@ -24,6 +24,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,7 +76,7 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
         w.writerow(c.publicRatingTSVColumns)
         for r in cio.ReadReport().rows(cio.read_ratings(ratings_path)):
             participants.add(r.rater_id)
-            values: dict[str, object] = {
+            row: dict[str, object] = {
                 "noteId": r.note_id,
                 "raterParticipantId": r.rater_id,
                 "createdAtMillis": r.created_at_ms,
@@ -85,10 +86,8 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
                 "ratingSourceBucketed": "DEFAULT",
             }
             for tag in r.tags:
-                values[tag] = 1
-            w.writerow(
-                [values.get(col, default(col, c.publicRatingTSVTypeMapping)) for col in c.publicRatingTSVColumns]
-            )
+                row[tag] = 1
+            w.writerow([row.get(col, default(col, c.publicRatingTSVTypeMapping)) for col in c.publicRatingTSVColumns])
     with paths["status"].open("w", newline="") as fh:
         w = csv.writer(fh, delimiter="\t", lineterminator="\n")
         w.writerow(c.noteStatusHistoryTSVColumns)
@@ -287,7 +286,7 @@ def _print(name: str, result: dict[str, object], times: dict[str, float]) -> Non
     print(f"time: ours {times['ours']:.2f} s, reference {times['ref']:.2f} s")
     print(f"{'quantity':<18} {'n':>7} {'corr':>9} {'max|diff|':>10}")
     for label in ("note intercept", "note factor", "rater intercept", "rater factor"):
-        n, corr, diff = result[label]  # type: ignore[misc]
+        n, corr, diff = cast(tuple[int, float, float], result[label])
         print(f"{label:<18} {n:>7} {corr:>9.6f} {diff:>10.2e}")
     for key in (
         "notes scored (ours/ref/both)",

@@ -31,9 +31,9 @@ class LoadedData:
     participant_ids: list[str]
     ratings: scoring.Ratings
     meta: scoring.NotesMeta
-    notes_report: cio.ReadReport[cio.NoteRow]
-    ratings_report: cio.ReadReport[cio.RatingRow]
-    history_report: cio.ReadReport[cio.StatusHistoryRow] | None
+    notes_report: cio.ReadReport
+    ratings_report: cio.ReadReport
+    history_report: cio.ReadReport | None
     dropped: dict[str, int] = field(default_factory=dict)
 
 
@@ -54,7 +54,7 @@ class _Index:
 def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: str | Path | None = None) -> LoadedData:
     """Read the TSVs (streaming) into scorer arrays."""
     notes_idx, people = _Index(), _Index()
-    notes_report: cio.ReadReport[cio.NoteRow] = cio.ReadReport()
+    notes_report: cio.ReadReport = cio.ReadReport()
     in_notes: set[int] = set()
     author: dict[int, int] = {}
     created: dict[int, int] = {}
@@ -65,7 +65,7 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
         author[i] = people.get(n.author_id)
         created[i] = n.created_at_ms
         not_misleading[i] = n.classification == cio.NOT_MISLEADING
-    history_report: cio.ReadReport[cio.StatusHistoryRow] | None = None
+    history_report: cio.ReadReport | None = None
     in_history: set[int] = set()
     previous: dict[int, int] = {}
     last_non_nmr: dict[int, int] = {}
@@ -84,7 +84,7 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
                 last_non_nmr[i] = h.most_recent_non_nmr_ms
             if h.locked_status in STATUS_CODES:
                 locked[i] = STATUS_CODES[h.locked_status]
-    ratings_report: cio.ReadReport[cio.RatingRow] = cio.ReadReport()
+    ratings_report: cio.ReadReport = cio.ReadReport()
     cols = cio.read_rating_columns(ratings_path, ratings_report)
     get_note, get_person = notes_idx.get, people.get
     note = np.fromiter((get_note(n) for n in cols.note_id), dtype=np.int64, count=len(cols.note_id))

@@ -76,12 +76,16 @@ class ScoringInputs:
     previous_rater: dict[int, tuple[float | None, float | None]]
 
 
-_STATUS_CODE = {
+_STATUS_CODE: dict[str, int] = {
     NoteStatus.NEEDS_MORE_RATINGS: scoring.NEEDS_MORE_RATINGS,
     NoteStatus.HELPFUL: scoring.CURRENTLY_RATED_HELPFUL,
     NoteStatus.NOT_HELPFUL: scoring.CURRENTLY_RATED_NOT_HELPFUL,
 }
-_LEVEL_VALUE = {RatingLevel.HELPFUL: 1.0, RatingLevel.SOMEWHAT_HELPFUL: 0.5, RatingLevel.NOT_HELPFUL: 0.0}
+_LEVEL_VALUE: dict[str, float] = {
+    RatingLevel.HELPFUL: 1.0,
+    RatingLevel.SOMEWHAT_HELPFUL: 0.5,
+    RatingLevel.NOT_HELPFUL: 0.0,
+}
 
 
 def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringInputs:

@@ -2,14 +2,16 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django_htmx.middleware import HtmxDetails
 
 from notes import selectors, services
 from notes.access import PUBLIC, endpoint
 from notes.forms import RatingForm, SignupForm
-from notes.models import Post
+from notes.models import Participant, Post
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
@@ -39,16 +41,26 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(request, "registration/signup.html", {"form": form})
 
 
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _participant(request: HttpRequest) -> Participant:
+    user = request.user
+    assert isinstance(user, AbstractBaseUser)  # @endpoint with a permission requires login
+    return services.participant_for_user(user=user)
+
+
 @endpoint(methods=["GET"], permission="notes.add_rating")
 def rating_queue(request: HttpRequest) -> HttpResponse:
-    participant = services.participant_for_user(user=request.user)
+    participant = _participant(request)
     notes = selectors.rating_queue(participant=participant)
     return render(request, "notes/rating_queue.html", {"notes": notes})
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
-def rate_note(request: HttpRequest, note_id: int) -> HttpResponse:
-    participant = services.participant_for_user(user=request.user)
+def rate_note(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
+    participant = _participant(request)
     note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
     if note.author_id == participant.pk:
         raise PermissionDenied("You cannot rate your own note.")
