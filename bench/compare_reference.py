@@ -256,7 +256,7 @@ def solver_check(ref_dir: Path) -> dict[str, object]:
             y_l.append(r.value)
     u_a, n_a, y = np.array(u_l), np.array(n_l), np.array(y_l)
     present_u, present_n = np.bincount(u_a, minlength=len(raters)) > 0, np.bincount(n_a, minlength=len(notes)) > 0
-    cfg = scoring.ScoringConfig(tol=1e-9, max_iter=20000)
+    cfg = scoring.ScoringConfig(tol=1e-7, max_iter=5000)
     ref = scoring.MFParams(
         mu_ref,
         np.array([_num(v["internalRaterIntercept"]) for v in raters.values()]),
