@@ -38,6 +38,8 @@ STATUS_NAMES = {
 NO_STATUS = -1
 
 DAY_MS = 24 * 3600 * 1000
+# Side means are ratios of small counts: (0.4 + 0.2) / 2 must count as 0.3, not 0.30000000000000004.
+_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -460,9 +462,9 @@ def compute_statuses(
             ratio = (
                 enough
                 & (sides["min_side_count"] >= cfg.ratio_min_side_count)
-                & (sides["neg_mean"] <= cfg.ratio_max_side_mean)
-                & (sides["pos_mean"] <= cfg.ratio_max_side_mean)
-                & ((sides["neg_mean"] + sides["pos_mean"]) / 2 <= cfg.ratio_max_avg_side_mean)
+                & (sides["neg_mean"] <= cfg.ratio_max_side_mean + _EPS)
+                & (sides["pos_mean"] <= cfg.ratio_max_side_mean + _EPS)
+                & ((sides["neg_mean"] + sides["pos_mean"]) / 2 <= cfg.ratio_max_avg_side_mean + _EPS)
             )
             status[ratio] = CURRENTLY_RATED_NOT_HELPFUL
         if cfg.crnh_not_misleading_intercept is not None:

@@ -199,6 +199,8 @@ def test_it_applies_the_ratio_rule() -> None:
     assert _statuses(intercept=0.35, sides=_sides(0.35, 0.25)) == s.CURRENTLY_RATED_NOT_HELPFUL  # average 0.3
     assert _statuses(intercept=0.35, sides=_sides(0.35, 0.2501)) == s.NEEDS_MORE_RATINGS
     assert _statuses(intercept=0.35, sides=_sides(0.4, 0.1)) == s.CURRENTLY_RATED_NOT_HELPFUL
+    # 2/5 and 2/10 average exactly 0.3 (floating point says 0.30000000000000004).
+    assert _statuses(intercept=0.35, sides=_sides(2 / 5, 2 / 10)) == s.CURRENTLY_RATED_NOT_HELPFUL
     assert _statuses(intercept=0.35, sides=_sides(0.41, 0.1)) == s.NEEDS_MORE_RATINGS
     assert _statuses(intercept=0.35, sides=_sides(0.1, 0.1, min_count=2)) == s.NEEDS_MORE_RATINGS
 
