@@ -114,7 +114,9 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
     locked = None
     if lock_after_days is not None:
         # A status older than the lock age stays; only notes already scored have one to keep.
-        old = (now_ms - created > lock_after_days * scoring.DAY_MS) & np.array([r[8] is not None for r in rows])
+        old = (now_ms - created > lock_after_days * scoring.DAY_MS) & np.array(
+            [r[8] is not None for r in rows], dtype=bool
+        )
         locked = np.where(old, previous, scoring.NO_STATUS)
     meta = scoring.NotesMeta(
         n_notes=len(rows),

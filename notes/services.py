@@ -76,6 +76,11 @@ TAGS_FOR_LEVEL: dict[str, set[str]] = {
     RatingLevel.SOMEWHAT_HELPFUL: set(HELPFUL_TAGS) | set(NOT_HELPFUL_TAGS),
     RatingLevel.NOT_HELPFUL: set(NOT_HELPFUL_TAGS),
 }
+# The reference counts a rating towards its rater's reputation only if it came within 48 h of the
+# note (before the public data download could reveal outcomes). Here raters never see other
+# ratings or scores before rating, and "made before the note's latest status" still applies, so
+# the window is dropped: with it, ratings of notes older than two days would never count.
+APP_SCORING_CONFIG = scoring.ScoringConfig(valid_rating_window_ms=None)
 # pg_try_advisory_xact_lock key: one rescoring at a time, whoever triggers it.
 SCORING_LOCK_KEY = 0x5C0_12E5
 
@@ -123,7 +128,7 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
     Writes intercept/factor/status/num_ratings to changed notes, rater parameters to participants,
     and a NoteStatusChange row for every status change. Runs once at a time (advisory lock).
     """
-    cfg = config or scoring.ScoringConfig()
+    cfg = config or APP_SCORING_CONFIG
     now = now or timezone.now()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [SCORING_LOCK_KEY])

@@ -294,3 +294,19 @@ def test_it_scores_without_the_refinements(data: synthetic.SyntheticData) -> Non
     counts = np.bincount(data.rater, minlength=data.n_raters)
     assert (~np.isnan(res.rater_factor)).sum() >= (counts >= 10).sum() * 0.9
     assert res.diagnostics["final_ratings"] > 0
+
+
+def test_it_can_drop_the_valid_rating_window() -> None:
+    day = s.DAY_MS
+    created = 1_700_000_000_000
+    ratings = s.Ratings(
+        np.array([0, 1]), np.array([0, 0]), np.array([1.0, 1.0]), np.array([created + day, created + 5 * day])
+    )
+    meta = s.NotesMeta(1, created_at_ms=np.array([created]))
+    prelim = np.array([s.CURRENTLY_RATED_HELPFUL])
+    assert s._valid_ratings_mask(ratings, meta, prelim, CFG).tolist() == [True, False]
+    no_window = s.ScoringConfig(valid_rating_window_ms=None)
+    assert s._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, True]
+    # Ratings made after the note's latest non-NMR status never count.
+    meta.last_non_nmr_status_ms = np.array([created + 2 * day])
+    assert s._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, False]
