@@ -72,8 +72,9 @@ def rate_note(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
             messages.success(request, "Thanks, your rating is saved. You can change it at any time.")
             return redirect("rating_queue")
         saved = True
-    template = "notes/rate_note.html" + ("#rating-form" if request.htmx else "")
-    return render(request, template, {"note": note, "form": form, "saved": saved}, status=400 if form.errors else 200)
+    if request.htmx:  # htmx only swaps 2xx responses, so errors come back as 200 with the form
+        return render(request, "notes/rate_note.html#rating-form", {"note": note, "form": form, "saved": saved})
+    return render(request, "notes/rate_note.html", {"note": note, "form": form}, status=400 if form.errors else 200)
 
 
 @endpoint(methods=["POST"], permission="notes.run_scoring")

@@ -78,9 +78,15 @@ def test_it_rates_with_htmx_returning_only_the_form(rater_client: Any, note: Not
 
 
 def test_it_shows_errors_for_wrong_tags(rater_client: Any, note: Note) -> None:
-    response = rater_client.post(f"/rate/{note.pk}/", {"level": "HELPFUL", "not_helpful_tags": ["notHelpfulIncorrect"]})
+    data = {"level": "HELPFUL", "not_helpful_tags": ["notHelpfulIncorrect"]}
+    response = rater_client.post(f"/rate/{note.pk}/", data)
     assert response.status_code == 400
     assert "do not go with a Helpful rating" in response.content.decode()
+    # With htmx the form fragment comes back as 200 (htmx does not swap error responses).
+    response = rater_client.post(f"/rate/{note.pk}/", data, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "do not go with a Helpful rating" in html and "<html" not in html
     assert not Rating.objects.exists()
 
 
