@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+from typing import Any
+
+from judging.llm import LLMClient, LLMConfig
+from judging.pipeline import (
+    JudgeInput,
+    build_judges,
+    content_hash,
+    helpful_from,
+    next_stage,
+    run_pipeline,
+)
+from judging.prompts import Evidence
+from tests.judging.llm_stub import Reply, ScriptedLLMServer, error, stage_of
+
+POST = "The MMR vaccine causes autism in children, doctors are hiding it."
+SNIPPETS = (
+    Evidence(
+        "Large studies of over 650,000 children found no link between the MMR vaccine and autism.",
+        "https://cdc.gov/a",
+    ),
+)
+NOTE = "Large studies of over 650,000 children found no link between the MMR vaccine and autism."
+
+
+def _inp(**kw: Any) -> JudgeInput:
+    base: dict[str, Any] = {
+        "post": POST,
+        "note": NOTE,
+        "urls": ("https://cdc.gov/a",),
+        "snippets": SNIPPETS,
+    }
+    base.update(kw)
+    return JudgeInput(**base)
+
+
+def _answers(server: ScriptedLLMServer, **by_stage: str) -> None:
+    server.responder = lambda payload: Reply(by_stage[stage_of(payload)])
+
+
+def test_it_passes_a_note_through_all_three_stages_in_order(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    _answers(
+        llm_stub,
+        relevance="Snippet 1 is on point.\nFinal decision: yes",
+        correctness="Faithful.\n**Final decision: Yes**",
+        helpfulness="Clear, sourced.\nFinal decision: yes.",
+    )
+    result = run_pipeline(_inp(), build_judges(client=llm_client))
+    assert [s.stage for s in result.stages] == [
+        "relevance",
+        "correctness",
+        "helpfulness",
+    ]
+    assert [stage_of(r) for r in llm_stub.requests] == [
+        "relevance",
+        "correctness",
+        "helpfulness",
+    ]
+    assert result.helpful is True
+    assert result.stages[0].reasoning == "Snippet 1 is on point."
+    assert result.stages[0].judge == "llm:stub-model"
+    assert result.stages[2].prompt_tokens == 11
+
+
+def test_it_stops_after_a_failed_relevance(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    _answers(llm_stub, relevance="Off topic.\nFinal decision: no")
+    result = run_pipeline(_inp(), build_judges(client=llm_client))
+    assert [(s.stage, s.verdict) for s in result.stages] == [("relevance", "no")]
+    assert result.helpful is False
+    assert len(llm_stub.requests) == 1
+
+
+def test_it_skips_helpfulness_when_correctness_fails(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    _answers(
+        llm_stub,
+        relevance="Final decision: yes",
+        correctness="Exaggerates.\nFinal decision: no",
+    )
+    result = run_pipeline(_inp(), build_judges(client=llm_client))
+    assert [(s.stage, s.verdict) for s in result.stages] == [
+        ("relevance", "yes"),
+        ("correctness", "no"),
+    ]
+    assert result.helpful is False
+
+
+def test_it_retries_an_unparsable_answer_then_reports_error(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    _answers(llm_stub, relevance="Hmm, hard to say.")
+    result = run_pipeline(_inp(), build_judges(client=llm_client), max_attempts=3)
+    assert [(s.stage, s.verdict) for s in result.stages] == [("relevance", "error")]
+    assert result.stages[0].attempts == 3
+    assert "no parsable final decision" in result.stages[0].error
+    assert result.helpful is None
+    assert len(llm_stub.requests) == 3
+
+
+def test_it_uses_a_parsable_retry(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    llm_stub.script = [Reply("I think so"), Reply("Final decision: no")]
+    result = run_pipeline(_inp(), build_judges(client=llm_client))
+    assert (result.stages[0].verdict, result.stages[0].attempts) == ("no", 2)
+
+
+def test_it_reports_a_persistent_llm_failure_as_error(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    llm_stub.responder = lambda payload: error(503)
+    result = run_pipeline(_inp(), build_judges(client=llm_client))
+    assert result.stages[0].verdict == "error"
+    assert "HTTP 503" in result.stages[0].error
+    assert result.helpful is None
+
+
+def test_it_truncates_only_at_helpfulness(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    _answers(
+        llm_stub,
+        relevance="Final decision: yes",
+        correctness="Final decision: yes",
+        helpfulness="Final decision: yes",
+    )
+    long_note = ("Studies found no link between the vaccine and autism. " * 8) + "See https://who.int/x"
+    urls = ("https://cdc.gov/a", "https://nih.gov/b")
+    result = run_pipeline(_inp(note=long_note, urls=urls), build_judges(client=llm_client))
+    correctness, helpfulness = result.stages[1], result.stages[2]
+    assert correctness.note_text_judged == long_note
+    assert long_note in llm_stub.requests[1]["messages"][-1]["content"]
+    judged = helpfulness.note_text_judged
+    assert "http" not in judged
+    assert len(judged) <= 280 - 3  # three URLs count 1 each
+    assert helpfulness.inputs["truncated"] is True
+    assert f"Note:\n{judged}\n" in llm_stub.requests[2]["messages"][-1]["content"]
+
+
+def test_it_runs_offline_with_labelled_baselines() -> None:
+    result = run_pipeline(_inp(), build_judges(client=None))
+    assert [s.judge_kind for s in result.stages] == ["baseline"] * 3
+    assert result.stages[0].judge_name == "lexical-overlap-v1"
+    assert result.helpful is True
+
+
+def test_it_uses_the_classifier_for_helpfulness_when_offline() -> None:
+    class Model:
+        version = "helpfulness-clf-test"
+
+        def predict_proba_helpful(self, texts: list[str]) -> list[float]:
+            return [0.2 for _ in texts]
+
+    judges = build_judges(client=None, classifier=Model())
+    result = run_pipeline(_inp(), judges)
+    assert result.stages[2].judge == "classifier:helpfulness-clf-test"
+    assert result.stages[2].verdict == "no"
+
+
+def test_it_lets_settings_choose_the_backend_per_stage(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+    _answers(llm_stub, correctness="Final decision: yes")
+    judges = build_judges(client=llm_client, backends={"relevance": "baseline", "helpfulness": "baseline"})
+    result = run_pipeline(_inp(), judges)
+    assert [s.judge_kind for s in result.stages] == ["baseline", "llm", "baseline"]
+    assert [stage_of(r) for r in llm_stub.requests] == ["correctness"]
+
+
+def test_it_hashes_the_content_so_edits_invalidate() -> None:
+    assert content_hash(_inp()) == content_hash(_inp())
+    assert content_hash(_inp()) != content_hash(_inp(note=NOTE + " Edited."))
+    assert content_hash(_inp()) != content_hash(_inp(snippets=(Evidence("other"),)))
+
+
+def test_it_computes_the_next_stage_and_outcome() -> None:
+    assert next_stage([]) == "relevance"
+    assert next_stage(["yes"]) == "correctness"
+    assert next_stage(["yes", "no"]) is None
+    assert next_stage(["yes", "yes", "yes"]) is None
+    assert helpful_from(["yes", "yes", "yes"]) is True
+    assert helpful_from(["yes", "error"]) is None
+    assert helpful_from(["no"]) is False
+
+
+def test_it_does_not_build_an_llm_judge_without_an_endpoint() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="LLM_BASE_URL"):
+        build_judges(client=None, backends={"relevance": "llm"})
+    assert not LLMConfig().configured
