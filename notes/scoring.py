@@ -470,7 +470,7 @@ def compute_statuses(
             )
             status[ratio] = CURRENTLY_RATED_NOT_HELPFUL
         if cfg.crnh_not_misleading_intercept is not None:
-            status[nm & (i < cfg.crnh_not_misleading_intercept)] = CURRENTLY_RATED_NOT_HELPFUL
+            status[enough & nm & (i < cfg.crnh_not_misleading_intercept)] = CURRENTLY_RATED_NOT_HELPFUL
         if not final_round:
             return status
         previous = meta.get("previous_status", NO_STATUS, np.int64)

@@ -161,6 +161,7 @@ def test_it_rates_helpful_at_the_intercept_threshold() -> None:
 def test_it_requires_five_ratings_for_any_status() -> None:
     assert _statuses(intercept=0.6, num_ratings=4) != s.CURRENTLY_RATED_HELPFUL
     assert _statuses(intercept=-0.6, num_ratings=4) != s.CURRENTLY_RATED_NOT_HELPFUL
+    assert _statuses(intercept=-0.6, num_ratings=4, not_misleading=True) != s.CURRENTLY_RATED_NOT_HELPFUL
     assert _statuses(intercept=0.6, num_ratings=5) == s.CURRENTLY_RATED_HELPFUL
 
 
