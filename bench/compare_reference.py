@@ -38,7 +38,9 @@ DISPLAYED = {"FIRM_REJECT": "NEEDS_MORE_RATINGS", "NEEDS_YOUR_HELP": "NEEDS_MORE
 # ------------------------------------------------------------------ reference worker (refvenv)
 
 
-def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dict[str, Path]:
+def _reference_inputs(
+    notes_path: Path, ratings_path: Path, outdir: Path, history_path: Path | None = None
+) -> dict[str, Path]:
     """Rewrite public TSVs in the exact column layout the reference's loader expects."""
     import numpy as np
     import scoring.constants as c  # the reference package, importable in the worker only
@@ -91,6 +93,9 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
     with paths["status"].open("w", newline="") as fh:
         w = csv.writer(fh, delimiter="\t", lineterminator="\n")
         w.writerow(c.noteStatusHistoryTSVColumns)
+        history = {}
+        if history_path is not None:
+            history = {h.note_id: h for h in cio.ReadReport().rows(cio.read_status_history(history_path))}
         for n in notes:
             values = {
                 "noteId": n.note_id,
@@ -98,6 +103,19 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
                 "createdAtMillis": n.created_at_ms,
                 "currentStatus": "NEEDS_MORE_RATINGS",
             }
+            h = history.get(n.note_id)
+            if h is not None:
+                # Status and timing columns of the (possibly older) status history, by name.
+                values.update(
+                    {
+                        "currentStatus": h.current_status or "NEEDS_MORE_RATINGS",
+                        "firstNonNMRStatus": h.first_non_nmr_status,
+                        "timestampMillisOfFirstNonNMRStatus": h.first_non_nmr_ms or "",
+                        "timestampMillisOfCurrentStatus": h.current_status_ms or "",
+                        "timestampMillisOfLatestNonNMRStatus": h.most_recent_non_nmr_ms or "",
+                        "mostRecentNonNMRStatus": h.most_recent_non_nmr_status,
+                    }
+                )
             w.writerow(
                 [
                     values.get(col, default(col, c.noteStatusHistoryTSVTypeMapping))
@@ -125,14 +143,16 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
     return paths
 
 
-def run_reference_worker(notes_path: Path, ratings_path: Path, outdir: Path, seed: int) -> None:
+def run_reference_worker(
+    notes_path: Path, ratings_path: Path, outdir: Path, seed: int, history_path: Path | None = None
+) -> None:
     """Runs inside the reference's Python: prescore + final score with MFCoreScorer only."""
     import pandas as pd
     import scoring.constants as c
     from scoring.mf_core_scorer import MFCoreScorer
     from scoring.process_data import LocalDataLoader
 
-    paths = _reference_inputs(notes_path, ratings_path, outdir / "ref_inputs")
+    paths = _reference_inputs(notes_path, ratings_path, outdir / "ref_inputs", history_path)
     t0 = time.perf_counter()
     loader = LocalDataLoader(
         str(paths["notes"]), str(paths["ratings"]), str(paths["status"]), str(paths["enrollment"]), True,
@@ -311,9 +331,10 @@ def main() -> None:
     parser.add_argument("--notes", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--ratings", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--outdir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--status-history", type=Path, help="for colin-fraser: a noteStatusHistory TSV (e.g. mcroston)")
     args = parser.parse_args()
     if args.worker:
-        run_reference_worker(args.notes, args.ratings, args.outdir, args.seed)
+        run_reference_worker(args.notes, args.ratings, args.outdir, args.seed, args.status_history)
         return
     from notes import scoring_tsv, synthetic
 
@@ -326,12 +347,16 @@ def main() -> None:
             data = synthetic.generate(args.synthetic_ratings, seed=args.seed)
             notes_path, ratings_path = synthetic.write_tsv(data, work / "input")
         t0 = time.perf_counter()
-        scoring_tsv.score_files(notes_path=notes_path, ratings_path=ratings_path, outdir=work / "ours")
+        history = args.status_history if name == "colin-fraser" else None
+        scoring_tsv.score_files(
+            notes_path=notes_path, ratings_path=ratings_path, outdir=work / "ours", status_history_path=history
+        )
         t_ours = time.perf_counter() - t0
         env = {**os.environ, "PYTHONPATH": f"{args.ref / 'scoring' / 'src'}:{ROOT}"}
         subprocess.run(
             [args.ref_python, __file__, "--worker", "--notes", str(notes_path), "--ratings", str(ratings_path),
-             "--outdir", str(work / "ref"), "--seed", str(args.seed)],
+             "--outdir", str(work / "ref"), "--seed", str(args.seed)]
+            + (["--status-history", str(history)] if history else []),
             check=True, env=env, stdout=subprocess.DEVNULL, stderr=open(work.parent / f"{name}-ref.log", "w"),
         )  # fmt: skip
         t_ref = json.loads((work / "ref" / "timing.json").read_text())["seconds"]
