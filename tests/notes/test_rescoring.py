@@ -163,3 +163,27 @@ def test_it_counts_ratings_made_long_after_the_note() -> None:
     services.notes_rescore()
     assert Participant.objects.exclude(rater_factor=None).count() > 50
     assert Note.objects.filter(status=NoteStatus.HELPFUL).exists()
+
+
+@pytest.mark.django_db
+def test_it_reads_ratings_into_scorer_arrays() -> None:
+    post = Post.objects.create(text="p", text_hash="z" * 64)
+    a, b = Participant.objects.create(external_id="a"), Participant.objects.create(external_id="b")
+    note = Note.objects.create(post=post, text="n", author=a)
+    when = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    Rating.objects.create(
+        note=note, rater=a, level=RatingLevel.NOT_HELPFUL, tags=["notHelpfulIncorrect"], created_at=when
+    )
+    Rating.objects.create(
+        note=note, rater=b, level=RatingLevel.SOMEWHAT_HELPFUL, tags=["helpfulClear", "notHelpfulHardToUnderstand"],
+        created_at=when + timedelta(seconds=1),
+    )  # fmt: skip
+    inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
+    order = np.argsort(inputs.ratings.created_at_ms)
+    r = inputs.ratings
+    assert r.value[order].tolist() == [0.0, 0.5]
+    assert r.incorrect_tag is not None and r.incorrect_tag[order].tolist() == [True, False]
+    assert r.any_not_helpful_tag is not None and r.any_not_helpful_tag[order].tolist() == [True, True]
+    assert r.created_at_ms is not None and r.created_at_ms[order].tolist() == [1740830400123, 1740830401123]
+    assert [inputs.participant_pks[u] for u in r.rater[order]] == [a.pk, b.pk]
+    assert inputs.meta.author is not None and inputs.participant_pks[inputs.meta.author[0]] == a.pk
