@@ -302,13 +302,14 @@ def notes_rescore_request() -> None:
     transaction.on_commit(score_notes.delay)
 
 
-def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[object, ...]]) -> None:
+def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[Any, ...]]) -> None:
     """UPDATE ... WHERE id = %s for many rows in one pipelined executemany (bulk_update's CASE
     expressions take ~1 ms per row at this size)."""
     if not rows:
         return
     quote = connection.ops.quote_name
-    sets = ", ".join(f"{quote(model._meta.get_field(f).column)} = %s" for f in fields)
+    columns = {f.name: str(f.column) for f in model._meta.concrete_fields}
+    sets = ", ".join(f"{quote(columns[f])} = %s" for f in fields)
     # Table and column names come from the model, never from input.
     sql = f"UPDATE {quote(model._meta.db_table)} SET {sets} WHERE id = %s"  # noqa: S608
     with connection.cursor() as cursor:
@@ -341,7 +342,7 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
         inputs.ratings, inputs.meta, len(inputs.participant_pks), cfg, now_ms=int(now.timestamp() * 1000)
     )
     names = scoring.STATUS_NAMES
-    note_rows: list[tuple[object, ...]] = []
+    note_rows: list[tuple[Any, ...]] = []
     changes: list[NoteStatusChange] = []
     for i, pk in enumerate(inputs.note_pks.tolist()):
         intercept = None if np.isnan(result.note_intercept[i]) else float(result.note_intercept[i])
@@ -365,7 +366,7 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
             )  # fmt: skip
     _update_rows(Note, ["status", "intercept", "factor", "num_ratings", "scored_at"], note_rows)
     NoteStatusChange.objects.bulk_create(changes, batch_size=2000)
-    rater_rows: list[tuple[object, ...]] = []
+    rater_rows: list[tuple[Any, ...]] = []
     for u, pk in enumerate(inputs.participant_pks.tolist()):
         ri = None if np.isnan(result.rater_intercept[u]) else float(result.rater_intercept[u])
         rf = None if np.isnan(result.rater_factor[u]) else float(result.rater_factor[u])
