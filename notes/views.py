@@ -196,7 +196,7 @@ def rate_note(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
     note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
     if note.author_id == participant.pk:
         raise PermissionDenied("You cannot rate your own note.")
-    form = RatingForm(request.POST or None, initial=RatingForm.initial_for(own))
+    form = RatingForm(request.POST or None, initial=RatingForm.initial_for(own, request.GET if request.htmx else None))
     saved = False
     if request.method == "POST" and form.is_valid():
         services.rating_submit(rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags)

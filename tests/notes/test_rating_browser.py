@@ -25,7 +25,11 @@ def test_it_rates_in_place_with_htmx(live_server: Any, page: Any, make_user: Any
     page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
 
     page.goto(f"{live_server.url}/rate/{note.pk}/")
+    page.get_by_label("Not helpful", exact=True).check()
+    page.locator(".tags-helpful").wait_for(state="detached")  # only the not-helpful reasons remain
+    assert page.get_by_label("Incorrect information").is_visible()
     page.get_by_label("Somewhat helpful").check()
+    page.locator(".tags-helpful").wait_for()
     page.get_by_label("Clear and well-written").check()
     page.get_by_label("Misses key points or irrelevant").check()
     page.get_by_role("button", name="Save rating").click()
