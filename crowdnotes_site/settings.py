@@ -181,6 +181,22 @@ MAX_EVIDENCE_URLS = env_int("MAX_EVIDENCE_URLS", 5, minimum=1)
 # Only tests and the local demo fetch from loopback; never enable it in production.
 EVIDENCE_ALLOW_LOOPBACK = env_bool("EVIDENCE_ALLOW_LOOPBACK", False)
 MODEL_CACHE_DIR = Path(env_str("MODEL_CACHE_DIR", str(VAR_DIR / "models")))
+# Safe fetching of evidence URLs (evidence/fetch.py) and matching (evidence/matching.py).
+EVIDENCE_FETCH_TIMEOUT = env_float("EVIDENCE_FETCH_TIMEOUT", 15.0)  # total per URL, all hops and reads
+EVIDENCE_MAX_BYTES = env_int("EVIDENCE_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
+EVIDENCE_MAX_REDIRECTS = env_int("EVIDENCE_MAX_REDIRECTS", 3, minimum=0)
+EVIDENCE_EXTRA_PORTS = [int(port) for port in env_list("EVIDENCE_EXTRA_PORTS", [])]  # besides 80 and 443
+EVIDENCE_PROXY_URL = env_str("EVIDENCE_PROXY_URL", "")  # environment proxies are never used
+EVIDENCE_MIN_WORDS = env_int("EVIDENCE_MIN_WORDS", 25, minimum=1)
+# A URL fetched less than this long ago is served from the database (no fetch, no embedding).
+EVIDENCE_CACHE_HOURS = env_int("EVIDENCE_CACHE_HOURS", 24, minimum=0)
+# prefilter: embed only the top-k passages of a cheap ranking first (snippet ready fast), then
+# EVIDENCE_REFINE embeds the rest in a follow-up task so scores end up exhaustive.
+EVIDENCE_MATCH_STRATEGY = env_choice("EVIDENCE_MATCH_STRATEGY", "prefilter", ("prefilter", "exhaustive"))
+EVIDENCE_PREFILTER_K = env_int("EVIDENCE_PREFILTER_K", 2, minimum=1)
+EVIDENCE_REFINE = env_bool("EVIDENCE_REFINE", True)
+EVIDENCE_FETCH_RETRIES = env_int("EVIDENCE_FETCH_RETRIES", 2, minimum=0)  # transient network errors only
+EVIDENCE_RETRY_BACKOFF = env_float("EVIDENCE_RETRY_BACKOFF", 5.0)  # seconds, doubled per retry
 
 # --- Auth -----------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

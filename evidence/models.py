@@ -35,6 +35,8 @@ class Passage(models.Model):
     char_start = models.PositiveIntegerField()
     char_end = models.PositiveIntegerField()
     n_tokens = models.PositiveIntegerField(default=0)
+    # sha256 of text: an identical passage of another URL reuses this embedding.
+    text_hash = models.CharField(max_length=64, blank=True, db_index=True)
     # float32 vector bytes (pgvector is not available here; ranking happens in numpy).
     embedding = models.BinaryField(null=True, blank=True)
 

@@ -75,7 +75,7 @@ def test_it_walks_from_signup_to_a_submitted_note(
     assert "the LLM scripted-model" in page.inner_text(".draft-method")
     _shot(page, "4-draft")
 
-    page.fill("#id_text", draft + " " + "Extra words that push this note well past the limit. " * 3)
+    page.fill("#id_text", draft + " " + "Extra words that push this note well past the limit. " * 4)
     assert page.is_disabled("#submit-note")
     assert "Too long" in page.inner_text("#note-over")
     _shot(page, "5-too-long")

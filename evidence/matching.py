@@ -1,0 +1,271 @@
+"""Embedding match of a post against a source's passages (pure: no ORM).
+
+Exhaustive matching embeds every 512-token passage with the configured model; with
+all-mpnet-base-v2 on 2 CPU cores that is ~1 passage/s, far over the 2 s budget for a long
+page. The "prefilter" strategy ranks passages cheaply first and embeds only the top-k with
+the real model:
+  - BM25 over the model's own word-piece tokens (sub-words catch "vaccines" ~ "vaccine"),
+  - a static embedding per passage: the mean of per-token vectors distilled from the same
+    model (each vocabulary token run through it once, cached on disk), which catches
+    paraphrase that BM25 misses,
+fused by reciprocal rank. bench/bench_evidence.py measures agreement with exhaustive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evidence.chunking import Chunk, chunk_text
+from evidence.embedding import MPNET, default_cache_dir, load_model, model_path
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+STRATEGIES = ("exhaustive", "prefilter")
+
+
+@dataclass(frozen=True)
+class MatchConfig:
+    model_name: str = MPNET
+    window_tokens: int = 512
+    overlap_tokens: int = 128
+    strategy: str = "prefilter"
+    prefilter_k: int = 2
+    batch_size: int = 8
+    cache_dir: Path | None = None
+
+
+@dataclass
+class MatchResult:
+    best_index: int
+    best_score: float
+    # Cosine per passage; None where the pre-filter skipped the passage.
+    scores: list[float | None]
+    prerank_scores: list[float]
+    embedded: list[int]
+    model_name: str
+    strategy: str
+    timings_ms: dict[str, int] = field(default_factory=dict)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class VectorCache:
+    """Small in-process LRU of embeddings keyed by (model, text hash); the service adds the DB."""
+
+    def __init__(self, max_items: int = 20_000) -> None:
+        self.max_items = max_items
+        self._items: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> np.ndarray | None:
+        with self._lock:
+            vector = self._items.get(key)
+            if vector is not None:
+                self._items.move_to_end(key)
+            return vector
+
+    def put(self, key: tuple[str, str], vector: np.ndarray) -> None:
+        with self._lock:
+            self._items[key] = vector
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+
+
+_static_lock = threading.Lock()
+_static: dict[str, np.ndarray] = {}
+
+
+def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path | None = None) -> np.ndarray:
+    """One vector per vocabulary token: the model's pooled output for "[CLS] token [SEP]".
+
+    Computed once per model (about a minute on 2 cores for mpnet) and kept as .npy in cache_dir.
+    """
+    with _static_lock:
+        if model_name in _static:
+            return _static[model_name]
+        folder = cache_dir or default_cache_dir()
+        path = folder / f"static-{Path(model_name).name}.npy"
+        if path.exists():
+            table = np.load(path)
+        else:
+            import torch
+
+            tokenizer = model.tokenizer
+            transformer = model[0].auto_model
+            size = len(tokenizer)
+            table = np.zeros((size, transformer.config.hidden_size), dtype=np.float32)
+            with torch.inference_mode():
+                for start in range(0, size, 1024):
+                    ids = torch.arange(start, min(start + 1024, size))
+                    batch = torch.stack(
+                        [
+                            torch.full_like(ids, tokenizer.cls_token_id),
+                            ids,
+                            torch.full_like(ids, tokenizer.sep_token_id),
+                        ],
+                        1,
+                    )
+                    hidden = transformer(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
+                    table[start : start + len(ids)] = hidden.mean(1).numpy()
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npy")
+            np.save(tmp, table)
+            tmp.rename(path)
+        _static[model_name] = table
+        return table
+
+
+def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    encoded = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+    special = set(tokenizer.all_special_ids)
+    return [[t for t in ids if t not in special] for ids in encoded]
+
+
+def bm25(query: list[int], docs: list[list[int]], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+    """Okapi BM25 of each doc for the query; IDF from the docs themselves (one source's passages)."""
+    n = len(docs)
+    counts = [Counter(doc) for doc in docs]
+    lengths = np.array([len(doc) for doc in docs], dtype=np.float64)
+    avg = lengths.mean() if n and lengths.mean() > 0 else 1.0
+    scores = np.zeros(n)
+    for term in set(query):
+        df = sum(1 for c in counts if term in c)
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        tf = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
+        scores += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / avg))
+    return scores
+
+
+def _static_scores(table: np.ndarray, query: list[int], docs: list[list[int]]) -> np.ndarray:
+    # Weight tokens by in-source IDF so boilerplate sub-words do not dominate the mean.
+    n = len(docs)
+    df = Counter(t for doc in docs for t in set(doc))
+
+    def embed(ids: list[int]) -> np.ndarray:
+        if not ids:
+            return np.zeros(table.shape[1], dtype=np.float32)
+        weights = np.array([math.log(1 + (n + 1) / (df.get(t, 0) + 0.5)) for t in ids], dtype=np.float32)
+        vector = (table[ids] * weights[:, None]).sum(0)
+        return vector / (np.linalg.norm(vector) + 1e-9)
+
+    q = embed(query)
+    return np.array([float(embed(doc) @ q) for doc in docs])
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(-values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    return ranks
+
+
+def prerank(
+    model: SentenceTransformer, model_name: str, post: str, passages: list[str], cache_dir: Path | None = None
+) -> np.ndarray:
+    """Cheap relevance of each passage to the post (higher is better): RRF of BM25 and static cosine."""
+    ids = _token_ids(model.tokenizer, [post, *passages])
+    query, docs = ids[0], ids[1:]
+    lexical = bm25(query, docs)
+    semantic = _static_scores(static_vectors(model, model_name, cache_dir), query, docs)
+    return 1 / (10 + _ranks(lexical)) + 1 / (10 + _ranks(semantic))
+
+
+class Matcher:
+    """Holds a loaded model and its caches; thread-safe enough for one Celery worker process."""
+
+    def __init__(self, config: MatchConfig | None = None, *, cache: VectorCache | None = None) -> None:
+        self.config = config or MatchConfig()
+        if self.config.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}")
+        self.model = load_model(
+            self.config.model_name, max_seq_length=self.config.window_tokens, cache_dir=self.config.cache_dir
+        )
+        self.cache = cache or VectorCache()
+        # Chunk rows depend on window and overlap; a text's embedding on the model and window only.
+        self._key = f"{self.config.model_name}@{self.config.window_tokens}/{self.config.overlap_tokens}"
+        self._encode_lock = threading.Lock()
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.model.tokenizer
+
+    def model_label(self) -> str:
+        return self._key
+
+    def chunk(self, text: str) -> list[Chunk]:
+        return chunk_text(
+            text, self.tokenizer, window_tokens=self.config.window_tokens, overlap_tokens=self.config.overlap_tokens
+        )
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-normalized embeddings, reusing cached vectors by content hash."""
+        keys = [(self._key, content_hash(text)) for text in texts]
+        found = [self.cache.get(key) for key in keys]
+        missing = [i for i, vector in enumerate(found) if vector is None]
+        if missing:
+            with self._encode_lock:  # torch already uses every core; parallel encodes only thrash
+                fresh = self.model.encode(
+                    [texts[i] for i in missing],
+                    batch_size=self.config.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                )
+            for i, vector in zip(missing, fresh, strict=True):
+                found[i] = vector.astype(np.float32)
+                self.cache.put(keys[i], found[i])
+        dim = self.model.get_embedding_dimension() or 0
+        return np.vstack(found) if found else np.zeros((0, dim), dtype=np.float32)
+
+    def match(
+        self, post: str, passages: list[str], *, strategy: str | None = None, k: int | None = None
+    ) -> MatchResult:
+        """Best passage for the post by cosine similarity (exhaustive, or on the pre-filter's top-k)."""
+        if not passages:
+            raise ValueError("no passages to match")
+        strategy = strategy or self.config.strategy
+        k = k or self.config.prefilter_k
+        timings: dict[str, int] = {}
+        started = time.perf_counter()
+        if strategy == "prefilter" and len(passages) > k:
+            pre = prerank(self.model, self.config.model_name, post, passages, self.config.cache_dir)
+            chosen = sorted(int(i) for i in np.argsort(-pre, kind="stable")[:k])
+        else:
+            pre = np.zeros(len(passages))
+            chosen = list(range(len(passages)))
+        timings["prerank"] = int((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        vectors = self.embed([post, *[passages[i] for i in chosen]])
+        timings["embed"] = int((time.perf_counter() - started) * 1000)
+        sims = vectors[1:] @ vectors[0]
+        scores: list[float | None] = [None] * len(passages)
+        for i, sim in zip(chosen, sims, strict=True):
+            scores[i] = float(sim)
+        best_pos = int(np.argmax(sims))
+        return MatchResult(
+            best_index=chosen[best_pos],
+            best_score=float(sims[best_pos]),
+            scores=scores,
+            prerank_scores=[float(x) for x in pre],
+            embedded=chosen,
+            model_name=self.config.model_name,
+            strategy=strategy,
+            timings_ms=timings,
+        )
+
+
+def ensure_model_files(model_name: str, cache_dir: Path | None = None) -> Path:
+    """Unpack/locate the model without loading it (for deploy scripts and checks)."""
+    return model_path(model_name, cache_dir)

@@ -1,0 +1,289 @@
+from __future__ import annotations
+
+import gzip
+import io
+import zipfile
+
+import pytest
+
+from evidence.fetch import FetchError, FetchPolicy, address_refusal, fetch
+
+from .conftest import ConnectAudit, LoopbackServer, slow_drip
+
+PAGE = b"<!doctype html><html><head><title>T</title></head><body><p>Hello evidence.</p></body></html>"
+
+
+def _code(url: str, policy: FetchPolicy) -> str:
+    with pytest.raises(FetchError) as info:
+        fetch(url, policy)
+    return info.value.error_code
+
+
+def _resolver(table: dict[str, list[str]], calls: list[str] | None = None):
+    def resolve(host: str, port: int) -> list[str]:
+        if calls is not None:
+            calls.append(host)
+        return table[host]
+
+    return resolve
+
+
+SSRF_URLS = [
+    "http://127.0.0.1/",
+    "http://127.8.9.1/",
+    "http://localhost/",
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://[::1]/",
+    "http://10.1.2.3/",
+    "http://172.16.0.1/",
+    "http://192.168.1.1/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://100.64.0.1/",
+    "http://224.0.0.1/",
+    "http://239.255.255.250/",
+    "http://240.0.0.1/",
+    "http://255.255.255.255/",
+    "http://[fe80::1]/",
+    "http://[fc00::1]/",
+    "http://[ff02::1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:169.254.169.254]/",
+    "http://[::ffff:a9fe:a9fe]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[2002:7f00:1::]/",
+    "http://[2002:a9fe:a9fe::]/",
+    "http://[::127.0.0.1]/",
+    "http://2130706433/",
+    "http://0x7f000001/",
+    "http://0x7f.0.0.1/",
+    "http://0177.0.0.1/",
+    "http://017700000001/",
+    "http://127.1/",
+    "http://2852039166/",
+    "http://0xa9.0xfe.0xa9.0xfe/",
+    "http://0/",
+]
+
+
+@pytest.mark.parametrize("url", SSRF_URLS)
+def test_it_refuses_non_global_addresses_before_connecting(url: str, connect_audit: ConnectAudit) -> None:
+    assert _code(url, FetchPolicy()) == "blocked_address"
+    assert connect_audit.connects == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "10.0.0.1",
+        "169.254.169.254",
+        "100.100.100.200",
+        "fd00::1",
+        "::ffff:10.0.0.1",
+        "64:ff9b::a00:1",
+        "2002:c0a8:101::1",
+        "2001:db8::1",
+    ],
+)
+def test_it_refuses_names_resolving_to_internal_addresses(address: str, connect_audit: ConnectAudit) -> None:
+    policy = FetchPolicy(resolver=_resolver({"evil.example": [address]}))
+    assert _code("http://evil.example/", policy) == "blocked_address"
+    assert connect_audit.connects == []
+
+
+def test_it_refuses_when_any_resolved_address_is_internal(connect_audit: ConnectAudit) -> None:
+    policy = FetchPolicy(resolver=_resolver({"mixed.example": ["93.184.216.34", "127.0.0.1"]}))
+    assert _code("http://mixed.example/", policy) == "blocked_address"
+    assert connect_audit.connects == []
+
+
+def test_it_refuses_loopback_server_by_default(evidence_server: LoopbackServer, connect_audit: ConnectAudit) -> None:
+    url = evidence_server.add("/page", PAGE)
+    policy = FetchPolicy(allowed_ports=frozenset({evidence_server.port}))
+    assert _code(url, policy) == "blocked_address"
+    assert evidence_server.connections == 0
+    assert connect_audit.connects == []
+
+
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        ("file:///etc/passwd", "bad_scheme"),
+        ("ftp://example.org/x", "bad_scheme"),
+        ("gopher://127.0.0.1:70/", "bad_scheme"),
+        ("javascript:alert(1)", "bad_scheme"),
+        ("http://example.org:22/", "bad_port"),
+        ("http://example.org:6379/", "bad_port"),
+        ("http://user:pw@example.org/", "bad_url"),
+        ("http://example.org@127.0.0.1/", "bad_url"),
+        ("http:///nohost", "bad_url"),
+        ("http://exa mple.org/", "bad_url"),
+        ("http://127.0.0.1\\@example.org/", "bad_url"),
+    ],
+)
+def test_it_refuses_bad_urls_before_connecting(url: str, code: str, connect_audit: ConnectAudit) -> None:
+    assert _code(url, FetchPolicy()) == code
+    assert connect_audit.connects == []
+    assert connect_audit.lookups == []
+
+
+def test_it_fetches_a_page_with_pinned_ip_and_host_header(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy
+) -> None:
+    evidence_server.add("/page", PAGE)
+    calls: list[str] = []
+    policy = FetchPolicy(**{**test_policy.__dict__, "resolver": _resolver({"news.example": ["127.0.0.1"]}, calls)})
+    result = fetch(f"http://news.example:{evidence_server.port}/page", policy)
+    assert result.body == PAGE
+    assert result.content_type == "text/html"
+    assert result.peer_ip == "127.0.0.1"
+    assert calls == ["news.example"]  # resolved once, then connected to that IP (no rebinding window)
+    assert evidence_server.requests[0]["host"] == f"news.example:{evidence_server.port}"
+    assert "CrowdNotes" in evidence_server.requests[0]["user-agent"]
+
+
+def test_it_ignores_environment_proxies(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://10.9.9.9:3128")
+    monkeypatch.setenv("http_proxy", "http://10.9.9.9:3128")
+    url = evidence_server.add("/page", PAGE)
+    assert fetch(url, test_policy).body == PAGE
+
+
+def test_it_follows_redirects_and_records_them(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    evidence_server.add("/final", PAGE)
+    evidence_server.add("/a", status=302, headers={"Location": "/final"})
+    result = fetch(evidence_server.url("/a"), test_policy)
+    assert result.final_url == evidence_server.url("/final")
+    assert result.redirects == [evidence_server.url("/a")]
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "http://10.0.0.5/admin",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:192.168.0.1]/",
+        "http://0x0a000001/",
+        "file:///etc/passwd",
+        "http://internal.example/",
+    ],
+)
+def test_it_rechecks_every_redirect_hop(
+    location: str, evidence_server: LoopbackServer, test_policy: FetchPolicy, connect_audit: ConnectAudit
+) -> None:
+    policy = FetchPolicy(**{**test_policy.__dict__, "resolver": _resolver({"internal.example": ["192.168.7.7"]})})
+    evidence_server.add("/r", status=301, headers={"Location": location})
+    assert _code(evidence_server.url("/r"), policy) in ("blocked_address", "bad_scheme")
+    assert len(connect_audit.connects) == 1  # only the loopback test server itself
+    assert connect_audit.connects[0][0] == "127.0.0.1"
+
+
+def test_it_caps_redirects(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    for i in range(5):
+        evidence_server.add(f"/r{i}", status=302, headers={"Location": f"/r{i + 1}"})
+    evidence_server.add("/r5", PAGE)
+    assert _code(evidence_server.url("/r0"), test_policy) == "too_many_redirects"
+    assert fetch(evidence_server.url("/r2"), test_policy).body == PAGE  # exactly 3 redirects is fine
+
+
+def test_it_refuses_oversized_content_length_without_reading(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy
+) -> None:
+    evidence_server.add("/big", b"x" * 10, headers={"Content-Length": "999999999"})
+    assert _code(evidence_server.url("/big"), test_policy) == "too_large"
+
+
+def test_it_caps_the_stream_when_length_is_absent(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    def endless():
+        yield b"<html><body>"
+        for _ in range(10_000):
+            yield b"<p>" + b"a" * 1000 + b"</p>"
+
+    evidence_server.add("/stream", endless)
+    assert _code(evidence_server.url("/stream"), test_policy) == "too_large"
+
+
+def test_it_caps_decompressed_size_of_gzip_bombs(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    bomb = gzip.compress(b"<html><body>" + b" " * 5_000_000)
+    assert len(bomb) < test_policy.max_bytes
+    evidence_server.add("/bomb", bomb, headers={"Content-Encoding": "gzip"})
+    assert _code(evidence_server.url("/bomb"), test_policy) == "too_large"
+
+
+def test_it_hits_the_total_deadline_on_a_slow_drip(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    evidence_server.add("/drip", slow_drip(pieces=200, delay=0.05))
+    policy = FetchPolicy(**{**test_policy.__dict__, "total_timeout": 1.0})
+    assert _code(evidence_server.url("/drip"), policy) == "timeout"
+
+
+def test_it_reports_http_errors(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    with pytest.raises(FetchError) as info:
+        fetch(evidence_server.url("/missing"), test_policy)
+    assert info.value.error_code == "http_error"
+    assert info.value.status == 404
+
+
+def test_it_reports_connection_refused(test_policy: FetchPolicy) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    policy = FetchPolicy(**{**test_policy.__dict__, "allowed_ports": frozenset({port})})
+    assert _code(f"http://127.0.0.1:{port}/", policy) == "connection_error"
+
+
+def test_it_refuses_declared_unsupported_types(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    evidence_server.add("/img", b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, content_type="image/png")
+    assert _code(evidence_server.url("/img"), test_policy) == "unsupported_type"
+
+
+def test_it_refuses_binaries_lying_about_their_type(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("a.bin", bytes(range(256)) * 50)
+    evidence_server.add("/zip", buffer.getvalue(), content_type="text/html")
+    evidence_server.add("/png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10, content_type="text/plain")
+    evidence_server.add("/notpdf", PAGE, content_type="application/pdf")
+    for path in ("/zip", "/png", "/notpdf"):
+        assert _code(evidence_server.url(path), test_policy) == "unsupported_type", path
+
+
+def test_it_sniffs_html_and_pdf_behind_generic_or_wrong_headers(
+    evidence_server: LoopbackServer, test_policy: FetchPolicy
+) -> None:
+    evidence_server.add("/octet", PAGE, content_type="application/octet-stream")
+    evidence_server.add("/none", PAGE, content_type=None)
+    evidence_server.add("/pdf-as-html", b"%PDF-1.4\n" + b"0" * 2000, content_type="text/html")
+    assert fetch(evidence_server.url("/octet"), test_policy).content_type == "text/html"
+    assert fetch(evidence_server.url("/none"), test_policy).content_type == "text/html"
+    assert fetch(evidence_server.url("/pdf-as-html"), test_policy).content_type == "application/pdf"
+
+
+def test_it_reports_declared_charset(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+    evidence_server.add(
+        "/latin",
+        "<html><body><p>Caf\u00e9</p></body></html>".encode("latin-1"),
+        content_type="text/html; charset=ISO-8859-1",
+    )
+    result = fetch(evidence_server.url("/latin"), test_policy)
+    assert result.charset == "iso-8859-1"
+
+
+@pytest.mark.parametrize(
+    ("address", "refused"),
+    [
+        ("93.184.216.34", False),
+        ("2606:2800:220:1::1", False),
+        ("100.64.1.1", True),
+        ("::ffff:8.8.8.8", False),
+        ("64:ff9b::808:808", False),
+        ("64:ff9b:1::1", True),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", True),
+    ],
+)
+def test_it_classifies_addresses(address: str, refused: bool) -> None:
+    assert (address_refusal(address) is not None) is refused
