@@ -24,6 +24,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -37,7 +38,9 @@ DISPLAYED = {"FIRM_REJECT": "NEEDS_MORE_RATINGS", "NEEDS_YOUR_HELP": "NEEDS_MORE
 # ------------------------------------------------------------------ reference worker (refvenv)
 
 
-def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dict[str, Path]:
+def _reference_inputs(
+    notes_path: Path, ratings_path: Path, outdir: Path, history_path: Path | None = None
+) -> dict[str, Path]:
     """Rewrite public TSVs in the exact column layout the reference's loader expects."""
     import numpy as np
     import scoring.constants as c  # the reference package, importable in the worker only
@@ -75,7 +78,7 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
         w.writerow(c.publicRatingTSVColumns)
         for r in cio.ReadReport().rows(cio.read_ratings(ratings_path)):
             participants.add(r.rater_id)
-            values: dict[str, object] = {
+            row: dict[str, object] = {
                 "noteId": r.note_id,
                 "raterParticipantId": r.rater_id,
                 "createdAtMillis": r.created_at_ms,
@@ -85,13 +88,14 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
                 "ratingSourceBucketed": "DEFAULT",
             }
             for tag in r.tags:
-                values[tag] = 1
-            w.writerow(
-                [values.get(col, default(col, c.publicRatingTSVTypeMapping)) for col in c.publicRatingTSVColumns]
-            )
+                row[tag] = 1
+            w.writerow([row.get(col, default(col, c.publicRatingTSVTypeMapping)) for col in c.publicRatingTSVColumns])
     with paths["status"].open("w", newline="") as fh:
         w = csv.writer(fh, delimiter="\t", lineterminator="\n")
         w.writerow(c.noteStatusHistoryTSVColumns)
+        history = {}
+        if history_path is not None:
+            history = {h.note_id: h for h in cio.ReadReport().rows(cio.read_status_history(history_path))}
         for n in notes:
             values = {
                 "noteId": n.note_id,
@@ -99,6 +103,19 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
                 "createdAtMillis": n.created_at_ms,
                 "currentStatus": "NEEDS_MORE_RATINGS",
             }
+            h = history.get(n.note_id)
+            if h is not None:
+                # Status and timing columns of the (possibly older) status history, by name.
+                values.update(
+                    {
+                        "currentStatus": h.current_status or "NEEDS_MORE_RATINGS",
+                        "firstNonNMRStatus": h.first_non_nmr_status,
+                        "timestampMillisOfFirstNonNMRStatus": h.first_non_nmr_ms or "",
+                        "timestampMillisOfCurrentStatus": h.current_status_ms or "",
+                        "timestampMillisOfLatestNonNMRStatus": h.most_recent_non_nmr_ms or "",
+                        "mostRecentNonNMRStatus": h.most_recent_non_nmr_status,
+                    }
+                )
             w.writerow(
                 [
                     values.get(col, default(col, c.noteStatusHistoryTSVTypeMapping))
@@ -126,14 +143,16 @@ def _reference_inputs(notes_path: Path, ratings_path: Path, outdir: Path) -> dic
     return paths
 
 
-def run_reference_worker(notes_path: Path, ratings_path: Path, outdir: Path, seed: int) -> None:
+def run_reference_worker(
+    notes_path: Path, ratings_path: Path, outdir: Path, seed: int, history_path: Path | None = None
+) -> None:
     """Runs inside the reference's Python: prescore + final score with MFCoreScorer only."""
     import pandas as pd
     import scoring.constants as c
     from scoring.mf_core_scorer import MFCoreScorer
     from scoring.process_data import LocalDataLoader
 
-    paths = _reference_inputs(notes_path, ratings_path, outdir / "ref_inputs")
+    paths = _reference_inputs(notes_path, ratings_path, outdir / "ref_inputs", history_path)
     t0 = time.perf_counter()
     loader = LocalDataLoader(
         str(paths["notes"]), str(paths["ratings"]), str(paths["status"]), str(paths["enrollment"]), True,
@@ -257,7 +276,7 @@ def solver_check(ref_dir: Path) -> dict[str, object]:
             y_l.append(r.value)
     u_a, n_a, y = np.array(u_l), np.array(n_l), np.array(y_l)
     present_u, present_n = np.bincount(u_a, minlength=len(raters)) > 0, np.bincount(n_a, minlength=len(notes)) > 0
-    cfg = scoring.ScoringConfig(tol=1e-9, max_iter=20000)
+    cfg = scoring.ScoringConfig(tol=1e-7, max_iter=5000)
     ref = scoring.MFParams(
         mu_ref,
         np.array([_num(v["internalRaterIntercept"]) for v in raters.values()]),
@@ -287,7 +306,7 @@ def _print(name: str, result: dict[str, object], times: dict[str, float]) -> Non
     print(f"time: ours {times['ours']:.2f} s, reference {times['ref']:.2f} s")
     print(f"{'quantity':<18} {'n':>7} {'corr':>9} {'max|diff|':>10}")
     for label in ("note intercept", "note factor", "rater intercept", "rater factor"):
-        n, corr, diff = result[label]  # type: ignore[misc]
+        n, corr, diff = cast(tuple[int, float, float], result[label])
         print(f"{label:<18} {n:>7} {corr:>9.6f} {diff:>10.2e}")
     for key in (
         "notes scored (ours/ref/both)",
@@ -312,9 +331,10 @@ def main() -> None:
     parser.add_argument("--notes", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--ratings", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--outdir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--status-history", type=Path, help="for colin-fraser: a noteStatusHistory TSV (e.g. mcroston)")
     args = parser.parse_args()
     if args.worker:
-        run_reference_worker(args.notes, args.ratings, args.outdir, args.seed)
+        run_reference_worker(args.notes, args.ratings, args.outdir, args.seed, args.status_history)
         return
     from notes import scoring_tsv, synthetic
 
@@ -327,12 +347,16 @@ def main() -> None:
             data = synthetic.generate(args.synthetic_ratings, seed=args.seed)
             notes_path, ratings_path = synthetic.write_tsv(data, work / "input")
         t0 = time.perf_counter()
-        scoring_tsv.score_files(notes_path=notes_path, ratings_path=ratings_path, outdir=work / "ours")
+        history = args.status_history if name == "colin-fraser" else None
+        scoring_tsv.score_files(
+            notes_path=notes_path, ratings_path=ratings_path, outdir=work / "ours", status_history_path=history
+        )
         t_ours = time.perf_counter() - t0
         env = {**os.environ, "PYTHONPATH": f"{args.ref / 'scoring' / 'src'}:{ROOT}"}
         subprocess.run(
             [args.ref_python, __file__, "--worker", "--notes", str(notes_path), "--ratings", str(ratings_path),
-             "--outdir", str(work / "ref"), "--seed", str(args.seed)],
+             "--outdir", str(work / "ref"), "--seed", str(args.seed)]
+            + (["--status-history", str(history)] if history else []),
             check=True, env=env, stdout=subprocess.DEVNULL, stderr=open(work.parent / f"{name}-ref.log", "w"),
         )  # fmt: skip
         t_ref = json.loads((work / "ref" / "timing.json").read_text())["seconds"]

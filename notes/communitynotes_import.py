@@ -45,8 +45,8 @@ def _batches(items: Iterable[T], size: int = BATCH) -> Iterator[list[T]]:
         yield batch
 
 
-def _dt(ms: int | None) -> datetime | None:
-    return None if ms is None or ms <= 0 else datetime.fromtimestamp(ms / 1000, tz=UTC)
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def _participants(ids: set[str]) -> dict[str, int]:
@@ -72,7 +72,7 @@ def _posts(tweet_ids: set[str]) -> dict[str, int]:
 
 
 def import_notes(path: str | Path, report: ImportReport) -> None:
-    read: cio.ReadReport[cio.NoteRow] = cio.ReadReport()
+    read: cio.ReadReport = cio.ReadReport()
     for batch in _batches(read.rows(cio.read_notes(path))):
         with transaction.atomic():
             people = _participants({n.author_id for n in batch})
@@ -97,7 +97,7 @@ def import_notes(path: str | Path, report: ImportReport) -> None:
 
 
 def import_ratings(path: str | Path, report: ImportReport) -> None:
-    read: cio.ReadReport[cio.RatingRow] = cio.ReadReport()
+    read: cio.ReadReport = cio.ReadReport()
     touched: set[int] = set()
     for batch in _batches(read.rows(cio.read_ratings(path))):
         with transaction.atomic():
@@ -129,7 +129,7 @@ def import_ratings(path: str | Path, report: ImportReport) -> None:
 
 def import_status_history(path: str | Path, report: ImportReport) -> None:
     """Current status per note, and its changes (first non-NMR, latest non-NMR, current) with times."""
-    read: cio.ReadReport[cio.StatusHistoryRow] = cio.ReadReport()
+    read: cio.ReadReport = cio.ReadReport()
     valid = set(NoteStatus.values)
     for batch in _batches(read.rows(cio.read_status_history(path))):
         with transaction.atomic():
@@ -153,7 +153,8 @@ def import_status_history(path: str | Path, report: ImportReport) -> None:
                     (h.current_status_ms, h.current_status),
                 ]
                 previous = NoteStatus.NEEDS_MORE_RATINGS.value
-                for ms, status in sorted((e for e in events if e[0] and e[1] in valid), key=lambda e: e[0] or 0):
+                timed = [(ms, status) for ms, status in events if ms and status in valid]
+                for ms, status in sorted(timed):
                     when = _dt(ms)
                     if status != previous and (pk, status, when) not in existing:
                         existing.add((pk, status, when))

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 csv.field_size_limit(sys.maxsize)
 
@@ -82,7 +82,7 @@ Row = TypeVar("Row")
 
 
 @dataclass
-class ReadReport(Generic[Row]):
+class ReadReport:
     """Counts for a read: rows read and skipped (by reason, with a few examples)."""
 
     read: int = 0
@@ -228,6 +228,74 @@ def read_ratings(path: str | Path) -> Iterator[RatingRow | Skipped]:
                 continue
             tags = frozenset(t for t in tag_columns if rec.get(t) in ("1", "1.0"))
             yield RatingRow(note_id, rater, created, level, tags)
+
+
+@dataclass
+class RatingColumns:
+    """Ratings as parallel lists (the fast path for scoring files, no per-row objects)."""
+
+    note_id: list[int] = field(default_factory=list)
+    rater_id: list[str] = field(default_factory=list)
+    created_at_ms: list[int] = field(default_factory=list)
+    value: list[float] = field(default_factory=list)
+    incorrect: list[bool] = field(default_factory=list)
+    any_not_helpful_tag: list[bool] = field(default_factory=list)
+
+
+def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
+    """Same rows and skip reasons as read_ratings, about three times faster."""
+    cols = RatingColumns()
+    ones = {"1", "1.0"}
+    for file in tsv_files(path):
+        with file.open(encoding="utf-8", newline="") as fh:
+            header = fh.readline().rstrip("\r\n").lstrip("\ufeff").split("\t")
+            if header == [""]:
+                continue
+            pos = {h.strip(): i for i, h in enumerate(header)}
+            width = len(header)
+            i_note = pos.get("noteId")
+            i_rater = pos.get("raterParticipantId", pos.get("participantId"))
+            i_time = pos.get("createdAtMillis")
+            i_level, i_help, i_nothelp = pos.get("helpfulnessLevel"), pos.get("helpful"), pos.get("notHelpful")
+            i_incorrect = pos.get("notHelpfulIncorrect")
+            nh_tags = [i for h, i in pos.items() if h.startswith("notHelpful") and h not in _NOT_TAGS]
+            for line_no, line in enumerate(fh, start=2):
+                f = line.rstrip("\r\n").split("\t")
+                if len(f) != width:
+                    if line.strip():
+                        report.add_skip(Skipped(str(file), line_no, "wrong number of fields"))
+                    continue
+                try:
+                    note_id = int(f[i_note])  # type: ignore[index]
+                except (TypeError, ValueError):
+                    report.add_skip(Skipped(str(file), line_no, "bad noteId"))
+                    continue
+                rater = f[i_rater] if i_rater is not None else ""
+                if not rater:
+                    report.add_skip(Skipped(str(file), line_no, "missing rater id"))
+                    continue
+                created = _int(f[i_time]) if i_time is not None else None
+                if created is None:
+                    report.add_skip(Skipped(str(file), line_no, "bad createdAtMillis"))
+                    continue
+                level = f[i_level].strip() if i_level is not None else ""
+                if level in LEVEL_VALUES:
+                    value = LEVEL_VALUES[level]
+                elif i_nothelp is not None and f[i_nothelp] in ones:
+                    value = 0.0
+                elif i_help is not None and f[i_help] in ones:
+                    value = 1.0
+                else:
+                    report.add_skip(Skipped(str(file), line_no, "no helpfulness answer"))
+                    continue
+                report.read += 1
+                cols.note_id.append(note_id)
+                cols.rater_id.append(rater)
+                cols.created_at_ms.append(created)
+                cols.value.append(value)
+                cols.incorrect.append(i_incorrect is not None and f[i_incorrect] in ones)
+                cols.any_not_helpful_tag.append(any(f[i] in ones for i in nh_tags))
+    return cols
 
 
 def read_status_history(path: str | Path) -> Iterator[StatusHistoryRow | Skipped]:

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
+from django.http import QueryDict
 
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
@@ -152,8 +153,21 @@ class RatingForm(forms.Form):
     def tags(self) -> list[str]:
         return [*self.cleaned_data.get("helpful_tags", []), *self.cleaned_data.get("not_helpful_tags", [])]
 
+    @property
+    def chosen_level(self) -> str:
+        """The level picked so far (bound data or initial), "" if none."""
+        value = self["level"].value()
+        return value if value in TAGS_BY_LEVEL else ""
+
     @classmethod
-    def initial_for(cls, rating: Rating | None) -> dict[str, Any]:
+    def initial_for(cls, rating: Rating | None, choice: QueryDict | None = None) -> dict[str, Any]:
+        """The rater's own rating, or a level being picked on the page (htmx GET with ?level=)."""
+        if choice is not None and choice.get("level") in TAGS_BY_LEVEL:
+            return {
+                "level": choice["level"],
+                "helpful_tags": choice.getlist("helpful_tags"),
+                "not_helpful_tags": choice.getlist("not_helpful_tags"),
+            }
         if rating is None:
             return {}
         return {
@@ -161,3 +175,6 @@ class RatingForm(forms.Form):
             "helpful_tags": [t for t in rating.tags if t in HELPFUL_TAGS],
             "not_helpful_tags": [t for t in rating.tags if t in NOT_HELPFUL_TAGS],
         }
+
+
+TAGS_BY_LEVEL = {RatingLevel.HELPFUL.value, RatingLevel.SOMEWHAT_HELPFUL.value, RatingLevel.NOT_HELPFUL.value}

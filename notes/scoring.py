@@ -38,6 +38,8 @@ STATUS_NAMES = {
 NO_STATUS = -1
 
 DAY_MS = 24 * 3600 * 1000
+# Side means are ratios of small counts: (0.4 + 0.2) / 2 must count as 0.3, not 0.30000000000000004.
+_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,9 @@ class ScoringConfig:
     min_mean_note_score: float = 0.05
     min_crh_crnh_ratio_difference: float = 0.0
     author_crnh_multiplier: float = 5.0
-    valid_rating_window_ms: int = 2 * DAY_MS
+    # Reference: only ratings within 48 h of note creation count (before the public data release).
+    # None: no window (the app never shows other ratings first; see notes.services).
+    valid_rating_window_ms: int | None = 2 * DAY_MS
     old_note_cutoff_ms: int = 1652918400000  # notes before status history existed
     old_note_max_valid_ratings: int = 5
     # Solver.
@@ -460,13 +464,13 @@ def compute_statuses(
             ratio = (
                 enough
                 & (sides["min_side_count"] >= cfg.ratio_min_side_count)
-                & (sides["neg_mean"] <= cfg.ratio_max_side_mean)
-                & (sides["pos_mean"] <= cfg.ratio_max_side_mean)
-                & ((sides["neg_mean"] + sides["pos_mean"]) / 2 <= cfg.ratio_max_avg_side_mean)
+                & (sides["neg_mean"] <= cfg.ratio_max_side_mean + _EPS)
+                & (sides["pos_mean"] <= cfg.ratio_max_side_mean + _EPS)
+                & ((sides["neg_mean"] + sides["pos_mean"]) / 2 <= cfg.ratio_max_avg_side_mean + _EPS)
             )
             status[ratio] = CURRENTLY_RATED_NOT_HELPFUL
         if cfg.crnh_not_misleading_intercept is not None:
-            status[nm & (i < cfg.crnh_not_misleading_intercept)] = CURRENTLY_RATED_NOT_HELPFUL
+            status[enough & nm & (i < cfg.crnh_not_misleading_intercept)] = CURRENTLY_RATED_NOT_HELPFUL
         if not final_round:
             return status
         previous = meta.get("previous_status", NO_STATUS, np.int64)
@@ -515,7 +519,10 @@ def _valid_ratings_mask(ratings: Ratings, meta: NotesMeta, prelim: np.ndarray, c
     t = np.asarray(ratings.created_at_ms, dtype=np.int64)
     note_created = meta.get("created_at_ms", 0, np.int64)[n]
     last_status = meta.get("last_non_nmr_status_ms", -1, np.int64)[n]
-    early = t - note_created < cfg.valid_rating_window_ms
+    if cfg.valid_rating_window_ms is None:
+        early = np.ones(len(t), dtype=bool)
+    else:
+        early = t - note_created < cfg.valid_rating_window_ms
     before_status = (last_status < 0) | (t < last_status)
     old = note_created < cfg.old_note_cutoff_ms
     valid = ~old & early & before_status

@@ -31,9 +31,9 @@ class LoadedData:
     participant_ids: list[str]
     ratings: scoring.Ratings
     meta: scoring.NotesMeta
-    notes_report: cio.ReadReport[cio.NoteRow]
-    ratings_report: cio.ReadReport[cio.RatingRow]
-    history_report: cio.ReadReport[cio.StatusHistoryRow] | None
+    notes_report: cio.ReadReport
+    ratings_report: cio.ReadReport
+    history_report: cio.ReadReport | None
     dropped: dict[str, int] = field(default_factory=dict)
 
 
@@ -54,7 +54,7 @@ class _Index:
 def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: str | Path | None = None) -> LoadedData:
     """Read the TSVs (streaming) into scorer arrays."""
     notes_idx, people = _Index(), _Index()
-    notes_report: cio.ReadReport[cio.NoteRow] = cio.ReadReport()
+    notes_report: cio.ReadReport = cio.ReadReport()
     in_notes: set[int] = set()
     author: dict[int, int] = {}
     created: dict[int, int] = {}
@@ -65,7 +65,7 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
         author[i] = people.get(n.author_id)
         created[i] = n.created_at_ms
         not_misleading[i] = n.classification == cio.NOT_MISLEADING
-    history_report: cio.ReadReport[cio.StatusHistoryRow] | None = None
+    history_report: cio.ReadReport | None = None
     in_history: set[int] = set()
     previous: dict[int, int] = {}
     last_non_nmr: dict[int, int] = {}
@@ -84,27 +84,18 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
                 last_non_nmr[i] = h.most_recent_non_nmr_ms
             if h.locked_status in STATUS_CODES:
                 locked[i] = STATUS_CODES[h.locked_status]
-    ratings_report: cio.ReadReport[cio.RatingRow] = cio.ReadReport()
-    latest: dict[tuple[int, int], int] = {}
-    rater_l: list[int] = []
-    note_l: list[int] = []
-    value_l: list[float] = []
-    time_l: list[int] = []
-    incorrect_l: list[bool] = []
-    nh_l: list[bool] = []
-    for r in ratings_report.rows(cio.read_ratings(ratings_path)):
-        n, u = notes_idx.get(r.note_id), people.get(r.rater_id)
-        latest[(n, u)] = len(note_l)
-        rater_l.append(u)
-        note_l.append(n)
-        value_l.append(r.value)
-        time_l.append(r.created_at_ms)
-        incorrect_l.append("notHelpfulIncorrect" in r.tags)
-        nh_l.append(any(t.startswith("notHelpful") for t in r.tags))
+    ratings_report: cio.ReadReport = cio.ReadReport()
+    cols = cio.read_rating_columns(ratings_path, ratings_report)
+    get_note, get_person = notes_idx.get, people.get
+    note = np.fromiter((get_note(n) for n in cols.note_id), dtype=np.int64, count=len(cols.note_id))
+    rater = np.fromiter((get_person(u) for u in cols.rater_id), dtype=np.int64, count=len(cols.rater_id))
+    del cols.note_id, cols.rater_id
     n_notes = len(notes_idx.ids)
-    note = np.asarray(note_l, dtype=np.int64)
+    # Duplicate (note, rater) pairs keep their last row.
+    pair = note * max(len(people.ids), 1) + rater
+    _, last_from_end = np.unique(pair[::-1], return_index=True)
     keep = np.zeros(len(note), dtype=bool)
-    keep[np.fromiter(latest.values(), dtype=np.int64, count=len(latest))] = True
+    keep[len(note) - 1 - last_from_end] = True
     dropped = {"duplicate rating": int(len(note) - keep.sum())}
     known = np.zeros(n_notes, dtype=bool)
     known[list(in_notes | in_history)] = True
@@ -128,12 +119,12 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
         return out
 
     ratings = scoring.Ratings(
-        rater=np.asarray(rater_l, dtype=np.int64)[keep],
+        rater=rater[keep],
         note=note[keep],
-        value=np.asarray(value_l, dtype=np.float64)[keep],
-        created_at_ms=np.asarray(time_l, dtype=np.int64)[keep],
-        incorrect_tag=np.asarray(incorrect_l, dtype=bool)[keep],
-        any_not_helpful_tag=np.asarray(nh_l, dtype=bool)[keep],
+        value=np.asarray(cols.value, dtype=np.float64)[keep],
+        created_at_ms=np.asarray(cols.created_at_ms, dtype=np.int64)[keep],
+        incorrect_tag=np.asarray(cols.incorrect, dtype=bool)[keep],
+        any_not_helpful_tag=np.asarray(cols.any_not_helpful_tag, dtype=bool)[keep],
     )
     meta = scoring.NotesMeta(
         n_notes=n_notes,

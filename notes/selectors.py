@@ -2,11 +2,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Max, Prefetch, Q, QuerySet
-from django.db.models.functions import Least
+from django.db import connection
+from django.db.models import (
+    BigIntegerField,
+    BooleanField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    FloatField,
+    Func,
+    Max,
+    Prefetch,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Least
 from django.shortcuts import get_object_or_404
 
 from evidence.models import Snippet
@@ -141,12 +158,16 @@ class ScoringInputs:
     previous_rater: dict[int, tuple[float | None, float | None]]
 
 
-_STATUS_CODE = {
+_STATUS_CODE: dict[str, int] = {
     NoteStatus.NEEDS_MORE_RATINGS: scoring.NEEDS_MORE_RATINGS,
     NoteStatus.HELPFUL: scoring.CURRENTLY_RATED_HELPFUL,
     NoteStatus.NOT_HELPFUL: scoring.CURRENTLY_RATED_NOT_HELPFUL,
 }
-_LEVEL_VALUE = {RatingLevel.HELPFUL: 1.0, RatingLevel.SOMEWHAT_HELPFUL: 0.5, RatingLevel.NOT_HELPFUL: 0.0}
+_LEVEL_VALUE: dict[str, float] = {
+    RatingLevel.HELPFUL: 1.0,
+    RatingLevel.SOMEWHAT_HELPFUL: 0.5,
+    RatingLevel.NOT_HELPFUL: 0.0,
+}
 
 
 def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringInputs:
@@ -175,7 +196,9 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
     locked = None
     if lock_after_days is not None:
         # A status older than the lock age stays; only notes already scored have one to keep.
-        old = (now_ms - created > lock_after_days * scoring.DAY_MS) & np.array([r[8] is not None for r in rows])
+        old = (now_ms - created > lock_after_days * scoring.DAY_MS) & np.array(
+            [r[8] is not None for r in rows], dtype=bool
+        )
         locked = np.where(old, previous, scoring.NO_STATUS)
     meta = scoring.NotesMeta(
         n_notes=len(rows),
@@ -188,24 +211,7 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
         ),
         locked_status=locked,
     )
-    cols: dict[str, list] = {k: [] for k in ("rater", "note", "value", "time", "incorrect", "nh")}
-    for note_id, rater_id, level, tags, created_at in Rating.objects.values_list(
-        "note_id", "rater_id", "level", "tags", "created_at"
-    ).iterator(chunk_size=20_000):
-        cols["rater"].append(person[rater_id])
-        cols["note"].append(index[note_id])
-        cols["value"].append(_LEVEL_VALUE[level])
-        cols["time"].append(ms(created_at))
-        cols["incorrect"].append("notHelpfulIncorrect" in tags)
-        cols["nh"].append(any(t.startswith("notHelpful") for t in tags))
-    ratings = scoring.Ratings(
-        rater=np.array(cols["rater"], dtype=np.int64),
-        note=np.array(cols["note"], dtype=np.int64),
-        value=np.array(cols["value"], dtype=np.float64),
-        created_at_ms=np.array(cols["time"], dtype=np.int64),
-        incorrect_tag=np.array(cols["incorrect"], dtype=bool),
-        any_not_helpful_tag=np.array(cols["nh"], dtype=bool),
-    )
+    ratings = _rating_arrays(person, index)
     return ScoringInputs(
         note_pks=note_pks,
         participant_pks=participant_pks,
@@ -217,6 +223,53 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
         previous_num_ratings=[r[7] for r in rows],
         previous_rater={p[0]: (p[1], p[2]) for p in people},
     )
+
+
+def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Ratings:
+    """All ratings as arrays. Tag flags and the value are computed by the database (as text, so
+    SQLite works too) to avoid decoding every rating's JSON in Python."""
+    tags = Cast("tags", TextField())
+    query = (
+        Rating.objects.alias(tags_text=tags)
+        .annotate(
+            value=Case(
+                *(When(level=level, then=Value(v)) for level, v in _LEVEL_VALUE.items()), output_field=FloatField()
+            ),
+            incorrect=ExpressionWrapper(Q(tags_text__contains='"notHelpfulIncorrect"'), output_field=BooleanField()),
+            any_nh=ExpressionWrapper(Q(tags_text__contains='"notHelpful'), output_field=BooleanField()),
+            created_ms=EpochMillis("created_at"),
+        )
+        .values_list("rater_id", "note_id", "value", "incorrect", "any_nh", "created_ms")
+    )
+    with connection.cursor() as cursor:
+        sql, params = query.query.sql_with_params()
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    rater, note, value, incorrect, any_nh, created = zip(*rows, strict=True) if rows else ((),) * 6
+    n = len(rows)
+    return scoring.Ratings(
+        rater=np.fromiter((person[u] for u in rater), dtype=np.int64, count=n),
+        note=np.fromiter((index[i] for i in note), dtype=np.int64, count=n),
+        value=np.asarray(value, dtype=np.float64),
+        created_at_ms=np.asarray(created, dtype=np.int64),
+        incorrect_tag=np.asarray(incorrect, dtype=bool),
+        any_not_helpful_tag=np.asarray(any_nh, dtype=bool),
+    )
+
+
+class EpochMillis(Func):
+    """Milliseconds since the epoch, floored like int(dt.timestamp() * 1000); parsing 10^6
+    timestamps in Python would take longer than scoring them."""
+
+    output_field = BigIntegerField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        template = "FLOOR(EXTRACT(EPOCH FROM %(expressions)s) * 1000)::bigint"
+        return self.as_sql(compiler, connection, template=template, **extra)
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        template = "CAST((julianday(%(expressions)s) - 2440587.5) * 86400000.0 + 0.5 AS INTEGER)"
+        return self.as_sql(compiler, connection, template=template, **extra)
 
 
 def _millis(value: datetime) -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.db import OperationalError
 
 from notes import services
 
@@ -14,7 +15,15 @@ def draft_generate(job_id: int) -> None:
 
 
 # Routed to the "cpu" queue by CELERY_TASK_ROUTES ("notes.tasks.score_*"). Safe to run twice:
-# the service takes an advisory lock and recomputes everything from the ratings.
-@shared_task(name="notes.tasks.score_notes", soft_time_limit=600, time_limit=660)
+# the service takes an advisory lock and recomputes everything from the ratings. Only a lost
+# database connection is retried (with backoff, 3 times).
+@shared_task(
+    name="notes.tasks.score_notes",
+    soft_time_limit=600,
+    time_limit=660,
+    autoretry_for=(OperationalError,),
+    retry_backoff=10,
+    max_retries=3,
+)
 def score_notes() -> dict[str, Any]:
     return services.notes_rescore()

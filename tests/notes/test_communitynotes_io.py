@@ -23,7 +23,7 @@ def _data_lines(path: Path) -> int:
 
 def test_it_reads_old_notes_by_header_name() -> None:
     path = DATA / "colin-fraser" / "notes-00000.tsv"
-    report: cio.ReadReport[cio.NoteRow] = cio.ReadReport()
+    report: cio.ReadReport = cio.ReadReport()
     rows = list(report.rows(cio.read_notes(path)))
     assert len(rows) == _data_lines(path) == 4880
     assert not report.skipped
@@ -37,7 +37,7 @@ def test_it_reads_old_notes_by_header_name() -> None:
 
 def test_it_reads_v1_ratings_and_reports_skips() -> None:
     path = DATA / "colin-fraser" / "ratings-00000.tsv"
-    report: cio.ReadReport[cio.RatingRow] = cio.ReadReport()
+    report: cio.ReadReport = cio.ReadReport()
     rows = list(report.rows(cio.read_ratings(path)))
     assert report.read + sum(report.skipped.values()) == _data_lines(path)
     # v1 rows with neither helpful nor notHelpful set carry no answer (the reference drops them too).
@@ -69,7 +69,7 @@ def test_it_reads_new_helpfulness_levels(tmp_path: Path) -> None:
 
 def test_it_reads_old_status_history() -> None:
     path = DATA / "mcroston" / "noteStatusHistory-00000.tsv"
-    report: cio.ReadReport[cio.StatusHistoryRow] = cio.ReadReport()
+    report: cio.ReadReport = cio.ReadReport()
     rows = list(report.rows(cio.read_status_history(path)))
     assert len(rows) == _data_lines(path) == 36118
     helpful = [r for r in rows if r.current_status == "CURRENTLY_RATED_HELPFUL"]
@@ -77,7 +77,7 @@ def test_it_reads_old_status_history() -> None:
     # -1 means "never" in the dump; it reads as None. Old notes were Helpful before timestamps existed.
     timed = [r for r in helpful if r.first_non_nmr_ms is not None]
     assert len(timed) == 1154 - 866
-    assert all(r.first_non_nmr_status and r.first_non_nmr_ms > 1.6e12 for r in timed)
+    assert all(r.first_non_nmr_status and (r.first_non_nmr_ms or 0) > 1.6e12 for r in timed)
 
 
 @pytest.mark.parametrize("name", ["scoredNotes_2022-12-10.tsv", "scoredNotes_2023-02-18.tsv"])
@@ -104,7 +104,7 @@ def test_it_skips_malformed_rows(tmp_path: Path) -> None:
         "3\tB\t5\tMAYBE\n"
         "4\tB\t5\n"
     )
-    report: cio.ReadReport[cio.RatingRow] = cio.ReadReport()
+    report: cio.ReadReport = cio.ReadReport()
     rows = list(report.rows(cio.read_ratings(path)))
     assert [r.note_id for r in rows] == [1]
     assert report.skipped == {
@@ -154,3 +154,38 @@ def test_it_scores_the_public_sample_files(tmp_path: Path) -> None:
         raters = list(csv.DictReader(fh, delimiter="\t"))
     assert raters
     assert sum(float(r["coreRaterFactor1"]) < 0 for r in raters) >= len(raters) / 2
+
+
+@pytest.mark.parametrize("make", ["sample", "synthetic"])
+def test_it_reads_the_same_ratings_on_the_fast_path(make: str, tmp_path: Path) -> None:
+    if make == "sample":
+        path = DATA / "colin-fraser" / "ratings-00000.tsv"
+    else:
+        _, path = synthetic.write_tsv(synthetic.generate(3_000, seed=2), tmp_path)
+    slow: cio.ReadReport = cio.ReadReport()
+    rows = list(slow.rows(cio.read_ratings(path)))
+    fast: cio.ReadReport = cio.ReadReport()
+    cols = cio.read_rating_columns(path, fast)
+    assert (fast.read, fast.skipped) == (slow.read, slow.skipped)
+    assert cols.note_id == [r.note_id for r in rows]
+    assert cols.rater_id == [r.rater_id for r in rows]
+    assert cols.value == [r.value for r in rows]
+    assert cols.incorrect == ["notHelpfulIncorrect" in r.tags for r in rows]
+    assert cols.any_not_helpful_tag == [any(t.startswith("notHelpful") for t in r.tags) for r in rows]
+
+
+def test_it_keeps_the_last_of_duplicate_ratings(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.tsv"
+    notes.write_text(
+        "noteId\tnoteAuthorParticipantId\tcreatedAtMillis\ttweetId\tclassification\tsummary\n"
+        "1\tA\t1700000000000\t9\tMISINFORMED_OR_POTENTIALLY_MISLEADING\tx\n"
+    )
+    ratings = tmp_path / "ratings.tsv"
+    ratings.write_text(
+        "noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\n"
+        "1\tB\t1700000000001\tHELPFUL\n1\tC\t1700000000002\tHELPFUL\n1\tB\t1700000000003\tNOT_HELPFUL\n"
+    )
+    data = scoring_tsv.load(notes, ratings)
+    assert data.dropped["duplicate rating"] == 1
+    by_rater = dict(zip([data.participant_ids[u] for u in data.ratings.rater], data.ratings.value, strict=True))
+    assert by_rater == {"B": 0.0, "C": 1.0}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -78,9 +79,15 @@ def test_it_rates_with_htmx_returning_only_the_form(rater_client: Any, note: Not
 
 
 def test_it_shows_errors_for_wrong_tags(rater_client: Any, note: Note) -> None:
-    response = rater_client.post(f"/rate/{note.pk}/", {"level": "HELPFUL", "not_helpful_tags": ["notHelpfulIncorrect"]})
+    data = {"level": "HELPFUL", "not_helpful_tags": ["notHelpfulIncorrect"]}
+    response = rater_client.post(f"/rate/{note.pk}/", data)
     assert response.status_code == 400
     assert "do not go with a Helpful rating" in response.content.decode()
+    # With htmx the form fragment comes back as 200 (htmx does not swap error responses).
+    response = rater_client.post(f"/rate/{note.pk}/", data, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "do not go with a Helpful rating" in html and "<html" not in html
     assert not Rating.objects.exists()
 
 
@@ -161,3 +168,20 @@ def test_it_shows_scores_to_admins_only(admin_client: Any, rater_client: Any, no
 def test_it_offers_the_rating_link_to_raters_only(contributor_client: Any, rater_client: Any, note: Note) -> None:
     assert f"/rate/{note.pk}/" not in contributor_client.get(f"/posts/{note.post_id}/").content.decode()
     assert f"/rate/{note.pk}/" in rater_client.get(f"/posts/{note.post_id}/").content.decode()
+
+
+def test_it_shows_the_tags_of_the_chosen_level_with_htmx(rater_client: Any, note: Note) -> None:
+    full = rater_client.get(f"/rate/{note.pk}/").content.decode()
+    assert "Cites high-quality sources" in full and "Incorrect information" in full  # no JS: both groups
+    htmx = {"HX-Request": "true"}
+    helpful = rater_client.get(f"/rate/{note.pk}/?level=HELPFUL", headers=htmx).content.decode()
+    assert "Cites high-quality sources" in helpful and "Incorrect information" not in helpful
+    assert "<html" not in helpful
+    not_helpful = rater_client.get(
+        f"/rate/{note.pk}/?level=NOT_HELPFUL&not_helpful_tags=notHelpfulIncorrect", headers=htmx
+    ).content.decode()
+    assert "Cites high-quality sources" not in not_helpful and "Incorrect information" in not_helpful
+    tag_input = re.search(r'<input[^>]*value="notHelpfulIncorrect"[^>]*>', not_helpful)
+    assert tag_input is not None and "checked" in tag_input.group(0)  # kept while switching level
+    somewhat = rater_client.get(f"/rate/{note.pk}/?level=SOMEWHAT_HELPFUL", headers=htmx).content.decode()
+    assert "Cites high-quality sources" in somewhat and "Incorrect information" in somewhat

@@ -20,7 +20,9 @@ from tests.conftest import wait_for
 LEVELS = {1.0: RatingLevel.HELPFUL, 0.5: RatingLevel.SOMEWHAT_HELPFUL, 0.0: RatingLevel.NOT_HELPFUL}
 
 
-def _load_synthetic(n_ratings: int = 6000, seed: int = 2) -> synthetic.SyntheticData:
+def _load_synthetic(
+    n_ratings: int = 6000, seed: int = 2, note_age: timedelta = timedelta(days=1)
+) -> synthetic.SyntheticData:
     """Put a synthetic community (two camps of raters) into the database."""
     data = synthetic.generate(n_ratings, seed=seed, ratings_per_note=20, ratings_per_rater=30)
     now = timezone.now()
@@ -145,3 +147,43 @@ def test_it_rescores_in_a_real_worker(celery_worker: Any) -> None:
 
 def test_it_uses_utc_times() -> None:
     assert selectors._millis(datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)) == 1000
+
+
+@pytest.mark.django_db
+def test_it_rescores_an_empty_database() -> None:
+    summary = services.notes_rescore()
+    assert summary["notes"] == 0 and summary["status_changes"] == 0
+
+
+@pytest.mark.django_db
+def test_it_counts_ratings_made_long_after_the_note() -> None:
+    # Notes written 10 days before their ratings: the reference's 48-hour window would leave no
+    # rater with a valid rating, so nobody would pass the reputation filter.
+    _load_synthetic(seed=9, note_age=timedelta(days=10))
+    services.notes_rescore()
+    assert Participant.objects.exclude(rater_factor=None).count() > 50
+    assert Note.objects.filter(status=NoteStatus.HELPFUL).exists()
+
+
+@pytest.mark.django_db
+def test_it_reads_ratings_into_scorer_arrays() -> None:
+    post = Post.objects.create(text="p", text_hash="z" * 64)
+    a, b = Participant.objects.create(external_id="a"), Participant.objects.create(external_id="b")
+    note = Note.objects.create(post=post, text="n", author=a)
+    when = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    Rating.objects.create(
+        note=note, rater=a, level=RatingLevel.NOT_HELPFUL, tags=["notHelpfulIncorrect"], created_at=when
+    )
+    Rating.objects.create(
+        note=note, rater=b, level=RatingLevel.SOMEWHAT_HELPFUL, tags=["helpfulClear", "notHelpfulHardToUnderstand"],
+        created_at=when + timedelta(seconds=1),
+    )  # fmt: skip
+    inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
+    order = np.argsort(inputs.ratings.created_at_ms)
+    r = inputs.ratings
+    assert r.value[order].tolist() == [0.0, 0.5]
+    assert r.incorrect_tag is not None and r.incorrect_tag[order].tolist() == [True, False]
+    assert r.any_not_helpful_tag is not None and r.any_not_helpful_tag[order].tolist() == [True, True]
+    assert r.created_at_ms is not None and r.created_at_ms[order].tolist() == [1740830400123, 1740830401123]
+    assert [inputs.participant_pks[u] for u in r.rater[order]] == [a.pk, b.pk]
+    assert inputs.meta.author is not None and inputs.participant_pks[inputs.meta.author[0]] == a.pk

@@ -161,6 +161,7 @@ def test_it_rates_helpful_at_the_intercept_threshold() -> None:
 def test_it_requires_five_ratings_for_any_status() -> None:
     assert _statuses(intercept=0.6, num_ratings=4) != s.CURRENTLY_RATED_HELPFUL
     assert _statuses(intercept=-0.6, num_ratings=4) != s.CURRENTLY_RATED_NOT_HELPFUL
+    assert _statuses(intercept=-0.6, num_ratings=4, not_misleading=True) != s.CURRENTLY_RATED_NOT_HELPFUL
     assert _statuses(intercept=0.6, num_ratings=5) == s.CURRENTLY_RATED_HELPFUL
 
 
@@ -199,6 +200,8 @@ def test_it_applies_the_ratio_rule() -> None:
     assert _statuses(intercept=0.35, sides=_sides(0.35, 0.25)) == s.CURRENTLY_RATED_NOT_HELPFUL  # average 0.3
     assert _statuses(intercept=0.35, sides=_sides(0.35, 0.2501)) == s.NEEDS_MORE_RATINGS
     assert _statuses(intercept=0.35, sides=_sides(0.4, 0.1)) == s.CURRENTLY_RATED_NOT_HELPFUL
+    # 2/5 and 2/10 average exactly 0.3 (floating point says 0.30000000000000004).
+    assert _statuses(intercept=0.35, sides=_sides(2 / 5, 2 / 10)) == s.CURRENTLY_RATED_NOT_HELPFUL
     assert _statuses(intercept=0.35, sides=_sides(0.41, 0.1)) == s.NEEDS_MORE_RATINGS
     assert _statuses(intercept=0.35, sides=_sides(0.1, 0.1, min_count=2)) == s.NEEDS_MORE_RATINGS
 
@@ -292,3 +295,19 @@ def test_it_scores_without_the_refinements(data: synthetic.SyntheticData) -> Non
     counts = np.bincount(data.rater, minlength=data.n_raters)
     assert (~np.isnan(res.rater_factor)).sum() >= (counts >= 10).sum() * 0.9
     assert res.diagnostics["final_ratings"] > 0
+
+
+def test_it_can_drop_the_valid_rating_window() -> None:
+    day = s.DAY_MS
+    created = 1_700_000_000_000
+    ratings = s.Ratings(
+        np.array([0, 1]), np.array([0, 0]), np.array([1.0, 1.0]), np.array([created + day, created + 5 * day])
+    )
+    meta = s.NotesMeta(1, created_at_ms=np.array([created]))
+    prelim = np.array([s.CURRENTLY_RATED_HELPFUL])
+    assert s._valid_ratings_mask(ratings, meta, prelim, CFG).tolist() == [True, False]
+    no_window = s.ScoringConfig(valid_rating_window_ms=None)
+    assert s._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, True]
+    # Ratings made after the note's latest non-NMR status never count.
+    meta.last_non_nmr_status_ms = np.array([created + 2 * day])
+    assert s._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, False]
