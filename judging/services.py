@@ -39,7 +39,17 @@ logger = logging.getLogger(__name__)
 def llm_client() -> LLMClient | None:
     """The configured LLM client, or None when LLM_BASE_URL is unset (offline baselines)."""
     config = LLMConfig.from_settings(settings, environ=os.environ)
-    return LLMClient(config) if config.configured else None
+    if not config.configured:
+        return None
+    # Building the SDK client loads the TLS trust store (~30 ms): once per configuration.
+    key = repr(config)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = LLMClient(config)
+    return client
+
+
+_clients: dict[str, LLMClient] = {}
 
 
 @functools.lru_cache(maxsize=4)
