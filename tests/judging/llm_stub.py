@@ -44,6 +44,7 @@ class ScriptedLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             disable_nagle_algorithm = True  # no 40 ms Nagle/delayed-ACK stall per reply
+
             def log_message(self, *args: Any) -> None:
                 pass
 
