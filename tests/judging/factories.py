@@ -26,7 +26,7 @@ def note_with_evidence(*, text: str = NOTE, snippet: str = SNIPPET, status: str 
 
 def stage_of(messages: list[dict[str, Any]]) -> str:
     user = messages[-1]["content"]
-    if "is at least one snippet relevant" in user:
+    if "is this snippet relevant" in user:
         return "relevance"
     if "faithful to the snippets" in user:
         return "correctness"

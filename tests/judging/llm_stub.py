@@ -119,7 +119,7 @@ def _completion(payload: dict[str, Any], text: str) -> str:
 def stage_of(payload: dict[str, Any]) -> str:
     """Which judge a request is for, from its prompt (for responders)."""
     user = payload["messages"][-1]["content"]
-    if "is at least one snippet relevant" in user:
+    if "is this snippet relevant" in user:
         return "relevance"
     if "faithful to the snippets" in user:
         return "correctness"

@@ -35,7 +35,7 @@ def test_it_prints_the_gated_stages_as_json(llm_server: Any) -> None:
     assert result["stages"][0] == {
         "stage": "relevance",
         "verdict": "yes",
-        "reasoning": "Snippet 1 is on point.",
+        "reasoning": "Snippet 1: Snippet 1 is on point.",
         "judge": "llm:scripted-model",
         "note_text_judged": "Bleach is poison and never cures anything.",
     }
@@ -46,7 +46,7 @@ def test_it_reports_error_and_null_when_an_answer_never_parses(llm_server: Any) 
     llm_server.respond_with(lambda messages: "I cannot decide.")
     result = _judge("--note", "Bleach is poison.", "--snippet", SNIPPET)
     assert result["stages"] == [
-        {"stage": "relevance", "verdict": "error", "reasoning": "I cannot decide.", "judge": "llm:scripted-model",
+        {"stage": "relevance", "verdict": "error", "reasoning": "Snippet 1: I cannot decide.", "judge": "llm:scripted-model",
          "note_text_judged": "Bleach is poison."}
     ]  # fmt: skip
     assert result["helpful"] is None
@@ -62,7 +62,8 @@ def test_it_truncates_only_the_helpfulness_input_counting_urls_as_one(llm_server
     judged = [s["note_text_judged"] for s in result["stages"]]
     assert judged[0] == judged[1] == note
     assert len(judged[2]) <= 278 and note.startswith(judged[2])
-    assert "Snippet 2" in llm_server.requests[0]["messages"][-1]["content"]
+    first = llm_server.requests[0]["messages"][-1]["content"]
+    assert SNIPPET in first and "Second snippet." not in first  # each snippet on its own
     assert result["helpful"] is True
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from judging import steps
 from judging.llm import LLMClient, LLMConfig
 from judging.pipeline import (
     JudgeInput,
@@ -42,7 +43,7 @@ def _answers(server: ScriptedLLMServer, **by_stage: str) -> None:
 def test_it_passes_a_note_through_all_three_stages_in_order(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
     _answers(
         llm_stub,
-        relevance="Snippet 1 is on point.\nFinal decision: yes",
+        relevance="On point.\nFinal decision: yes",
         correctness="Faithful.\n**Final decision: Yes**",
         helpfulness="Clear, sourced.\nFinal decision: yes.",
     )
@@ -58,7 +59,7 @@ def test_it_passes_a_note_through_all_three_stages_in_order(llm_stub: ScriptedLL
         "helpfulness",
     ]
     assert result.helpful is True
-    assert result.stages[0].reasoning == "Snippet 1 is on point."
+    assert result.stages[0].reasoning == "Snippet 1: On point."
     assert result.stages[0].judge == "llm:stub-model"
     assert result.stages[2].prompt_tokens == 11
 
@@ -179,3 +180,39 @@ def test_it_does_not_build_an_llm_judge_without_an_endpoint() -> None:
     with pytest.raises(ValueError, match="LLM_BASE_URL"):
         build_judges(client=None, backends={"relevance": "llm"})
     assert not LLMConfig().configured
+
+
+def test_it_checks_each_snippet_on_its_own_until_one_is_relevant(
+    llm_stub: ScriptedLLMServer, llm_client: LLMClient
+) -> None:
+    snippets = (Evidence("Paris weather."), Evidence("MMR studies found no autism link."), Evidence("Unused."))
+    llm_stub.script = [Reply("Off topic.\nFinal decision: no"), Reply("On point.\nFinal decision: yes")]
+    result = run_pipeline(
+        _inp(snippets=snippets), {"relevance": build_judges(client=llm_client)["relevance"]} | _stop_after_relevance()
+    )
+    rel = result.stages[0]
+    assert rel.verdict == "yes"
+    assert rel.reasoning == "Snippet 1: Off topic.\nSnippet 2: On point."
+    assert len(llm_stub.requests) == 2  # snippet 3 never asked
+    assert "Paris weather." in llm_stub.requests[0]["messages"][-1]["content"]
+    assert "Paris weather." not in llm_stub.requests[1]["messages"][-1]["content"]
+    assert rel.prompt_tokens == 22 and rel.extra["snippet_verdicts"] == [False, True]
+
+
+def test_it_reports_relevance_error_when_no_snippet_passes_and_one_is_unparsable(
+    llm_stub: ScriptedLLMServer, llm_client: LLMClient
+) -> None:
+    snippets = (Evidence("A."), Evidence("B."))
+    llm_stub.script = [Reply("Final decision: no"), Reply("unsure"), Reply("Final decision: no"), Reply("unsure")]
+    result = run_pipeline(_inp(snippets=snippets), build_judges(client=llm_client), max_attempts=2)
+    assert (result.stages[0].verdict, result.stages[0].attempts, result.helpful) == ("error", 2, None)
+
+
+def _stop_after_relevance() -> dict[str, Any]:
+    def never(_: JudgeInput) -> Any:
+        raise AssertionError("later stages are not part of this test")
+
+    return {
+        "correctness": lambda i: steps.correctness_baseline(post=i.post, note="zzz", snippets=()),
+        "helpfulness": never,
+    }
