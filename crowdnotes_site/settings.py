@@ -6,6 +6,7 @@ filesystem Celery broker) so the demo needs no server; tests, CI and production 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -134,6 +135,11 @@ CELERY_TASK_ROUTES = {
     "notes.tasks.draft_*": {"queue": "llm"},
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# Rescore every note from all ratings (notes.tasks.score_notes on the cpu queue).
+CELERY_BEAT_SCHEDULE["score-notes"] = {
+    "task": "notes.tasks.score_notes",
+    "schedule": env_int("SCORING_INTERVAL_SECONDS", 3600),
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- LLM (any OpenAI-compatible endpoint; unset = offline baselines) ----------------------
@@ -143,7 +149,12 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4.1-mini")
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
 LLM_BACKOFF_BASE_S = env_float("LLM_BACKOFF_BASE_S", 0.5)  # doubled per retry
 LLM_BACKOFF_MAX_S = env_float("LLM_BACKOFF_MAX_S", 8.0)
-# Per-task overrides: LLM_MODEL_DRAFT, LLM_MODEL_JUDGE_RELEVANCE, ... (read by judging/llm.py).
+# Per-task model overrides: LLM_MODEL_DRAFT=..., LLM_MODEL_RELEVANCE=..., one variable per task.
+LLM_TASK_MODELS = {
+    name[len("LLM_MODEL_") :].lower(): value
+    for name, value in os.environ.items()
+    if name.startswith("LLM_MODEL_") and value
+}
 
 # --- Judges ---------------------------------------------------------------------------
 # Per stage: auto (LLM when configured, else the trained classifier for helpfulness when one

@@ -1,10 +1,19 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 
+from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
+from notes.text_rules import NOTE_MAX_CHARS, note_length
+
+_url_validator = URLValidator(schemes=["http", "https"])
 
 
 class SignupForm(UserCreationForm):
@@ -19,3 +28,136 @@ class SignupForm(UserCreationForm):
     class Meta(UserCreationForm.Meta):
         model = get_user_model()
         fields = ("username", "email")
+
+
+def parse_url_lines(raw: str, *, already: list[str] | None = None, required: bool = True) -> list[str]:
+    """One URL per line: each must be http(s), none twice, at most MAX_EVIDENCE_URLS in all."""
+    urls = [line.strip() for line in raw.splitlines() if line.strip()]
+    if not urls and required:
+        raise ValidationError("Paste at least one evidence URL, one per line.")
+    errors: list[str] = []
+    seen: set[str] = set(already or [])
+    for url in urls:
+        try:
+            _url_validator(url)
+        except ValidationError:
+            errors.append(f"“{url[:200]}” is not a valid http(s) URL.")
+            continue
+        if url in seen:
+            errors.append(f"“{url[:200]}” is listed twice.")
+        seen.add(url)
+    limit = settings.MAX_EVIDENCE_URLS
+    if len(seen) > limit:
+        errors.append(f"At most {limit} evidence URLs per note (you have {len(seen)}).")
+    if errors:
+        raise ValidationError(errors)
+    return urls
+
+
+class ContributeForm(forms.Form):
+    """Flag a post and paste its evidence in one step, so nothing typed is lost on an error."""
+
+    text = forms.CharField(
+        label="Post text",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        max_length=5000,
+        help_text="Paste the text of the post you want to add context to.",
+    )
+    source_url = forms.URLField(
+        label="Link to the post (optional)", required=False, max_length=2000, assume_scheme="https"
+    )
+    author_handle = forms.CharField(label="Author handle (optional)", required=False, max_length=100)
+    posted_at = forms.DateTimeField(
+        label="Posted at (optional)",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    urls = forms.CharField(
+        label="Evidence URLs",
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "https://www.who.int/...\nhttps://www.cdc.gov/..."}),
+        help_text="One per line. The server fetches each page and finds the passage that best matches the post.",
+    )
+
+    def clean_text(self) -> str:
+        text = self.cleaned_data["text"].strip()
+        if not text:
+            raise ValidationError("The post text is empty.")
+        return text
+
+    def clean_author_handle(self) -> str:
+        return self.cleaned_data["author_handle"].strip().lstrip("@")
+
+    def clean_urls(self) -> list[str]:
+        return parse_url_lines(self.cleaned_data["urls"])
+
+
+class AddEvidenceForm(forms.Form):
+    urls = forms.CharField(label="More evidence URLs", widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args: object, existing: list[str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.existing = existing
+
+    def clean_urls(self) -> list[str]:
+        return parse_url_lines(self.cleaned_data["urls"], already=self.existing)
+
+
+class NoteForm(forms.Form):
+    text = forms.CharField(
+        label="Your note",
+        widget=forms.Textarea(attrs={"rows": 4, "data-note-editor": "1"}),
+        max_length=2000,
+    )
+
+    def __init__(self, *args: object, urls: list[str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.urls = urls
+
+    def clean_text(self) -> str:
+        text = " ".join(self.cleaned_data["text"].split())
+        if not text:
+            raise ValidationError("The note is empty.")
+        length = note_length(text, self.urls)
+        if length > NOTE_MAX_CHARS:
+            raise ValidationError(
+                f"The note is {length} characters under the Community Notes rule (each URL counts as 1); "
+                f"the limit is {NOTE_MAX_CHARS}. Shorten it by {length - NOTE_MAX_CHARS}."
+            )
+        return text
+
+
+class RatingForm(forms.Form):
+    """Helpful / Somewhat helpful / Not helpful, with the Community Notes tags for that level."""
+
+    level = forms.ChoiceField(choices=RatingLevel.choices, widget=forms.RadioSelect)
+    helpful_tags = forms.MultipleChoiceField(
+        choices=list(HELPFUL_TAGS.items()), required=False, widget=forms.CheckboxSelectMultiple,
+        label="What was helpful about it?",
+    )  # fmt: skip
+    not_helpful_tags = forms.MultipleChoiceField(
+        choices=list(NOT_HELPFUL_TAGS.items()), required=False, widget=forms.CheckboxSelectMultiple,
+        label="What was not helpful about it?",
+    )  # fmt: skip
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        level = data.get("level")
+        if level == RatingLevel.HELPFUL and data.get("not_helpful_tags"):
+            self.add_error("not_helpful_tags", "Not-helpful reasons do not go with a Helpful rating.")
+        if level == RatingLevel.NOT_HELPFUL and data.get("helpful_tags"):
+            self.add_error("helpful_tags", "Helpful reasons do not go with a Not helpful rating.")
+        return data
+
+    @property
+    def tags(self) -> list[str]:
+        return [*self.cleaned_data.get("helpful_tags", []), *self.cleaned_data.get("not_helpful_tags", [])]
+
+    @classmethod
+    def initial_for(cls, rating: Rating | None) -> dict[str, Any]:
+        if rating is None:
+            return {}
+        return {
+            "level": rating.level,
+            "helpful_tags": [t for t in rating.tags if t in HELPFUL_TAGS],
+            "not_helpful_tags": [t for t in rating.tags if t in NOT_HELPFUL_TAGS],
+        }

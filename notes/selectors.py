@@ -1,8 +1,17 @@
 from __future__ import annotations
 
-from django.db.models import Count, Prefetch, QuerySet
+from dataclasses import dataclass
+from datetime import datetime
 
-from notes.models import Note, Post
+import numpy as np
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Max, Prefetch, Q, QuerySet
+from django.db.models.functions import Least
+from django.shortcuts import get_object_or_404
+
+from evidence.models import Snippet
+from notes import scoring
+from notes.models import DraftJob, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
 
 
 def posts_for_home(*, limit: int = 50) -> QuerySet[Post]:
@@ -12,3 +21,203 @@ def posts_for_home(*, limit: int = 50) -> QuerySet[Post]:
         .prefetch_related(Prefetch("notes", queryset=notes))
         .order_by("-created_at")[:limit]
     )
+
+
+@dataclass(frozen=True)
+class DraftGate:
+    """Whether a draft may be requested (and a note submitted), and if not, why not."""
+
+    can_draft: bool
+    reasons: list[str]
+    confirmed: list[Snippet]
+    pending_review: list[Snippet]
+    processing: list[Snippet]
+
+
+def snippet_is_confirmed(snippet: Snippet) -> bool:
+    """Confirmed, and the passage is still the one the contributor read."""
+    from notes.services import passage_hash
+
+    return (
+        snippet.confirmation == Snippet.Confirmation.CONFIRMED
+        and snippet.passage is not None
+        and snippet.confirmed_text_hash == passage_hash(snippet.passage.text)
+    )
+
+
+def draft_gate(*, job: DraftJob) -> DraftGate:
+    snippets = list(job.snippets.select_related("passage", "source"))
+    processing = [s for s in snippets if s.state not in (Snippet.State.READY, Snippet.State.FAILED)]
+    ready = [s for s in snippets if s.state == Snippet.State.READY]
+    confirmed = [s for s in ready if snippet_is_confirmed(s)]
+    rejected = [s for s in ready if s.confirmation == Snippet.Confirmation.REJECTED]
+    pending = [s for s in ready if s not in confirmed and s not in rejected]
+    reasons: list[str] = []
+    if processing:
+        reasons.append(f"{len(processing)} source(s) are still being processed: wait for them or remove them.")
+    if pending:
+        reasons.append(f"Review every snippet first: {len(pending)} still need your confirm or reject.")
+    if not confirmed:
+        reasons.append("Confirm at least one snippet that supports the context you want to add.")
+    return DraftGate(not reasons, reasons, confirmed, pending, processing)
+
+
+def drafts_for_user(*, user: AbstractBaseUser) -> QuerySet[DraftJob]:
+    return (
+        DraftJob.objects.filter(contributor=user)
+        .exclude(state=DraftJob.State.SUBMITTED)
+        .select_related("post")
+        .order_by("-updated_at")
+    )
+
+
+def notes_for_user(*, user: AbstractBaseUser) -> QuerySet[Note]:
+    return Note.objects.filter(author__user=user).select_related("post").order_by("-created_at")
+
+
+def snippet_in_context(*, snippet: Snippet, margin: int = 2000) -> dict[str, object]:
+    """The chosen passage with the source text around it (by the passage's character offsets)."""
+    source, passage = snippet.source, snippet.passage
+    before = after = ""
+    if source is not None and passage is not None:
+        text = source.cleaned_text
+        before = text[max(passage.char_start - margin, 0) : passage.char_start]
+        after = text[passage.char_end : passage.char_end + margin]
+    return {"snippet": snippet, "source": source, "before": before, "after": after}
+
+
+# --- Ratings and scoring ---------------------------------------------------------------------
+
+
+def rating_queue(*, participant: Participant, limit: int = 20) -> list[Note]:
+    """Notes this rater can rate next, most needed first.
+
+    Notes that still need ratings, not written and not yet rated by this rater. A note lacking
+    raters from this rater's side (the sign of their factor) comes first, then notes lacking
+    either side (for raters without a factor yet), then notes with fewer ratings, newest first.
+    """
+    side_filter = Q(ratings__rater__rater_factor__lt=0)
+    other_filter = Q(ratings__rater__rater_factor__gte=0)
+    if participant.rater_factor is not None and participant.rater_factor >= 0:
+        side_filter, other_filter = other_filter, side_filter
+    notes = (
+        Note.objects.filter(status=NoteStatus.NEEDS_MORE_RATINGS)
+        .exclude(author=participant)
+        .exclude(ratings__rater=participant)
+        .annotate(
+            n_ratings=Count("ratings"),
+            n_my_side=Count("ratings", filter=side_filter),
+            n_other_side=Count("ratings", filter=other_filter),
+        )
+        .annotate(n_min_side=Least("n_my_side", "n_other_side"))
+        .select_related("post")
+    )
+    if participant.rater_factor is None:
+        order = ["n_min_side", "n_ratings", "-created_at", "-pk"]
+    else:
+        order = ["n_my_side", "n_ratings", "-created_at", "-pk"]
+    return list(notes.order_by(*order)[:limit])
+
+
+def note_for_rating(*, note_id: int, participant: Participant) -> tuple[Note, Rating | None]:
+    """The note with its post, and only this rater's own rating (never anybody else's)."""
+    note = get_object_or_404(Note.objects.select_related("post"), pk=note_id)
+    own = Rating.objects.filter(note=note, rater=participant).first()
+    return note, own
+
+
+@dataclass
+class ScoringInputs:
+    """Database rows as scorer arrays (notes/scoring.py)."""
+
+    note_pks: np.ndarray
+    participant_pks: np.ndarray
+    ratings: scoring.Ratings
+    meta: scoring.NotesMeta
+    previous_status: list[str]
+    previous_intercept: list[float | None]
+    previous_factor: list[float | None]
+    previous_num_ratings: list[int]
+    previous_rater: dict[int, tuple[float | None, float | None]]
+
+
+_STATUS_CODE = {
+    NoteStatus.NEEDS_MORE_RATINGS: scoring.NEEDS_MORE_RATINGS,
+    NoteStatus.HELPFUL: scoring.CURRENTLY_RATED_HELPFUL,
+    NoteStatus.NOT_HELPFUL: scoring.CURRENTLY_RATED_NOT_HELPFUL,
+}
+_LEVEL_VALUE = {RatingLevel.HELPFUL: 1.0, RatingLevel.SOMEWHAT_HELPFUL: 0.5, RatingLevel.NOT_HELPFUL: 0.0}
+
+
+def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringInputs:
+    """Read every note, participant and rating into arrays (streamed in chunks)."""
+    people = list(Participant.objects.order_by("pk").values_list("pk", "rater_intercept", "rater_factor"))
+    participant_pks = np.array([p[0] for p in people], dtype=np.int64)
+    person = {pk: i for i, pk in enumerate(participant_pks.tolist())}
+    last_non_nmr = dict(
+        NoteStatusChange.objects.exclude(status=NoteStatus.NEEDS_MORE_RATINGS)
+        .values("note_id")
+        .annotate(last=Max("changed_at"))
+        .values_list("note_id", "last")
+    )
+    rows = list(
+        Note.objects.order_by("pk").values_list(
+            "pk", "author_id", "created_at", "classification", "status", "intercept", "factor", "num_ratings",
+            "scored_at",
+        )
+    )  # fmt: skip
+    note_pks = np.array([r[0] for r in rows], dtype=np.int64)
+    index = {pk: i for i, pk in enumerate(note_pks.tolist())}
+    ms = _millis
+    now_ms = ms(now)
+    created = np.array([ms(r[2]) for r in rows], dtype=np.int64)
+    previous = np.array([_STATUS_CODE.get(r[4], scoring.NO_STATUS) for r in rows], dtype=np.int64)
+    locked = None
+    if lock_after_days is not None:
+        # A status older than the lock age stays; only notes already scored have one to keep.
+        old = (now_ms - created > lock_after_days * scoring.DAY_MS) & np.array([r[8] is not None for r in rows])
+        locked = np.where(old, previous, scoring.NO_STATUS)
+    meta = scoring.NotesMeta(
+        n_notes=len(rows),
+        not_misleading=np.array([r[3] == Note.Classification.NOT_MISLEADING for r in rows], dtype=bool),
+        created_at_ms=created,
+        author=np.array([person.get(r[1], -1) if r[1] else -1 for r in rows], dtype=np.int64),
+        previous_status=previous,
+        last_non_nmr_status_ms=np.array(
+            [ms(last_non_nmr[r[0]]) if r[0] in last_non_nmr else -1 for r in rows], dtype=np.int64
+        ),
+        locked_status=locked,
+    )
+    cols: dict[str, list] = {k: [] for k in ("rater", "note", "value", "time", "incorrect", "nh")}
+    for note_id, rater_id, level, tags, created_at in Rating.objects.values_list(
+        "note_id", "rater_id", "level", "tags", "created_at"
+    ).iterator(chunk_size=20_000):
+        cols["rater"].append(person[rater_id])
+        cols["note"].append(index[note_id])
+        cols["value"].append(_LEVEL_VALUE[level])
+        cols["time"].append(ms(created_at))
+        cols["incorrect"].append("notHelpfulIncorrect" in tags)
+        cols["nh"].append(any(t.startswith("notHelpful") for t in tags))
+    ratings = scoring.Ratings(
+        rater=np.array(cols["rater"], dtype=np.int64),
+        note=np.array(cols["note"], dtype=np.int64),
+        value=np.array(cols["value"], dtype=np.float64),
+        created_at_ms=np.array(cols["time"], dtype=np.int64),
+        incorrect_tag=np.array(cols["incorrect"], dtype=bool),
+        any_not_helpful_tag=np.array(cols["nh"], dtype=bool),
+    )
+    return ScoringInputs(
+        note_pks=note_pks,
+        participant_pks=participant_pks,
+        ratings=ratings,
+        meta=meta,
+        previous_status=[r[4] for r in rows],
+        previous_intercept=[r[5] for r in rows],
+        previous_factor=[r[6] for r in rows],
+        previous_num_ratings=[r[7] for r in rows],
+        previous_rater={p[0]: (p[1], p[2]) for p in people},
+    )
+
+
+def _millis(value: datetime) -> int:
+    return int(value.timestamp() * 1000)

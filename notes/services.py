@@ -2,11 +2,29 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
 
+import numpy as np
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
 
-from notes.models import Participant, Post
+from evidence.models import Snippet
+from notes import scoring, selectors
+from notes.models import (
+    HELPFUL_TAGS,
+    NOT_HELPFUL_TAGS,
+    DraftJob,
+    Note,
+    NoteStatusChange,
+    Participant,
+    Post,
+    Rating,
+    RatingLevel,
+)
 
 
 def normalize_post_text(text: str) -> str:
@@ -50,4 +68,314 @@ def post_create(
         source_url=source_url,
         author_handle=author_handle,
         **extra,
+    )
+
+
+# --- Contributor flow: flag a post, gather evidence, confirm snippets, draft, submit ---------------
+
+
+class FlowError(Exception):
+    """A contributor action that is not allowed in the current state; the message is for the user."""
+
+
+def post_flag(
+    *,
+    text: str,
+    user: AbstractBaseUser,
+    source_url: str = "",
+    author_handle: str = "",
+    posted_at: datetime | None = None,
+) -> tuple[Post, bool]:
+    """Flag a post, or return the existing one when the same post was flagged before."""
+    duplicate = Post.objects.filter(text_hash=post_text_hash(text)).order_by("created_at").first()
+    if duplicate is None and source_url:
+        duplicate = Post.objects.filter(source_url=source_url).order_by("created_at").first()
+    if duplicate is not None:
+        return duplicate, False
+    post = post_create(
+        text=text, flagged_by=user, source_url=source_url, author_handle=author_handle, posted_at=posted_at
+    )
+    return post, True
+
+
+def _enqueue_evidence(snippet_ids: list[int]) -> None:
+    from evidence.tasks import snippet_process
+
+    for snippet_id in snippet_ids:
+        transaction.on_commit(lambda sid=snippet_id: snippet_process.delay(sid))  # type: ignore[misc]
+
+
+def _add_snippets(job: DraftJob, urls: list[str]) -> list[Snippet]:
+    start = job.snippets.count()
+    snippets = [
+        Snippet.objects.create(post=job.post, draft_job=job, url=url, position=start + i) for i, url in enumerate(urls)
+    ]
+    _enqueue_evidence([s.pk for s in snippets])
+    return snippets
+
+
+@transaction.atomic
+def draft_job_start(*, post: Post, user: AbstractBaseUser, urls: list[str]) -> DraftJob:
+    """Open a draft for `post` and start fetching each evidence URL in the background."""
+    job = DraftJob.objects.create(post=post, contributor=user, mode=DraftJob.Mode.AUGMENTATION)
+    _add_snippets(job, urls)
+    return job
+
+
+@transaction.atomic
+def draft_job_add_urls(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
+    if job.state == DraftJob.State.SUBMITTED:
+        raise FlowError("This note was already submitted.")
+    return _add_snippets(job, urls)
+
+
+def passage_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@transaction.atomic
+def snippet_review(*, snippet: Snippet, user: AbstractBaseUser, confirmed: bool) -> Snippet:
+    """Record that the contributor read the passage and confirmed (or rejected) it as support."""
+    if snippet.state != Snippet.State.READY or snippet.passage is None:
+        raise FlowError("This source has no passage to review yet.")
+    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
+        raise FlowError("This note was already submitted.")
+    snippet.confirmation = Snippet.Confirmation.CONFIRMED if confirmed else Snippet.Confirmation.REJECTED
+    snippet.confirmed_by = user
+    snippet.confirmed_at = timezone.now()
+    snippet.confirmed_text_hash = passage_hash(snippet.passage.text)
+    snippet.save(update_fields=["confirmation", "confirmed_by", "confirmed_at", "confirmed_text_hash", "updated_at"])
+    return snippet
+
+
+@transaction.atomic
+def snippet_retry(*, snippet: Snippet) -> Snippet:
+    """Fetch a failed source again. Its review starts over: the evidence may change."""
+    Snippet.objects.filter(pk=snippet.pk).update(
+        state=Snippet.State.QUEUED,
+        error_code="",
+        error_message="",
+        passage=None,
+        similarity=None,
+        confirmation=Snippet.Confirmation.PENDING,
+        confirmed_by=None,
+        confirmed_at=None,
+        confirmed_text_hash="",
+        updated_at=timezone.now(),
+    )
+    _enqueue_evidence([snippet.pk])
+    snippet.refresh_from_db()
+    return snippet
+
+
+@transaction.atomic
+def snippet_remove(*, snippet: Snippet) -> None:
+    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
+        raise FlowError("This note was already submitted.")
+    snippet.delete()
+
+
+@transaction.atomic
+def draft_job_request_draft(*, job: DraftJob) -> DraftJob:
+    """Ask the drafter (LLM or offline baseline) for a draft from the confirmed snippets only."""
+    from notes.selectors import draft_gate
+
+    gate = draft_gate(job=job)
+    if not gate.can_draft:
+        raise FlowError(" ".join(gate.reasons))
+    claimed = DraftJob.objects.filter(pk=job.pk).exclude(state__in=[DraftJob.State.DRAFTING, DraftJob.State.SUBMITTED])
+    if not claimed.update(state=DraftJob.State.DRAFTING, progress=0, error="", updated_at=timezone.now()):
+        raise FlowError("A draft is already being written, or the note was submitted.")
+    from notes.tasks import draft_generate
+
+    transaction.on_commit(lambda: draft_generate.delay(job.pk))
+    job.refresh_from_db()
+    return job
+
+
+def draft_job_generate(*, job_id: int) -> DraftJob:
+    """Write the draft (runs in a worker). An unreachable LLM leaves a visible, retryable failure."""
+    from notes import drafting
+    from notes.selectors import draft_gate
+
+    job = DraftJob.objects.select_related("post").get(pk=job_id)
+    if job.state != DraftJob.State.DRAFTING:
+        return job  # already done (a duplicate delivery) or cancelled
+    confirmed = draft_gate(job=job).confirmed
+    try:
+        draft = drafting.draft_note(post=job.post.text, snippets=[(s.url, s.passage.text) for s in confirmed])
+    except drafting.DraftError as exc:
+        DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
+            state=DraftJob.State.FAILED, error=str(exc), updated_at=timezone.now()
+        )
+        job.refresh_from_db()
+        return job
+    DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
+        state=DraftJob.State.DRAFTED,
+        draft_text=draft.text,
+        draft_method=draft.method,
+        draft_provenance=draft.provenance,
+        progress=100,
+        updated_at=timezone.now(),
+    )
+    job.refresh_from_db()
+    return job
+
+
+@transaction.atomic
+def note_submit(*, job: DraftJob, user: AbstractBaseUser, text: str) -> Note:
+    """Record the contributor's note with its evidence, confirmations and starting draft.
+
+    Submitting queues the judges; nothing is published automatically.
+    """
+    from notes.selectors import draft_gate
+
+    job = DraftJob.objects.select_for_update().get(pk=job.pk)
+    if job.state == DraftJob.State.SUBMITTED:
+        raise FlowError("This note was already submitted.")
+    gate = draft_gate(job=job)
+    if not gate.can_draft:
+        raise FlowError(" ".join(gate.reasons))
+    urls = [s.url for s in gate.confirmed]
+    note = Note.objects.create(
+        post=job.post,
+        author=participant_for_user(user=user),
+        text=text,
+        origin=Note.Origin.AUGMENTED if job.draft_text else Note.Origin.HUMAN,
+        evidence_urls=urls,
+        draft_job=job,
+        draft_text=job.draft_text,
+    )
+    job.snippets.filter(pk__in=[s.pk for s in gate.confirmed]).update(note=note)
+    job.state = DraftJob.State.SUBMITTED
+    job.save(update_fields=["state", "updated_at"])
+    NoteStatusChange.objects.create(note=note, status=note.status)
+    from judging.services import judge_run_request
+
+    judge_run_request(note=note)
+    return note
+
+
+# --- Ratings and scoring ---------------------------------------------------------------------
+
+TAGS_FOR_LEVEL: dict[str, set[str]] = {
+    RatingLevel.HELPFUL: set(HELPFUL_TAGS),
+    RatingLevel.SOMEWHAT_HELPFUL: set(HELPFUL_TAGS) | set(NOT_HELPFUL_TAGS),
+    RatingLevel.NOT_HELPFUL: set(NOT_HELPFUL_TAGS),
+}
+# pg_try_advisory_xact_lock key: one rescoring at a time, whoever triggers it.
+SCORING_LOCK_KEY = 0x5C0_12E5
+
+
+class RatingError(Exception):
+    """A rating that the rules do not allow (shown to the rater as is)."""
+
+
+@transaction.atomic
+def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[str] = ()) -> tuple[Rating, bool]:
+    """Create or change this rater's one rating of the note. Returns (rating, created)."""
+    if note.author_id is not None and note.author_id == rater.pk:
+        raise RatingError("You cannot rate your own note.")
+    if level not in TAGS_FOR_LEVEL:
+        raise RatingError(f"Unknown rating level {level!r}.")
+    tag_list = sorted(set(tags))
+    invalid = set(tag_list) - TAGS_FOR_LEVEL[level]
+    if invalid:
+        raise RatingError(f"Tags not allowed for {level}: {', '.join(sorted(invalid))}.")
+    rating, created = Rating.objects.update_or_create(
+        note=note, rater=rater, defaults={"level": level, "tags": tag_list}
+    )
+    if created:
+        Note.objects.filter(pk=note.pk).update(num_ratings=F("num_ratings") + 1)
+    return rating, created
+
+
+def notes_rescore_request() -> None:
+    """Queue a rescoring on the cpu queue once the current transaction commits."""
+    from notes.tasks import score_notes
+
+    transaction.on_commit(score_notes.delay)
+
+
+def _changed(old: float | None, new: float | None) -> bool:
+    if old is None or new is None:
+        return (old is None) != (new is None)
+    return abs(old - new) > 1e-9
+
+
+@transaction.atomic
+def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig | None = None) -> dict[str, Any]:
+    """Score every note from the ratings in the database (notes/scoring.py) and store the results.
+
+    Writes intercept/factor/status/num_ratings to changed notes, rater parameters to participants,
+    and a NoteStatusChange row for every status change. Runs once at a time (advisory lock).
+    """
+    cfg = config or scoring.ScoringConfig()
+    now = now or timezone.now()
+    # SQLite (the embedded demo) serialises writers itself; PostgreSQL needs the advisory lock.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [SCORING_LOCK_KEY])
+            if not cursor.fetchone()[0]:
+                return {"skipped": "another rescoring is running"}
+    inputs = selectors.scoring_inputs(now=now, lock_after_days=cfg.lock_after_days)
+    result = scoring.score(
+        inputs.ratings, inputs.meta, len(inputs.participant_pks), cfg, now_ms=int(now.timestamp() * 1000)
+    )
+    names = scoring.STATUS_NAMES
+    notes: list[Note] = []
+    changes: list[NoteStatusChange] = []
+    for i, pk in enumerate(inputs.note_pks.tolist()):
+        intercept = None if np.isnan(result.note_intercept[i]) else float(result.note_intercept[i])
+        factor = None if np.isnan(result.note_factor[i]) else float(result.note_factor[i])
+        status, count = names[int(result.status[i])], int(result.num_ratings[i])
+        old_status = inputs.previous_status[i]
+        if (
+            status == old_status
+            and count == inputs.previous_num_ratings[i]
+            and not _changed(inputs.previous_intercept[i], intercept)
+            and not _changed(inputs.previous_factor[i], factor)
+        ):
+            continue
+        notes.append(Note(pk=pk, status=status, intercept=intercept, factor=factor, num_ratings=count, scored_at=now))
+        if status != old_status:
+            changes.append(
+                NoteStatusChange(
+                    note_id=pk, previous_status=old_status, status=status, intercept=intercept, factor=factor,
+                    changed_at=now,
+                )
+            )  # fmt: skip
+    Note.objects.bulk_update(notes, ["status", "intercept", "factor", "num_ratings", "scored_at"], batch_size=2000)
+    NoteStatusChange.objects.bulk_create(changes, batch_size=2000)
+    raters: list[Participant] = []
+    for u, pk in enumerate(inputs.participant_pks.tolist()):
+        ri = None if np.isnan(result.rater_intercept[u]) else float(result.rater_intercept[u])
+        rf = None if np.isnan(result.rater_factor[u]) else float(result.rater_factor[u])
+        old_i, old_f = inputs.previous_rater[pk]
+        if _changed(old_i, ri) or _changed(old_f, rf):
+            raters.append(Participant(pk=pk, rater_intercept=ri, rater_factor=rf, scored_at=now))
+    Participant.objects.bulk_update(raters, ["rater_intercept", "rater_factor", "scored_at"], batch_size=2000)
+    counts = np.bincount(result.status, minlength=3)
+    return {
+        "notes": len(inputs.note_pks),
+        "ratings": len(inputs.ratings.value),
+        "notes_updated": len(notes),
+        "status_changes": len(changes),
+        "raters_updated": len(raters),
+        "helpful": int(counts[scoring.CURRENTLY_RATED_HELPFUL]),
+        "not_helpful": int(counts[scoring.CURRENTLY_RATED_NOT_HELPFUL]),
+        "needs_more_ratings": int(counts[scoring.NEEDS_MORE_RATINGS]),
+    }
+
+
+def note_preflight(*, job: DraftJob, gate: selectors.DraftGate, text: str) -> Any:
+    """The judges' verdicts on a draft before submission (stored nowhere, decides nothing)."""
+    from judging.prompts import Evidence
+    from judging.services import preflight_run
+
+    return preflight_run(
+        post_text=job.post.text,
+        note_text=text,
+        urls=[s.url for s in gate.confirmed],
+        snippets=[Evidence(text=s.passage.text, source=s.url) for s in gate.confirmed if s.passage],
     )

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth import login
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
+from evidence.models import Snippet
 from notes import selectors, services
 from notes.access import PUBLIC, endpoint
-from notes.forms import SignupForm
-from notes.models import Post
+from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
+from notes.models import DraftJob, Post
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
@@ -35,3 +39,177 @@ def signup(request: HttpRequest) -> HttpResponse:
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("home")
     return render(request, "registration/signup.html", {"form": form})
+
+
+# --- Contributor flow ------------------------------------------------------------------------
+
+
+def _own_job(request: HttpRequest, job_id: int) -> DraftJob:
+    return get_object_or_404(DraftJob.objects.select_related("post"), pk=job_id, contributor=request.user)
+
+
+def _own_snippet(request: HttpRequest, snippet_id: int) -> Snippet:
+    return get_object_or_404(
+        Snippet.objects.select_related("draft_job", "passage"), pk=snippet_id, draft_job__contributor=request.user
+    )
+
+
+def _workspace(request: HttpRequest, job: DraftJob, **extra: object) -> HttpResponse:
+    context = {"job": job, "gate": selectors.draft_gate(job=job), **extra}
+    if request.htmx:
+        response = render(request, "notes/draft_detail.html#workspace", context)
+        if request.GET.get("was") == DraftJob.State.DRAFTING and job.state != DraftJob.State.DRAFTING:
+            response["HX-Refresh"] = "true"  # the editor needs the new draft text
+        return response
+    if "note_form" not in context:
+        urls = [s.url for s in context["gate"].confirmed]  # type: ignore[attr-defined]
+        context["note_form"] = NoteForm(initial={"text": job.draft_text}, urls=urls)
+    context.setdefault("add_form", AddEvidenceForm(existing=[]))
+    return render(request, "notes/draft_detail.html", context)
+
+
+@endpoint(methods=["GET", "POST"], permission="notes.add_post")
+def contribute(request: HttpRequest) -> HttpResponse:
+    post_id = request.GET.get("post", "")
+    post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
+    form = ContributeForm(request.POST or None, initial={"text": post.text if post else ""})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        post, created = services.post_flag(
+            text=data["text"],
+            user=request.user,
+            source_url=data["source_url"],
+            author_handle=data["author_handle"],
+            posted_at=data["posted_at"],
+        )
+        if not created:
+            messages.info(request, "This post was already flagged; your evidence was added to a note on it.")
+        job = services.draft_job_start(post=post, user=request.user, urls=data["urls"])
+        return redirect("draft_detail", job_id=job.pk)
+    return render(request, "notes/contribute.html", {"form": form})
+
+
+@endpoint(methods=["GET"], permission="notes.view_draftjob")
+def draft_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    return _workspace(request, _own_job(request, job_id))
+
+
+@endpoint(methods=["POST"], permission="notes.change_draftjob")
+def draft_add_urls(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _own_job(request, job_id)
+    form = AddEvidenceForm(request.POST, existing=list(job.snippets.values_list("url", flat=True)))
+    if not form.is_valid():
+        return _workspace(request, job, add_form=form)
+    try:
+        services.draft_job_add_urls(job=job, urls=form.cleaned_data["urls"])
+    except services.FlowError as exc:
+        messages.error(request, str(exc))
+    return redirect("draft_detail", job_id=job.pk)
+
+
+@endpoint(methods=["POST"], permission="evidence.change_snippet")
+def snippet_action(request: HttpRequest, snippet_id: int, action: str) -> HttpResponse:
+    snippet = _own_snippet(request, snippet_id)
+    job = snippet.draft_job
+    assert job is not None
+    try:
+        if action in ("confirm", "reject"):
+            services.snippet_review(snippet=snippet, user=request.user, confirmed=action == "confirm")
+        elif action == "retry":
+            services.snippet_retry(snippet=snippet)
+        elif action == "remove":
+            services.snippet_remove(snippet=snippet)
+        else:
+            raise Http404
+    except services.FlowError as exc:
+        messages.error(request, str(exc))
+    if request.htmx:
+        return _workspace(request, job)
+    return redirect(f"{reverse('draft_detail', args=[job.pk])}#evidence")
+
+
+@endpoint(methods=["GET"], permission="notes.view_draftjob")
+def snippet_context(request: HttpRequest, snippet_id: int) -> HttpResponse:
+    snippet = _own_snippet(request, snippet_id)
+    return render(request, "notes/snippet_context.html", selectors.snippet_in_context(snippet=snippet))
+
+
+@endpoint(methods=["POST"], permission="notes.change_draftjob")
+def draft_request(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _own_job(request, job_id)
+    try:
+        job = services.draft_job_request_draft(job=job)
+    except services.FlowError as exc:
+        messages.error(request, str(exc))
+    if request.htmx:
+        return _workspace(request, job)
+    return redirect("draft_detail", job_id=job.pk)
+
+
+@endpoint(methods=["POST"], permission="notes.add_note")
+def note_submit(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _own_job(request, job_id)
+    gate = selectors.draft_gate(job=job)
+    form = NoteForm(request.POST, urls=[s.url for s in gate.confirmed])
+    if not form.is_valid():
+        return _workspace(request, job, note_form=form)
+    try:
+        note = services.note_submit(job=job, user=request.user, text=form.cleaned_data["text"])
+    except services.FlowError as exc:
+        messages.error(request, str(exc))
+        return _workspace(request, job, note_form=form)
+    messages.success(request, "Note submitted. The judges will check it; raters decide its status.")
+    return redirect(f"{reverse('post_detail', args=[note.post_id])}#note-{note.pk}")
+
+
+@endpoint(methods=["GET"], permission="notes.add_note")
+def my_notes(request: HttpRequest) -> HttpResponse:
+    context = {
+        "drafts": selectors.drafts_for_user(user=request.user),
+        "notes": selectors.notes_for_user(user=request.user),
+    }
+    return render(request, "notes/my_notes.html", context)
+
+
+@endpoint(methods=["GET"], permission="notes.add_rating")
+def rating_queue(request: HttpRequest) -> HttpResponse:
+    participant = services.participant_for_user(user=request.user)
+    notes = selectors.rating_queue(participant=participant)
+    return render(request, "notes/rating_queue.html", {"notes": notes})
+
+
+@endpoint(methods=["GET", "POST"], permission="notes.add_rating")
+def rate_note(request: HttpRequest, note_id: int) -> HttpResponse:
+    participant = services.participant_for_user(user=request.user)
+    note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
+    if note.author_id == participant.pk:
+        raise PermissionDenied("You cannot rate your own note.")
+    form = RatingForm(request.POST or None, initial=RatingForm.initial_for(own))
+    saved = False
+    if request.method == "POST" and form.is_valid():
+        services.rating_submit(rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags)
+        if not request.htmx:
+            messages.success(request, "Thanks, your rating is saved. You can change it at any time.")
+            return redirect("rating_queue")
+        saved = True
+    template = "notes/rate_note.html" + ("#rating-form" if request.htmx else "")
+    return render(request, template, {"note": note, "form": form, "saved": saved}, status=400 if form.errors else 200)
+
+
+@endpoint(methods=["POST"], permission="notes.run_scoring")
+def rescore(request: HttpRequest) -> HttpResponse:
+    services.notes_rescore_request()
+    messages.success(request, "Rescoring queued; statuses update when it finishes.")
+    return redirect("rating_queue")
+
+
+@endpoint(methods=["POST"], permission="notes.add_note")
+def note_preflight(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Run the judges on the text in the editor and show their verdicts; submits nothing."""
+    job = _own_job(request, job_id)
+    gate = selectors.draft_gate(job=job)
+    form = NoteForm(request.POST, urls=[s.url for s in gate.confirmed])
+    if not form.is_valid():
+        return _workspace(request, job, note_form=form)
+    result = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"])
+    return _workspace(request, job, note_form=form, preflight=result)

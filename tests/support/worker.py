@@ -41,6 +41,7 @@ class Worker:
                 "EVIDENCE_ALLOW_LOOPBACK": "1",
                 "EMBEDDING_MODEL": settings.EMBEDDING_MODEL,
                 "LLM_BASE_URL": settings.LLM_BASE_URL,
+                "LLM_MODEL": "scripted-model",
                 "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1",
                 # Short connections: the test database is truncated between tests.

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from notes import services
+
+
+@shared_task(acks_late=True)
+def draft_generate(job_id: int) -> None:
+    """Write a draft. Idempotent: only a job still in the `drafting` state is worked on."""
+    services.draft_job_generate(job_id=job_id)
+
+
+# Routed to the "cpu" queue by CELERY_TASK_ROUTES ("notes.tasks.score_*"). Safe to run twice:
+# the service takes an advisory lock and recomputes everything from the ratings.
+@shared_task(name="notes.tasks.score_notes", soft_time_limit=600, time_limit=660)
+def score_notes() -> dict[str, Any]:
+    return services.notes_rescore()

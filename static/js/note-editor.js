@@ -1,0 +1,45 @@
+// Live character count under the Community Notes rule: each URL counts as one character.
+(function () {
+  "use strict";
+  var URL_RE = /(?:https?:\/\/|www\.)[^\s<>"']+/gi;
+  function noteLength(text, appended) {
+    var length = text.length;
+    (text.match(URL_RE) || []).forEach(function (url) {
+      var kept = url.replace(/[.,;:!?)\]}'"]+$/, "");
+      length -= kept.length - 1;
+    });
+    return length + appended;
+  }
+  function bind() {
+    var area = document.querySelector("[data-note-editor]");
+    var out = document.getElementById("note-count");
+    var button = document.getElementById("submit-note");
+    if (!area || !out) return;
+    var limit = parseInt(out.dataset.limit, 10);
+    var urls = parseInt(out.dataset.urls, 10) || 0;
+    function update() {
+      var text = area.value.replace(/\s+/g, " ").trim();
+      var n = noteLength(text, urls);
+      out.textContent = n;
+      var over = n > limit;
+      out.classList.toggle("over", over);
+      area.setAttribute("aria-invalid", over ? "true" : "false");
+      if (button) {
+        button.disabled = over;
+        button.title = over ? "Over the limit by " + (n - limit) + " characters" : "";
+      }
+      var warn = document.getElementById("note-over");
+      if (over && !warn) {
+        warn = document.createElement("p");
+        warn.id = "note-over";
+        warn.className = "error";
+        warn.setAttribute("role", "alert");
+        out.parentNode.after(warn);
+      }
+      if (warn) warn.textContent = over ? "Too long: " + n + " of " + limit + " characters. Shorten it by " + (n - limit) + "." : "";
+    }
+    area.addEventListener("input", update);
+    update();
+  }
+  document.addEventListener("DOMContentLoaded", bind);
+})();

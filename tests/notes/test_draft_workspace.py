@@ -1,0 +1,175 @@
+"""The confirmation gate, drafting, the 280 rule and submission."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from evidence.models import Snippet
+from notes.models import DraftJob, Note
+from tests.notes.factories import make_failed_snippet, make_job, make_ready_snippet
+
+pytestmark = pytest.mark.django_db
+
+PASSAGE = "Controlled trials found that vitamin C supplements do not prevent the flu in the general population."
+
+
+@pytest.fixture
+def job(contributor: Any) -> DraftJob:
+    return make_job(contributor)
+
+
+def _review(client: Any, snippet: Snippet, action: str) -> Any:
+    return client.post(f"/snippets/{snippet.pk}/{action}/")
+
+
+def test_it_shows_each_snippet_with_highlighted_words_and_the_failure_reason(contributor_client: Any, job: Any) -> None:
+    make_ready_snippet(job, "https://www.cdc.gov/flu", "Bleach is poisonous and does not cure COVID-19 infections.")
+    make_failed_snippet(job, "https://gone.example.org/page")
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "<mark>Bleach</mark> is poisonous" in html or "<mark>bleach</mark>" in html.lower()
+    assert "The site answered with an error instead of the page." in html
+    assert "Retry" in html
+    assert "Review every snippet first" in html
+    assert 'id="request-draft"' not in html
+
+
+def test_it_requires_every_snippet_reviewed_and_one_confirmed(contributor_client: Any, job: Any) -> None:
+    first = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    second = make_ready_snippet(job, "https://a.example/2", "Unrelated text about gardening and roses.")
+    response = contributor_client.post(f"/drafts/{job.pk}/draft/", follow=True)
+    assert "Review every snippet first: 2" in response.content.decode()
+    _review(contributor_client, second, "reject")
+    response = contributor_client.post(f"/drafts/{job.pk}/draft/", follow=True)
+    assert "Confirm at least one snippet" in response.content.decode()
+    job.refresh_from_db()
+    assert job.state == DraftJob.State.COLLECTING
+    _review(contributor_client, first, "confirm")
+    first.refresh_from_db()
+    assert first.confirmation == Snippet.Confirmation.CONFIRMED
+    assert first.confirmed_by.username == "carla"
+    assert first.confirmed_at is not None
+    assert 'id="request-draft"' in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+
+
+def test_it_invalidates_a_confirmation_when_the_passage_changes(contributor_client: Any, job: Any) -> None:
+    from notes.selectors import draft_gate
+
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    assert draft_gate(job=job).can_draft
+    snippet.passage.text = "A different passage now."
+    snippet.passage.save()
+    gate = draft_gate(job=job)
+    assert not gate.can_draft
+    assert gate.pending_review == [snippet]
+
+
+def test_it_blocks_drafting_while_sources_are_processing(contributor_client: Any, job: Any) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    Snippet.objects.create(post=job.post, draft_job=job, url="https://slow.example/", state=Snippet.State.FETCHING)
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "still being processed" in html
+    assert 'hx-trigger="every 1s"' in html  # live progress while a source is in flight
+    assert '<meta http-equiv="refresh"' in html  # and a refresh without JavaScript
+
+
+def test_it_lets_only_the_owner_see_a_draft(job: Any, make_user: Any) -> None:
+    from notes.roles import CONTRIBUTOR
+    from tests.conftest import CsrfClient
+
+    other = CsrfClient()
+    other.force_login(make_user("other", CONTRIBUTOR))
+    assert other.get(f"/drafts/{job.pk}/").status_code == 404
+
+
+def test_it_blocks_a_note_over_280_characters_and_keeps_the_text(contributor_client: Any, job: Any) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    too_long = "x" * 280  # + 1 for the appended URL = 281
+    response = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": too_long})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "The note is 281 characters" in html
+    assert "Shorten it by 1" in html
+    assert too_long in html
+    assert not Note.objects.exists()
+
+
+def test_it_submits_the_note_with_evidence_confirmations_and_draft(contributor_client: Any, job: Any) -> None:
+    kept = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    dropped = make_ready_snippet(job, "https://a.example/2", "Roses need sun.")
+    _review(contributor_client, kept, "confirm")
+    _review(contributor_client, dropped, "reject")
+    DraftJob.objects.filter(pk=job.pk).update(state=DraftJob.State.DRAFTED, draft_text="Machine draft.")
+    response = contributor_client.post(
+        f"/drafts/{job.pk}/submit/", {"text": "Trials show vitamin C does not prevent flu."}
+    )
+    note = Note.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == f"/posts/{job.post_id}/#note-{note.pk}"
+    assert note.origin == Note.Origin.AUGMENTED
+    assert note.evidence_urls == ["https://a.example/1"]
+    assert note.draft_text == "Machine draft."
+    assert note.author.user.username == "carla"
+    assert list(note.snippets.all()) == [kept]
+    assert note.status_changes.count() == 1
+    assert note.judge_runs.get().state == "queued"  # judged in the background, never auto-published
+    job.refresh_from_db()
+    assert job.state == DraftJob.State.SUBMITTED
+    again = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": "Again"})
+    assert "already submitted" in again.content.decode()
+    assert Note.objects.count() == 1
+
+
+def test_it_marks_a_note_written_without_a_draft_as_human(contributor_client: Any, job: Any) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": "My own words about vitamin C trials."})
+    assert Note.objects.get().origin == Note.Origin.HUMAN
+
+
+def test_it_lists_drafts_and_notes_on_my_notes(contributor_client: Any, job: Any) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    other_job = make_job(job.contributor)
+    contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": "Trials show vitamin C does not prevent flu."})
+    html = contributor_client.get("/me/notes/").content.decode()
+    assert "Trials show vitamin C does not prevent flu." in html
+    assert "Needs More Ratings" in html
+    assert f"/drafts/{other_job.pk}/" in html
+
+
+def test_it_shows_the_passage_in_context(contributor_client: Any, job: Any) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    html = contributor_client.get(f"/snippets/{snippet.pk}/context/").content.decode()
+    assert "Intro text." in html
+    assert f'<mark id="passage">{PASSAGE}</mark>' in html
+
+
+def test_it_shows_the_judges_preflight_verdicts_without_submitting(
+    contributor_client: Any, job: Any, llm_server: Any
+) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    llm_server.script(
+        "The trial passage is on topic.\nFinal decision: yes",
+        "Nothing is distorted.\nFinal decision: **Yes**.",
+        "It misses the dosage question.\nFinal decision: no",
+    )
+    text = "Trials show vitamin C does not prevent flu."
+    response = contributor_client.post(f"/drafts/{job.pk}/preflight/", {"text": text})
+    html = response.content.decode()
+    assert response.status_code == 200
+    verdicts = re.findall(r"<h2>(\w+): <span class=\"verdict-\w+\">(\w+)</span></h2>", html)
+    assert verdicts == [("Relevance", "yes"), ("Correctness", "yes"), ("Helpfulness", "no")]
+    assert "It misses the dosage question." in html
+    assert "the LLM scripted-model" in html
+    assert "stopped at helpfulness" in html
+    assert text in html  # the editor keeps the text
+    assert not Note.objects.exists()
+    assert len(llm_server.requests) == 3
+    assert all(r["temperature"] == 0 for r in llm_server.requests)
