@@ -639,10 +639,10 @@ def principle_check_llm(client: LLMClient, *, text: str, principle: str) -> Step
 def principle_check_baseline(*, text: str, principle: str) -> StepResult:
     started = time.monotonic()
     if principle == "neutral":
-        bad = _HOSTILE_RE.search(text) or "!!" in text
+        bad = bool(_HOSTILE_RE.search(text)) or "!!" in text
         reason = "hostile or loaded wording found" if bad else "no hostile or loaded wording found"
     elif principle == "no_opinion":
-        bad = _OPINION_RE.search(text)
+        bad = bool(_OPINION_RE.search(text))
         reason = "opinion/speculation markers found" if bad else "no opinion/speculation markers found"
     else:
         raise ValueError(f"unknown principle {principle!r}")

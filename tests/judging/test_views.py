@@ -98,7 +98,7 @@ def test_it_requires_a_reason_to_override(decisions: list[JudgeDecision], admin_
 def test_it_exports_filtered_decisions_as_csv(decisions: list[JudgeDecision], admin_client: Any) -> None:
     response = admin_client.get(reverse("judging:decision_export"), {"stage": "relevance"})
     assert response["Content-Type"] == "text/csv"
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [(r["stage"], r["verdict"], r["judge_kind"]) for r in rows] == [("relevance", "yes", "llm")]
     assert rows[0]["note_status"] == NoteStatus.HELPFUL
 
