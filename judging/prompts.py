@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 PROMPT_VERSIONS: dict[str, str] = {
-    "relevance": "relevance-v1",
+    "relevance": "relevance-v2",
     "correctness": "correctness-v1",
     "helpfulness": "helpfulness-v1",
     "draft": "draft-v1",
@@ -75,15 +75,17 @@ def _snippets_block(snippets: Sequence[Evidence]) -> str:
     return "\n\n".join(lines) if lines else "(no snippets)"
 
 
-def relevance(post: str, snippets: Sequence[Evidence]) -> Messages:
+def relevance(post: str, snippet: Evidence) -> Messages:
+    """One snippet, judged on its own (the stage passes when any snippet is relevant)."""
+    source = f" (source: {snippet.source})" if snippet.source else ""
     return _msgs(
         "You check evidence for a fact-checking note on a social media post.",
-        f"Post:\n{post.strip()}\n\nEvidence snippets:\n{_snippets_block(snippets)}\n\n"
-        "Consider each snippet on its own. A snippet is relevant when it adds meaningful "
-        "factual background, clarification or support for evaluating the claim made in the "
-        "post; sharing a topic or a few words is not enough.\n"
-        "Question: is at least one snippet relevant to the post's claim?\n"
-        "Answer yes if at least one snippet is relevant, no if none is.\n" + _DECISION_RULE,
+        f"Post:\n{post.strip()}\n\nEvidence snippet{source}:\n{snippet.text.strip()}\n\n"
+        "A snippet is relevant when it adds meaningful factual background, clarification or "
+        "support for evaluating the claim made in the post; sharing a topic or a few words is "
+        "not enough.\n"
+        "Question: is this snippet relevant to the post's claim?\n"
+        "Answer yes if it is relevant, no if it is not.\n" + _DECISION_RULE,
     )
 
 

@@ -158,7 +158,7 @@ def crowd_agreement() -> list[CrowdAgreement]:
         per_note = [v for v in _verdicts_by_note(decisions).values() if Stage.RELEVANCE in v]
         rows.append(
             CrowdAgreement(
-                status=status.label,
+                status=str(status.label),
                 n_notes=len(per_note),
                 fail_relevance=sum(1 for v in per_note if v[Stage.RELEVANCE] != "yes"),
                 fail_correctness=sum(

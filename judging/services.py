@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -39,7 +40,17 @@ logger = logging.getLogger(__name__)
 def llm_client() -> LLMClient | None:
     """The configured LLM client, or None when LLM_BASE_URL is unset (offline baselines)."""
     config = LLMConfig.from_settings(settings, environ=os.environ)
-    return LLMClient(config) if config.configured else None
+    if not config.configured:
+        return None
+    # Building the SDK client loads the TLS trust store (~30 ms): once per configuration.
+    key = repr(config)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = LLMClient(config)
+    return client
+
+
+_clients: dict[str, LLMClient] = {}
 
 
 @functools.lru_cache(maxsize=4)
@@ -222,7 +233,7 @@ def _advance(run: JudgeRun) -> None:
 
 
 @transaction.atomic
-def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, user: object) -> JudgeOverride:
+def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, user: Any) -> JudgeOverride:
     """Override a verdict with a required reason; every override is kept in the trail."""
     reason = reason.strip()
     if not reason:
@@ -235,7 +246,7 @@ def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, use
     )
     locked.override_verdict = verdict
     locked.override_reason = reason
-    locked.overridden_by = user  # type: ignore[assignment]
+    locked.overridden_by = user
     locked.overridden_at = entry.at
     locked.save(update_fields=["override_verdict", "override_reason", "overridden_by", "overridden_at"])
     return entry

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from judging import prompts
@@ -278,13 +278,43 @@ def sentences(text: str) -> list[str]:
 
 
 def relevance_llm(client: LLMClient, *, post: str, snippets: Sequence[Evidence]) -> StepResult:
-    return _llm_step(
-        client,
-        task="judge_relevance",
-        version_key="relevance",
-        messages=prompts.relevance(post, snippets),
-        parse=parse_final_decision,
+    """Ask about each snippet on its own, in order, until one is relevant.
+
+    value: True when a snippet is relevant; False when every snippet was answered "no";
+    None when no snippet was relevant and at least one answer could not be parsed."""
+    if not snippets:
+        return _baseline("no-evidence-rule-v1", "relevance", False, "No evidence snippets to judge.", time.monotonic())
+    parts: list[StepResult] = []
+    for i, ev in enumerate(snippets, start=1):
+        part = _llm_step(
+            client,
+            task="judge_relevance",
+            version_key="relevance",
+            messages=prompts.relevance(post, ev),
+            parse=parse_final_decision,
+        )
+        parts.append(replace(part, reasoning=f"Snippet {i}: {part.reasoning or '(no reasoning)'}"))
+        if part.value is True:
+            break
+    values = [p.value for p in parts]
+    value = True if True in values else (None if None in values else False)
+    return StepResult(
+        value=value,
+        producer=parts[-1].producer,
+        prompt_version=parts[-1].prompt_version,
+        prompt="\n\n".join(f"=== snippet {i} ===\n{p.prompt}" for i, p in enumerate(parts, start=1)),
+        raw_output="\n\n".join(f"=== snippet {i} ===\n{p.raw_output}" for i, p in enumerate(parts, start=1)),
+        reasoning="\n".join(p.reasoning for p in parts),
+        latency_s=sum(p.latency_s for p in parts),
+        prompt_tokens=_sum_or_none(p.prompt_tokens for p in parts),
+        completion_tokens=_sum_or_none(p.completion_tokens for p in parts),
+        extra={"snippet_verdicts": values},
     )
+
+
+def _sum_or_none(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def relevance_baseline(
@@ -609,10 +639,10 @@ def principle_check_llm(client: LLMClient, *, text: str, principle: str) -> Step
 def principle_check_baseline(*, text: str, principle: str) -> StepResult:
     started = time.monotonic()
     if principle == "neutral":
-        bad = _HOSTILE_RE.search(text) or "!!" in text
+        bad = bool(_HOSTILE_RE.search(text)) or "!!" in text
         reason = "hostile or loaded wording found" if bad else "no hostile or loaded wording found"
     elif principle == "no_opinion":
-        bad = _OPINION_RE.search(text)
+        bad = bool(_OPINION_RE.search(text))
         reason = "opinion/speculation markers found" if bad else "no opinion/speculation markers found"
     else:
         raise ValueError(f"unknown principle {principle!r}")

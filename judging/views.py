@@ -4,7 +4,7 @@ import csv
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from judging import selectors, services
@@ -56,18 +56,14 @@ def decision_override(request: HttpRequest, decision_id: int) -> HttpResponse:
     return redirect("judging:decision_detail", decision_id=decision.pk)
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @endpoint(methods=["GET"], permission=VIEW)
-def decision_export(request: HttpRequest) -> StreamingHttpResponse:
+def decision_export(request: HttpRequest) -> HttpResponse:
     decisions = selectors.decisions_filtered(DecisionFilterForm(request.GET or None).filters())
-    writer = csv.writer(_Echo())
-    rows = (writer.writerow(r) for r in [selectors.CSV_COLUMNS, *map(selectors.decision_csv_row, decisions.iterator())])
-    response = StreamingHttpResponse(rows, content_type="text/csv")
+    response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="judge-decisions.csv"'
+    writer = csv.writer(response)
+    writer.writerow(selectors.CSV_COLUMNS)
+    writer.writerows(selectors.decision_csv_row(d) for d in decisions.iterator())
     return response
 
 

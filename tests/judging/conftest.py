@@ -1,19 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from judging.llm import LLMClient, LLMConfig
-from tests.judging.llm_stub import ScriptedLLMServer
-
-
-@pytest.fixture
-def llm_stub() -> Iterator[ScriptedLLMServer]:
-    server = ScriptedLLMServer().start()
-    yield server
-    server.stop()
+from tests.support.llm_server import ScriptedLLM
 
 
 @pytest.fixture
@@ -22,9 +14,10 @@ def sleeps() -> list[float]:
 
 
 @pytest.fixture
-def llm_client(llm_stub: ScriptedLLMServer, sleeps: list[float]) -> LLMClient:
+def llm_client(llm_server: ScriptedLLM, sleeps: list[float]) -> LLMClient:
+    """A client on the shared scripted endpoint whose backoff sleeps are recorded, not slept."""
     config = LLMConfig(
-        base_url=llm_stub.base_url,
+        base_url=llm_server.base_url,
         api_key="",
         model="stub-model",
         timeout_s=2.0,

@@ -6,6 +6,7 @@ from typing import Any
 
 from evidence.models import EvidenceSource, Passage, Snippet
 from notes.models import Note, Post
+from tests.judging.llm_answers import answers, stage_of  # noqa: F401  (re-exported for tests)
 
 POST = "The MMR vaccine causes autism in children."
 SNIPPET = "Large studies of over 650,000 children found no link between the MMR vaccine and autism."
@@ -22,19 +23,3 @@ def note_with_evidence(*, text: str = NOTE, snippet: str = SNIPPET, status: str 
     )
     Snippet.objects.create(post=post, note=note, url=URL, source=source, passage=passage, state=Snippet.State.READY)
     return note
-
-
-def stage_of(messages: list[dict[str, Any]]) -> str:
-    user = messages[-1]["content"]
-    if "is at least one snippet relevant" in user:
-        return "relevance"
-    if "faithful to the snippets" in user:
-        return "correctness"
-    if "find this note helpful" in user:
-        return "helpfulness"
-    return "other"
-
-
-def answers(**by_stage: str) -> Any:
-    """A responder for the shared scripted LLM: answer per judge stage."""
-    return lambda messages: by_stage[stage_of(messages)]

@@ -13,44 +13,41 @@ from judging.llm import (
     parse_single_integer,
     parse_single_line,
 )
-from tests.judging.llm_stub import Reply, ScriptedLLMServer, error
+from tests.support.llm_server import Reply, ScriptedLLM
 
 
-def test_it_returns_text_usage_latency_and_model(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.script = [Reply("Final decision: yes")]
+def test_it_returns_text_usage_latency_and_model(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply("Final decision: yes"))
     result = llm_client.complete(task="relevance", messages=[{"role": "user", "content": "hi"}])
     assert result.text == "Final decision: yes"
     assert result.model == "stub-model"
-    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (
-        11,
-        7,
-        18,
-    )
+    # the scripted server counts words as tokens
+    assert (result.prompt_tokens, result.completion_tokens, result.total_tokens) == (1, 3, 4)
     assert result.attempts == 1
     assert result.latency_s >= 0
-    assert llm_stub.requests[0]["temperature"] == 0.0
-    assert llm_stub.requests[0]["messages"] == [{"role": "user", "content": "hi"}]
+    assert llm_server.requests[0]["temperature"] == 0.0
+    assert llm_server.requests[0]["messages"] == [{"role": "user", "content": "hi"}]
 
 
-def test_it_uses_the_per_task_model_override(llm_stub: ScriptedLLMServer, sleeps: list[float]) -> None:
+def test_it_uses_the_per_task_model_override(llm_server: ScriptedLLM, sleeps: list[float]) -> None:
     config = LLMConfig.from_settings(
         {
-            "LLM_BASE_URL": llm_stub.base_url,
+            "LLM_BASE_URL": llm_server.base_url,
             "LLM_MODEL": "base",
             "LLM_MODEL_DRAFT": "big-writer",
         }
     )
     client = LLMClient(config, sleep=sleeps.append)
-    llm_stub.script = [Reply("a"), Reply("b")]
+    llm_server.script(Reply("a"), Reply("b"))
     assert client.complete(task="draft", messages=[]).model == "big-writer"
     assert client.complete(task="relevance", messages=[]).model == "base"
-    assert [r["model"] for r in llm_stub.requests] == ["big-writer", "base"]
+    assert [r["model"] for r in llm_server.requests] == ["big-writer", "base"]
 
 
 def test_it_retries_429_then_succeeds_with_backoff(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient, sleeps: list[float]
+    llm_server: ScriptedLLM, llm_client: LLMClient, sleeps: list[float]
 ) -> None:
-    llm_stub.script = [error(429), error(429), Reply("ok")]
+    llm_server.script(Reply(status=429), Reply(status=429), Reply("ok"))
     result = llm_client.complete(task="t", messages=[])
     assert result.text == "ok"
     assert result.attempts == 3
@@ -58,50 +55,50 @@ def test_it_retries_429_then_succeeds_with_backoff(
 
 
 def test_it_honours_retry_after_within_the_cap(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient, sleeps: list[float]
+    llm_server: ScriptedLLM, llm_client: LLMClient, sleeps: list[float]
 ) -> None:
-    llm_stub.script = [
-        error(429, **{"retry-after": "3"}),
-        error(429, **{"retry-after": "100"}),
+    llm_server.script(
+        Reply(status=429, headers={"retry-after": "3"}),
+        Reply(status=429, headers={"retry-after": "100"}),
         Reply("ok"),
-    ]
+    )
     llm_client.complete(task="t", messages=[])
     assert sleeps == [3.0, 8.0]
 
 
 def test_it_fails_after_bounded_5xx_retries(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient, sleeps: list[float]
+    llm_server: ScriptedLLM, llm_client: LLMClient, sleeps: list[float]
 ) -> None:
-    llm_stub.script = [error(500), error(502), error(503), Reply("too late")]
+    llm_server.script(Reply(status=500), Reply(status=502), Reply(status=503), Reply("too late"))
     with pytest.raises(LLMTransientError, match="HTTP 503 after 3 attempts"):
         llm_client.complete(task="t", messages=[])
-    assert len(llm_stub.requests) == 3  # 1 try + max_retries=2
+    assert len(llm_server.requests) == 3  # 1 try + max_retries=2
     assert len(sleeps) == 2
 
 
-def test_it_does_not_retry_a_4xx(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.script = [error(400), Reply("never")]
+def test_it_does_not_retry_a_4xx(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply(status=400), Reply("never"))
     with pytest.raises(LLMPermanentError, match="HTTP 400"):
         llm_client.complete(task="t", messages=[])
-    assert len(llm_stub.requests) == 1
+    assert len(llm_server.requests) == 1
 
 
-def test_it_times_out_and_retries(llm_stub: ScriptedLLMServer, sleeps: list[float]) -> None:
+def test_it_times_out_and_retries(llm_server: ScriptedLLM, sleeps: list[float]) -> None:
     client = LLMClient(
-        LLMConfig(base_url=llm_stub.base_url, model="m", timeout_s=0.3, max_retries=1),
+        LLMConfig(base_url=llm_server.base_url, model="m", timeout_s=0.3, max_retries=1),
         sleep=sleeps.append,
     )
-    llm_stub.script = [Reply("slow", delay_s=1.5), Reply("fast")]
+    llm_server.script(Reply("slow", delay_s=1.5), Reply("fast"))
     assert client.complete(task="t", messages=[]).text == "fast"
     assert len(sleeps) == 1
 
 
-def test_it_reports_timeouts_as_transient(llm_stub: ScriptedLLMServer, sleeps: list[float]) -> None:
+def test_it_reports_timeouts_as_transient(llm_server: ScriptedLLM, sleeps: list[float]) -> None:
     client = LLMClient(
-        LLMConfig(base_url=llm_stub.base_url, model="m", timeout_s=0.2, max_retries=0),
+        LLMConfig(base_url=llm_server.base_url, model="m", timeout_s=0.2, max_retries=0),
         sleep=sleeps.append,
     )
-    llm_stub.script = [Reply("slow", delay_s=1.0)]
+    llm_server.script(Reply("slow", delay_s=1.0))
     with pytest.raises(LLMTransientError, match="timeout"):
         client.complete(task="t", messages=[])
 
@@ -115,14 +112,14 @@ def test_it_reports_connection_errors_as_transient(sleeps: list[float]) -> None:
         client.complete(task="t", messages=[])
 
 
-def test_it_rejects_a_malformed_response(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.script = [Reply(body='{"id": "x", "object": "chat.completion", "choices": []}')]
+def test_it_rejects_a_malformed_response(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply(body='{"id": "x", "object": "chat.completion", "choices": []}'))
     with pytest.raises(LLMPermanentError, match="no choices"):
         llm_client.complete(task="t", messages=[])
 
 
-def test_it_rejects_a_non_json_body(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.script = [Reply(body="<html>oops</html>")]
+def test_it_rejects_a_non_json_body(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply(body="<html>oops</html>"))
     with pytest.raises(LLMPermanentError):
         llm_client.complete(task="t", messages=[])
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from judging import steps
 from judging.llm import LLMClient, LLMConfig
 from judging.pipeline import (
     JudgeInput,
@@ -12,7 +13,8 @@ from judging.pipeline import (
     run_pipeline,
 )
 from judging.prompts import Evidence
-from tests.judging.llm_stub import Reply, ScriptedLLMServer, error, stage_of
+from tests.judging.llm_answers import stage_of
+from tests.support.llm_server import Reply, ScriptedLLM
 
 POST = "The MMR vaccine causes autism in children, doctors are hiding it."
 SNIPPETS = (
@@ -35,14 +37,14 @@ def _inp(**kw: Any) -> JudgeInput:
     return JudgeInput(**base)
 
 
-def _answers(server: ScriptedLLMServer, **by_stage: str) -> None:
-    server.responder = lambda payload: Reply(by_stage[stage_of(payload)])
+def _answers(server: ScriptedLLM, **by_stage: str) -> None:
+    server.respond_with(lambda messages: by_stage[stage_of(messages)])
 
 
-def test_it_passes_a_note_through_all_three_stages_in_order(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+def test_it_passes_a_note_through_all_three_stages_in_order(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
     _answers(
-        llm_stub,
-        relevance="Snippet 1 is on point.\nFinal decision: yes",
+        llm_server,
+        relevance="On point.\nFinal decision: yes",
         correctness="Faithful.\n**Final decision: Yes**",
         helpfulness="Clear, sourced.\nFinal decision: yes.",
     )
@@ -52,28 +54,28 @@ def test_it_passes_a_note_through_all_three_stages_in_order(llm_stub: ScriptedLL
         "correctness",
         "helpfulness",
     ]
-    assert [stage_of(r) for r in llm_stub.requests] == [
+    assert [stage_of(r["messages"]) for r in llm_server.requests] == [
         "relevance",
         "correctness",
         "helpfulness",
     ]
     assert result.helpful is True
-    assert result.stages[0].reasoning == "Snippet 1 is on point."
+    assert result.stages[0].reasoning == "Snippet 1: On point."
     assert result.stages[0].judge == "llm:stub-model"
-    assert result.stages[2].prompt_tokens == 11
+    assert result.stages[2].prompt_tokens == _words(llm_server.requests[2])
 
 
-def test_it_stops_after_a_failed_relevance(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    _answers(llm_stub, relevance="Off topic.\nFinal decision: no")
+def test_it_stops_after_a_failed_relevance(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    _answers(llm_server, relevance="Off topic.\nFinal decision: no")
     result = run_pipeline(_inp(), build_judges(client=llm_client))
     assert [(s.stage, s.verdict) for s in result.stages] == [("relevance", "no")]
     assert result.helpful is False
-    assert len(llm_stub.requests) == 1
+    assert len(llm_server.requests) == 1
 
 
-def test_it_skips_helpfulness_when_correctness_fails(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+def test_it_skips_helpfulness_when_correctness_fails(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
     _answers(
-        llm_stub,
+        llm_server,
         relevance="Final decision: yes",
         correctness="Exaggerates.\nFinal decision: no",
     )
@@ -85,33 +87,33 @@ def test_it_skips_helpfulness_when_correctness_fails(llm_stub: ScriptedLLMServer
     assert result.helpful is False
 
 
-def test_it_retries_an_unparsable_answer_then_reports_error(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    _answers(llm_stub, relevance="Hmm, hard to say.")
+def test_it_retries_an_unparsable_answer_then_reports_error(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    _answers(llm_server, relevance="Hmm, hard to say.")
     result = run_pipeline(_inp(), build_judges(client=llm_client), max_attempts=3)
     assert [(s.stage, s.verdict) for s in result.stages] == [("relevance", "error")]
     assert result.stages[0].attempts == 3
     assert "no parsable final decision" in result.stages[0].error
     assert result.helpful is None
-    assert len(llm_stub.requests) == 3
+    assert len(llm_server.requests) == 3
 
 
-def test_it_uses_a_parsable_retry(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.script = [Reply("I think so"), Reply("Final decision: no")]
+def test_it_uses_a_parsable_retry(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply("I think so"), Reply("Final decision: no"))
     result = run_pipeline(_inp(), build_judges(client=llm_client))
     assert (result.stages[0].verdict, result.stages[0].attempts) == ("no", 2)
 
 
-def test_it_reports_a_persistent_llm_failure_as_error(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.responder = lambda payload: error(503)
+def test_it_reports_a_persistent_llm_failure_as_error(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(*[Reply(status=503) for _ in range(3)])
     result = run_pipeline(_inp(), build_judges(client=llm_client))
     assert result.stages[0].verdict == "error"
     assert "HTTP 503" in result.stages[0].error
     assert result.helpful is None
 
 
-def test_it_truncates_only_at_helpfulness(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+def test_it_truncates_only_at_helpfulness(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
     _answers(
-        llm_stub,
+        llm_server,
         relevance="Final decision: yes",
         correctness="Final decision: yes",
         helpfulness="Final decision: yes",
@@ -121,12 +123,12 @@ def test_it_truncates_only_at_helpfulness(llm_stub: ScriptedLLMServer, llm_clien
     result = run_pipeline(_inp(note=long_note, urls=urls), build_judges(client=llm_client))
     correctness, helpfulness = result.stages[1], result.stages[2]
     assert correctness.note_text_judged == long_note
-    assert long_note in llm_stub.requests[1]["messages"][-1]["content"]
+    assert long_note in llm_server.requests[1]["messages"][-1]["content"]
     judged = helpfulness.note_text_judged
     assert "http" not in judged
     assert len(judged) <= 280 - 3  # three URLs count 1 each
     assert helpfulness.inputs["truncated"] is True
-    assert f"Note:\n{judged}\n" in llm_stub.requests[2]["messages"][-1]["content"]
+    assert f"Note:\n{judged}\n" in llm_server.requests[2]["messages"][-1]["content"]
 
 
 def test_it_runs_offline_with_labelled_baselines() -> None:
@@ -149,12 +151,12 @@ def test_it_uses_the_classifier_for_helpfulness_when_offline() -> None:
     assert result.stages[2].verdict == "no"
 
 
-def test_it_lets_settings_choose_the_backend_per_stage(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    _answers(llm_stub, correctness="Final decision: yes")
+def test_it_lets_settings_choose_the_backend_per_stage(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    _answers(llm_server, correctness="Final decision: yes")
     judges = build_judges(client=llm_client, backends={"relevance": "baseline", "helpfulness": "baseline"})
     result = run_pipeline(_inp(), judges)
     assert [s.judge_kind for s in result.stages] == ["baseline", "llm", "baseline"]
-    assert [stage_of(r) for r in llm_stub.requests] == ["correctness"]
+    assert [stage_of(r["messages"]) for r in llm_server.requests] == ["correctness"]
 
 
 def test_it_hashes_the_content_so_edits_invalidate() -> None:
@@ -179,3 +181,44 @@ def test_it_does_not_build_an_llm_judge_without_an_endpoint() -> None:
     with pytest.raises(ValueError, match="LLM_BASE_URL"):
         build_judges(client=None, backends={"relevance": "llm"})
     assert not LLMConfig().configured
+
+
+def test_it_checks_each_snippet_on_its_own_until_one_is_relevant(
+    llm_server: ScriptedLLM, llm_client: LLMClient
+) -> None:
+    snippets = (Evidence("Paris weather."), Evidence("MMR studies found no autism link."), Evidence("Unused."))
+    llm_server.script(Reply("Off topic.\nFinal decision: no"), Reply("On point.\nFinal decision: yes"))
+    result = run_pipeline(
+        _inp(snippets=snippets), {"relevance": build_judges(client=llm_client)["relevance"]} | _stop_after_relevance()
+    )
+    rel = result.stages[0]
+    assert rel.verdict == "yes"
+    assert rel.reasoning == "Snippet 1: Off topic.\nSnippet 2: On point."
+    assert len(llm_server.requests) == 2  # snippet 3 never asked
+    assert "Paris weather." in llm_server.requests[0]["messages"][-1]["content"]
+    assert "Paris weather." not in llm_server.requests[1]["messages"][-1]["content"]
+    assert rel.prompt_tokens == _words(*llm_server.requests) and rel.extra["snippet_verdicts"] == [False, True]
+
+
+def test_it_reports_relevance_error_when_no_snippet_passes_and_one_is_unparsable(
+    llm_server: ScriptedLLM, llm_client: LLMClient
+) -> None:
+    snippets = (Evidence("A."), Evidence("B."))
+    llm_server.script(Reply("Final decision: no"), Reply("unsure"), Reply("Final decision: no"), Reply("unsure"))
+    result = run_pipeline(_inp(snippets=snippets), build_judges(client=llm_client), max_attempts=2)
+    assert (result.stages[0].verdict, result.stages[0].attempts, result.helpful) == ("error", 2, None)
+
+
+def _stop_after_relevance() -> dict[str, Any]:
+    def never(_: JudgeInput) -> Any:
+        raise AssertionError("later stages are not part of this test")
+
+    return {
+        "correctness": lambda i: steps.correctness_baseline(post=i.post, note="zzz", snippets=()),
+        "helpfulness": never,
+    }
+
+
+def _words(*requests: dict[str, Any]) -> int:
+    """Prompt tokens as the scripted server counts them (words)."""
+    return sum(len(m["content"].split()) for r in requests for m in r["messages"])

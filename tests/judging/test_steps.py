@@ -3,7 +3,7 @@ from __future__ import annotations
 from judging import steps
 from judging.llm import LLMClient
 from judging.prompts import TOPIC_LABELS, Evidence, SourceNote
-from tests.judging.llm_stub import Reply, ScriptedLLMServer
+from tests.support.llm_server import Reply, ScriptedLLM
 
 POST = "Vitamin C cures cancer, doctors won't tell you."
 SNIPPETS = [
@@ -79,13 +79,13 @@ def test_it_drafts_extractively_within_budget_from_snippet_sentences() -> None:
     )
 
 
-def test_it_rejects_an_llm_draft_with_a_url_or_over_budget(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.script = [
+def test_it_rejects_an_llm_draft_with_a_url_or_over_budget(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(
         Reply("Trials show no cure. https://cancer.gov"),
         Reply("x" * 200),
         Reply("Line one\nLine two"),
         Reply('"Trials have not shown that vitamin C cures cancer."'),
-    ]
+    )
     values = [steps.draft_note_llm(llm_client, post=POST, snippets=SNIPPETS, budget=150).value for _ in range(4)]
     assert values == [
         None,
@@ -93,13 +93,11 @@ def test_it_rejects_an_llm_draft_with_a_url_or_over_budget(llm_stub: ScriptedLLM
         None,
         "Trials have not shown that vitamin C cures cancer.",
     ]
-    assert "at most 150 characters" in llm_stub.requests[0]["messages"][-1]["content"]
+    assert "at most 150 characters" in llm_server.requests[0]["messages"][-1]["content"]
 
 
-def test_it_parses_search_queries_and_has_a_keyword_baseline(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
-) -> None:
-    llm_stub.script = [Reply("1. vitamin C cancer trials\n2. high dose ascorbate oncology\n3. vitamin C cure myth")]
+def test_it_parses_search_queries_and_has_a_keyword_baseline(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply("1. vitamin C cancer trials\n2. high dose ascorbate oncology\n3. vitamin C cure myth"))
     assert steps.search_queries_llm(llm_client, post=POST, n=3).value == [
         "vitamin C cancer trials",
         "high dose ascorbate oncology",
@@ -110,19 +108,19 @@ def test_it_parses_search_queries_and_has_a_keyword_baseline(
     assert base.value[0] == "vitamin cures cancer doctors won't tell"
 
 
-def test_it_picks_one_index_or_none(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
+def test_it_picks_one_index_or_none(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
     cands = [
         ("Paris weather", "mild spring", "https://t/1"),
         ("Vitamin C and cancer", "trials of vitamin C", "https://c/2"),
     ]
-    llm_stub.script = [Reply("**1**"), Reply("5")]
+    llm_server.script(Reply("**1**"), Reply("5"))
     assert steps.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value == 1
     assert steps.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value is None
     assert steps.pick_most_useful_baseline(post=POST, candidates=cands).value == 1
 
 
-def test_it_checks_principles(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.script = [Reply("Loaded words.\nFinal decision: no")]
+def test_it_checks_principles(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply("Loaded words.\nFinal decision: no"))
     result = steps.principle_check_llm(llm_client, text="Idiots believe this.", principle="neutral")
     assert result.value is False and result.prompt_version == "principle-neutral-v1"
     assert (
@@ -132,26 +130,26 @@ def test_it_checks_principles(llm_stub: ScriptedLLMServer, llm_client: LLMClient
 
 
 def test_it_samples_supernote_candidates_with_the_given_temperature(
-    llm_stub: ScriptedLLMServer, llm_client: LLMClient
+    llm_server: ScriptedLLM, llm_client: LLMClient
 ) -> None:
     notes = [
         SourceNote("Note A", helpful=1, not_helpful=5, tags=("opinion",)),
         SourceNote("Note B", helpful=6, somewhat=1),
     ]
-    llm_stub.script = [Reply("A merged note.")]
+    llm_server.script(Reply("A merged note."))
     result = steps.supernote_candidate_llm(llm_client, post=POST, notes=notes)
     assert result.value == "A merged note."
-    assert (llm_stub.requests[0]["temperature"], llm_stub.requests[0]["top_p"]) == (
+    assert (llm_server.requests[0]["temperature"], llm_server.requests[0]["top_p"]) == (
         0.95,
         0.8,
     )
-    assert "Tags given by raters: opinion" in llm_stub.requests[0]["messages"][-1]["content"]
+    assert "Tags given by raters: opinion" in llm_server.requests[0]["messages"][-1]["content"]
     base = steps.supernote_candidate_baseline(post=POST, notes=notes)
     assert base.value == "Note B" and base.producer.name == "best-source-note-v1"
 
 
-def test_it_labels_topics(llm_stub: ScriptedLLMServer, llm_client: LLMClient) -> None:
-    llm_stub.script = [Reply("4")]
+def test_it_labels_topics(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply("4"))
     assert steps.topic_label_llm(llm_client, text=POST).value == TOPIC_LABELS[3]
     assert steps.topic_label_baseline(text="New booster vaccine dose approved").value == TOPIC_LABELS[1]
     assert steps.topic_label_baseline(text="Bill Gates microchip in the vaccine").value == TOPIC_LABELS[6]

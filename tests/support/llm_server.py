@@ -24,6 +24,8 @@ class Reply:
     # When set, the server waits for this event before answering (e.g. to kill a worker mid-call).
     hold: threading.Event | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # When set, sent as the raw 200 response body (malformed-output tests).
+    body: str | None = None
 
 
 Responder = Callable[[list[dict[str, Any]]], str]
@@ -78,6 +80,7 @@ class ScriptedLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: avoid a 40 ms stall
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -103,6 +106,14 @@ class ScriptedLLM:
                     reply.hold.wait(timeout=120)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.body is not None:
+                    data = reply.body.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 if reply.status != 200:
                     error = {"error": {"message": reply.content or "error", "type": "scripted", "code": reply.status}}
                     self._send(reply.status, error, reply.headers)

@@ -1,0 +1,32 @@
+"""Queue judge runs (Celery, queue "llm") for existing notes, e.g. imported or demo notes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+
+from judging.services import judge_run_request
+from notes.models import Note
+
+
+class Command(BaseCommand):
+    help = "Queue the relevance -> correctness -> helpfulness judges for notes (once per note version)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("note_ids", nargs="*", type=int, help="note ids (default: every note)")
+        parser.add_argument("--status", help="only notes with this status, e.g. CURRENTLY_RATED_HELPFUL")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        notes = Note.objects.select_related("post").order_by("pk")
+        if opts["note_ids"]:
+            notes = notes.filter(pk__in=opts["note_ids"])
+        if opts["status"]:
+            notes = notes.filter(status=opts["status"])
+        with transaction.atomic():
+            runs = [judge_run_request(note=note) for note in notes]
+        queued = sum(1 for r in runs if r.state == "queued")
+        self.stdout.write(
+            f"{len(runs)} notes: {queued} runs queued or waiting, {len(runs) - queued} already judged/running"
+        )
