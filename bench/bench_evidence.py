@@ -38,8 +38,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from evidence.embedding import MINILM, MPNET  # noqa: E402
 from evidence.fetch import FetchPolicy  # noqa: E402
-from evidence.matching import Matcher, MatchConfig, VectorCache, content_hash  # noqa: E402
-from evidence.pipeline import retrieve_and_match  # noqa: E402
+from evidence.matching import MatchConfig, Matcher, VectorCache, content_hash  # noqa: E402
+from evidence.pipeline import PipelineResult, retrieve_and_match  # noqa: E402
 
 PAGES = ROOT.parent / "shared" / "data" / "webpages"
 if not PAGES.exists():
@@ -48,11 +48,20 @@ CACHE = ROOT / "bench" / ".cache"
 POSTS = json.loads((ROOT / "bench" / "evidence_posts.json").read_text())
 # The ~5,000-word HTML pages of the latency target (visible words 4,100-5,800 in the manifest).
 LONG = [
-    ("varied/en.wikipedia.org__wiki-Mozilla.html", "Firefox is secretly owned by Google, which pays Mozilla to make it the default search engine."),
-    ("varied/nymag.com__05-polarization-republicans-democracy-ezra-klein-book-review.html", "Polarization is the reason American democracy is broken, says Ezra Klein."),
+    (
+        "varied/en.wikipedia.org__wiki-Mozilla.html",
+        "Firefox is secretly owned by Google, which pays Mozilla to make it the default search engine.",
+    ),
+    (
+        "varied/nymag.com__05-polarization-republicans-democracy-ezra-klein-book-review.html",
+        "Polarization is the reason American democracy is broken, says Ezra Klein.",
+    ),
     ("varied/readability-google-sre-book-1.html", "Error budgets let teams ship risky releases whenever they want."),
     ("varied/readability-lwn-1.html", "The Linux kernel dropped support for old filesystems this week."),
-    ("varied/tools.ietf.org__html-draft-dejong-remotestorage-04.html", "remoteStorage sends your data to a central company server without any authorization."),
+    (
+        "varied/tools.ietf.org__html-draft-dejong-remotestorage-04.html",
+        "remoteStorage sends your data to a central company server without any authorization.",
+    ),
 ]
 
 
@@ -70,7 +79,9 @@ def serve() -> tuple[ThreadingHTTPServer, int]:
 
 
 def policy(port: int) -> FetchPolicy:
-    return FetchPolicy(allow_loopback_for_tests=True, allowed_ports=frozenset({port}), total_timeout=20, max_bytes=20 * 1024 * 1024)
+    return FetchPolicy(
+        allow_loopback_for_tests=True, allowed_ports=frozenset({port}), total_timeout=20, max_bytes=20 * 1024 * 1024
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -87,7 +98,9 @@ def reference(matcher: Matcher, port: int) -> dict[int, tuple[int, int]]:
         matcher.cache.put((label, key), vector)
     out = {}
     for i, item in enumerate(POSTS):
-        result = retrieve_and_match(f"http://127.0.0.1:{port}/{item['file']}", item["post"], matcher=matcher, policy=policy(port))
+        result = retrieve_and_match(
+            f"http://127.0.0.1:{port}/{item['file']}", item["post"], matcher=matcher, policy=policy(port)
+        )
         assert result.ok, (item["file"], result.error_code)
         match = matcher.match(item["post"], [c.text for c in result.chunks], strategy="exhaustive")
         out[i] = (match.best_index, len(result.chunks))
@@ -100,13 +113,17 @@ def reference(matcher: Matcher, port: int) -> dict[int, tuple[int, int]]:
 def strategy_child(name: str) -> None:
     strategy, _, k = name.partition(":")
     server, port = serve()
-    config = MatchConfig(model_name=MPNET, strategy="exhaustive" if strategy == "cached" else strategy, prefilter_k=int(k) if k else 2)
+    config = MatchConfig(
+        model_name=MPNET, strategy="exhaustive" if strategy == "cached" else strategy, prefilter_k=int(k) if k else 2
+    )
     matcher = Matcher(config)
     ref = reference(matcher, port)
     all_vectors = matcher.cache
     agree_all, agree_3 = [], []
     for i, item in enumerate(POSTS):
-        result = retrieve_and_match(f"http://127.0.0.1:{port}/{item['file']}", item["post"], matcher=matcher, policy=policy(port))
+        result = retrieve_and_match(
+            f"http://127.0.0.1:{port}/{item['file']}", item["post"], matcher=matcher, policy=policy(port)
+        )
         agree_all.append(result.match.best_index == ref[i][0])
         if ref[i][1] >= 3:
             agree_3.append(result.match.best_index == ref[i][0])
@@ -121,7 +138,21 @@ def strategy_child(name: str) -> None:
             passages.append(len(result.chunks))
     server.shutdown()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"name": name, "agree_all": float(np.mean(agree_all)), "agree_3": float(np.mean(agree_3)), "n_all": len(agree_all), "n_3": len(agree_3), "latencies": latencies, "peak_mb": peak_mb, "words": words, "passages": passages}))
+    print(
+        json.dumps(
+            {
+                "name": name,
+                "agree_all": float(np.mean(agree_all)),
+                "agree_3": float(np.mean(agree_3)),
+                "n_all": len(agree_all),
+                "n_3": len(agree_3),
+                "latencies": latencies,
+                "peak_mb": peak_mb,
+                "words": words,
+                "passages": passages,
+            }
+        )
+    )
 
 
 def part_strategies() -> list[str]:
@@ -137,11 +168,20 @@ def part_strategies() -> list[str]:
             rows.append(f"| {name} | failed: {out.stderr[-300:]!r} |")
             continue
         r = json.loads(line[-1])
-        label = {"exhaustive": "exhaustive fp32 (reference)", "cached": "cache hit (page embedded before, new post)"}.get(name, f"BM25+static pre-filter, mpnet on top-{name[-1]}")
-        rows.append(f"| {label} | {statistics.median(r['latencies']):.2f} | {pct(r['latencies'], 95):.2f} | {r['peak_mb']:.0f} | {r['agree_all']:.0%} | {r['agree_3']:.0%} |")
+        label = {
+            "exhaustive": "exhaustive fp32 (reference)",
+            "cached": "cache hit (page embedded before, new post)",
+        }.get(name, f"BM25+static pre-filter, mpnet on top-{name[-1]}")
+        rows.append(
+            f"| {label} | {statistics.median(r['latencies']):.2f} | {pct(r['latencies'], 95):.2f} | {r['peak_mb']:.0f} | {r['agree_all']:.0%} | {r['agree_3']:.0%} |"
+        )
         info = f"Long pages: words extracted {r['words'][:: max(1, len(r['words']) // 5)]}, passages {sorted(set(r['passages']))}."
         print(rows[-1], flush=True)
     return [*rows, "", info]
+
+
+def _one(file: str, *, matcher: Matcher, port: int, posts: dict[str, str]) -> PipelineResult:
+    return retrieve_and_match(f"http://127.0.0.1:{port}/{file}", posts[file], matcher=matcher, policy=policy(port))
 
 
 def part_throughput() -> list[str]:
@@ -154,8 +194,9 @@ def part_throughput() -> list[str]:
         matcher = Matcher(MatchConfig(model_name=model, strategy=strategy, prefilter_k=2))
         matcher.match("warm up", ["warm up passage"])
         started = time.perf_counter()
+        run = functools.partial(_one, matcher=matcher, port=port, posts=posts)
         with ThreadPoolExecutor(max_workers=4) as pool:
-            results = list(pool.map(lambda f: retrieve_and_match(f"http://127.0.0.1:{port}/{f}", posts[f], matcher=matcher, policy=policy(port)), urls))
+            results = list(pool.map(run, urls))
         wall = time.perf_counter() - started
         ok = sum(r.ok for r in results)
         rows.append(f"| {model}, {strategy} ({ok}/20 ok) | {wall:.1f} | {len(urls) / wall:.2f} | 4 |")
@@ -174,7 +215,9 @@ def part_pages() -> list[str]:
     for row in manifest:
         post = f"Is it true what they say about {row['title'] or row['local_file']}?"
         started = time.perf_counter()
-        result = retrieve_and_match(f"http://127.0.0.1:{port}/{row['local_file']}", post, matcher=matcher, policy=policy(port))
+        result = retrieve_and_match(
+            f"http://127.0.0.1:{port}/{row['local_file']}", post, matcher=matcher, policy=policy(port)
+        )
         elapsed = time.perf_counter() - started
         slowest = max(slowest, (elapsed, row["local_file"]))
         code = result.error_code or "ok"
@@ -214,11 +257,21 @@ def main() -> None:
     print(f"torch threads {torch.get_num_threads()}, cores {os.cpu_count()}, load {os.getloadavg()[0]:.1f}", flush=True)
     out: list[str] = []
     if args.part in ("all", "strategies"):
-        out += ["### Latency and agreement (all-mpnet-base-v2, 5 long HTML pages, URL → best snippet)", "", *part_strategies(), ""]
+        out += [
+            "### Latency and agreement (all-mpnet-base-v2, 5 long HTML pages, URL → best snippet)",
+            "",
+            *part_strategies(),
+            "",
+        ]
     if args.part in ("all", "throughput"):
         out += ["### Throughput, 20 URLs at once", "", *part_throughput(), ""]
     if args.part in ("all", "pages"):
-        out += ["### All 158 pages + 4 PDFs of shared/data/webpages (all-MiniLM-L6-v2, pre-filter)", "", *part_pages(), ""]
+        out += [
+            "### All 158 pages + 4 PDFs of shared/data/webpages (all-MiniLM-L6-v2, pre-filter)",
+            "",
+            *part_pages(),
+            "",
+        ]
     print("\n".join(out))
 
 

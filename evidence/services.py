@@ -111,6 +111,11 @@ def _is_transient(exc: FetchError) -> bool:
     return exc.error_code in TRANSIENT_CODES or (exc.error_code == "http_error" and exc.status in TRANSIENT_STATUSES)
 
 
+def snippet_fail(*, snippet_id: int, error_code: str, message: str) -> None:
+    """Mark a snippet failed from outside the pipeline (e.g. the task hit its soft time limit)."""
+    _set_state(snippet_id, Snippet.State.FAILED, error_code=error_code, error_message=message[:2000])
+
+
 def _fail(snippet_id: int, code: str, message: str, timings: dict[str, int]) -> None:
     _set_state(snippet_id, Snippet.State.FAILED, error_code=code, error_message=message[:2000], timings_ms=timings)
 
@@ -230,7 +235,9 @@ def snippet_process(*, snippet_id: int, final_attempt: bool = True) -> None:
     if not snippet_claim(snippet_id=snippet_id):
         log.info("snippet %s already claimed or done", snippet_id)
         return
-    snippet = Snippet.objects.select_related("post").get(pk=snippet_id)
+    snippet = Snippet.objects.select_related("post").filter(pk=snippet_id).first()
+    if snippet is None:  # removed by the contributor meanwhile
+        return
     matcher = get_matcher()
     timings: dict[str, int] = {}
     total = time.perf_counter()
