@@ -247,9 +247,12 @@ class Matcher:
             chosen = list(range(len(passages)))
         timings["prerank"] = int((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        vectors = self.embed([post, *[passages[i] for i in chosen]])
+        # The post gets its own encode call: batched with 512-token passages it would be padded
+        # to 512 tokens and cost as much as a whole passage.
+        post_vector = self.embed([post])[0]
+        vectors = self.embed([passages[i] for i in chosen])
         timings["embed"] = int((time.perf_counter() - started) * 1000)
-        sims = vectors[1:] @ vectors[0]
+        sims = vectors @ post_vector
         scores: list[float | None] = [None] * len(passages)
         for i, sim in zip(chosen, sims, strict=True):
             scores[i] = float(sim)
