@@ -104,7 +104,7 @@ def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path 
             import torch
 
             tokenizer = model.tokenizer
-            transformer = model[0].auto_model
+            transformer: Any = model[0].auto_model
             size = len(tokenizer)
             table = np.zeros((size, transformer.config.hidden_size), dtype=np.float32)
             with torch.inference_mode():
@@ -213,7 +213,7 @@ class Matcher:
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-normalized embeddings, reusing cached vectors by content hash."""
         keys = [(self._key, content_hash(text)) for text in texts]
-        found = [self.cache.get(key) for key in keys]
+        found: list[Any] = [self.cache.get(key) for key in keys]
         missing = [i for i, vector in enumerate(found) if vector is None]
         if missing:
             with self._encode_lock:  # torch already uses every core; parallel encodes only thrash

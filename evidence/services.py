@@ -10,7 +10,7 @@ import hashlib
 import logging
 import threading
 import time
-from datetime import timedelta
+from datetime import date, timedelta
 
 import numpy as np
 from django.conf import settings
@@ -195,9 +195,7 @@ def _retrieve(
     return source
 
 
-def _parse_date(value: str | None) -> object:
-    from datetime import date
-
+def _parse_date(value: str | None) -> date | None:
     try:
         return date.fromisoformat(value[:10]) if value else None
     except ValueError:
@@ -211,7 +209,7 @@ def _load_cached_vectors(matcher: Matcher, passages: list[Passage]) -> None:
         embedding_model=matcher.model_label(), text_hash__in=hashes, embedding__isnull=False
     )
     for text_hash, blob in stored.values_list("text_hash", "embedding"):
-        matcher.cache.put((matcher.model_label(), text_hash), np.frombuffer(bytes(blob), dtype=np.float32))
+        matcher.cache.put((matcher.model_label(), text_hash), np.frombuffer(bytes(blob or b""), dtype=np.float32))
 
 
 def _store_vectors(matcher: Matcher, passages: list[Passage], indices: list[int]) -> None:
