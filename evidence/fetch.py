@@ -72,6 +72,8 @@ class FetchPolicy:
     user_agent: str = USER_AGENT
     # Hook for tests and for custom DNS; must return IP address strings.
     resolver: Resolver | None = None
+    # Extra CA bundle (a private CA, or the tests' self-signed certificate); system CAs otherwise.
+    ca_certs: str | None = None
 
 
 @dataclass
@@ -313,6 +315,7 @@ def _pool(
             server_hostname=target.host,
             assert_hostname=target.host,
             cert_reqs="CERT_REQUIRED",
+            ca_certs=policy.ca_certs,
         )
         https_pool.ConnectionCls = conn_cls
         return https_pool
