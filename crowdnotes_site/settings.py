@@ -96,11 +96,19 @@ else:
 
 # Timeouts nest so a stuck call is cut by the innermost one first:
 # LLM client timeout < task soft limit < task hard limit < broker visibility timeout.
-LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0)
+# Worst case of one judge stage: JUDGE_PARSE_ATTEMPTS x (LLM_MAX_RETRIES + 1) x LLM_TIMEOUT_S
+# plus backoff = 2 x 3 x 30 s + 3 s = 183 s, inside the soft limit (judging/checks.py verifies).
+LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 30.0)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 360)
 CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 3600)
-CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
+    # How often a worker looks for messages of lost workers (unacked past the visibility
+    # timeout) and redelivers them; kombu's defaults, shortened by the worker-kill tests.
+    "unacked_restore_interval": env_float("CELERY_UNACKED_RESTORE_INTERVAL_S", 10.0),
+    "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10, minimum=1),
+}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("in", "processed"):
@@ -127,19 +135,43 @@ CELERY_TASK_ROUTES = {
     "notes.tasks.draft_*": {"queue": "llm"},
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# Rescore every note from all ratings (notes.tasks.score_notes on the cpu queue).
+CELERY_BEAT_SCHEDULE["score-notes"] = {
+    "task": "notes.tasks.score_notes",
+    "schedule": env_int("SCORING_INTERVAL_SECONDS", 3600),
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- LLM (any OpenAI-compatible endpoint; unset = offline baselines) ----------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL", "")
 LLM_API_KEY = env_str("LLM_API_KEY", "not-needed")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4.1-mini")
-LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3, minimum=0)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
+LLM_BACKOFF_BASE_S = env_float("LLM_BACKOFF_BASE_S", 0.5)  # doubled per retry
+LLM_BACKOFF_MAX_S = env_float("LLM_BACKOFF_MAX_S", 8.0)
 # Per-task model overrides: LLM_MODEL_DRAFT=..., LLM_MODEL_RELEVANCE=..., one variable per task.
 LLM_TASK_MODELS = {
     name[len("LLM_MODEL_") :].lower(): value
     for name, value in os.environ.items()
     if name.startswith("LLM_MODEL_") and value
 }
+
+# --- Judges ---------------------------------------------------------------------------
+# Per stage: auto (LLM when configured, else the trained classifier for helpfulness when one
+# exists, else the offline baseline), llm, baseline, classifier (helpfulness only).
+JUDGE_BACKEND_RELEVANCE = env_choice("JUDGE_BACKEND_RELEVANCE", "auto", ("auto", "llm", "baseline"))
+JUDGE_BACKEND_CORRECTNESS = env_choice("JUDGE_BACKEND_CORRECTNESS", "auto", ("auto", "llm", "baseline"))
+JUDGE_BACKEND_HELPFULNESS = env_choice("JUDGE_BACKEND_HELPFULNESS", "auto", ("auto", "llm", "baseline", "classifier"))
+# Offline relevance: sentence-embedding cosine (loads the embedding model) or word overlap.
+JUDGE_BASELINE_SIMILARITY = env_choice("JUDGE_BASELINE_SIMILARITY", "embedding", ("embedding", "lexical"))
+JUDGE_PARSE_ATTEMPTS = env_int("JUDGE_PARSE_ATTEMPTS", 2, minimum=1)  # re-asks of an unparsable answer
+JUDGE_TASK_MAX_RETRIES = env_int("JUDGE_TASK_MAX_RETRIES", 3, minimum=0)  # Celery retries on LLM outages
+JUDGE_RETRY_BACKOFF_S = env_int("JUDGE_RETRY_BACKOFF_S", 30, minimum=0)  # doubled per retry
+# A running stage's claim expires after this; must exceed the hard limit (a live worker keeps
+# its claim) and stay under the visibility timeout (a redelivered task can take over).
+JUDGE_CLAIM_LEASE_S = env_int("JUDGE_CLAIM_LEASE_S", CELERY_TASK_TIME_LIMIT + 30, minimum=1)
+JUDGE_MAX_CLAIMS = env_int("JUDGE_MAX_CLAIMS", 10, minimum=1)  # poison-message bound (worker deaths)
+HELPFULNESS_CLASSIFIER_DIR = Path(env_str("HELPFULNESS_CLASSIFIER_DIR", str(VAR_DIR / "models" / "helpfulness")))
 
 # --- Evidence -------------------------------------------------------------------------
 EMBEDDING_MODEL = env_choice("EMBEDDING_MODEL", "all-mpnet-base-v2", ("all-mpnet-base-v2", "all-MiniLM-L6-v2"))

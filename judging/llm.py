@@ -55,19 +55,25 @@ class LLMConfig:
         return bool(self.base_url)
 
     def model_for(self, task: str) -> str:
-        return self.task_models.get(task.lower()) or self.model
+        task = task.lower()
+        family = "judge" if task.startswith("judge_") else ""
+        return self.task_models.get(task) or self.task_models.get(family) or self.model
 
     @classmethod
-    def from_settings(cls, source: Any) -> LLMConfig:
+    def from_settings(cls, source: Any, *, environ: Mapping[str, str] | None = None) -> LLMConfig:
         """Build from a Django settings object or a plain mapping of setting names.
 
-        Per-task overrides are the settings named LLM_MODEL_<TASK> (e.g. LLM_MODEL_DRAFT),
-        or an LLM_TASK_MODELS mapping.
+        Per-task overrides are the settings (or, with `environ`, environment variables)
+        named LLM_MODEL_<TASK> (e.g. LLM_MODEL_DRAFT, LLM_MODEL_JUDGE_RELEVANCE; LLM_MODEL_JUDGE
+        covers all three judges), or an LLM_TASK_MODELS mapping.
         """
         if isinstance(source, Mapping):
             values = dict(source)
         else:
             values = {name: getattr(source, name) for name in dir(source) if name.isupper()}
+        for name, value in (environ or {}).items():
+            if name.startswith(TASK_SETTING_PREFIX):
+                values.setdefault(name, value)
         task_models = {
             name[len(TASK_SETTING_PREFIX) :].lower(): str(value)
             for name, value in values.items()
@@ -232,7 +238,9 @@ def _retry_after(exc: Exception | None) -> float | None:
 
 # Markdown decoration that models like to add around a verdict line.
 _EMPHASIS_RE = re.compile(r"[*_`#>]+")
-_FINAL_DECISION_RE = re.compile(r"^\s*final\s+decision\s*[:\-–—=]?\s*(yes|no)\s*[.!,;:)\]]*\s*$", re.IGNORECASE)
+_FINAL_DECISION_RE = re.compile(
+    r"^\s*final\s+decision\s*[:\-\u2013\u2014=]?\s*(yes|no)\s*[.!,;:)\]]*\s*$", re.IGNORECASE
+)
 
 
 def parse_final_decision(text: str) -> bool | None:
@@ -267,7 +275,7 @@ def parse_single_integer(text: str, *, lo: int | None = None, hi: int | None = N
 
 
 _FENCE_RE = re.compile(r"^\s*```\w*\s*$")
-_QUOTES = "\"'“”‘’"
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"
 
 
 def parse_single_line(text: str) -> str | None:

@@ -32,6 +32,10 @@ class JudgeRun(models.Model):
     helpful = models.BooleanField(null=True, blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # The stage being judged and the claim on it: a worker owns the run until claimed_until;
+    # after that (worker lost) a redelivered task may take it over.
+    stage = models.CharField(max_length=12, choices=Stage.choices, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -67,6 +71,8 @@ class JudgeDecision(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)  # answers asked for (unparsable ones re-asked)
+    error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     override_verdict = models.CharField(max_length=5, choices=Verdict.choices, blank=True)
     override_reason = models.TextField(blank=True)
@@ -83,3 +89,24 @@ class JudgeDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stage} of note {self.note_id}: {self.verdict}"
+
+    @property
+    def effective_verdict(self) -> str:
+        return self.override_verdict or self.verdict
+
+
+class JudgeOverride(models.Model):
+    """Audit trail: every override of a decision, kept even when overridden again."""
+
+    decision = models.ForeignKey(JudgeDecision, on_delete=models.CASCADE, related_name="overrides")
+    previous_verdict = models.CharField(max_length=5, choices=JudgeDecision.Verdict.choices)
+    verdict = models.CharField(max_length=5, choices=JudgeDecision.Verdict.choices)
+    reason = models.TextField()
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at"]
+
+    def __str__(self) -> str:
+        return f"override of decision {self.decision_id}: {self.previous_verdict} -> {self.verdict}"

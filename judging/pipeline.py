@@ -210,6 +210,7 @@ def build_judges(
     backends: Mapping[str, str] | None = None,
     similarity: steps.Similarity | None = None,
     classifier: steps.HelpfulnessModel | None = None,
+    similarity_name: str = "",
 ) -> dict[str, Judge]:
     """Pick a judge per stage. Backend "auto": the LLM when a client is configured; else, for
     helpfulness, the trained classifier if one is given; else the offline baseline."""
@@ -227,7 +228,7 @@ def build_judges(
             raise ValueError(f"{stage}: judge backend 'llm' needs LLM_BASE_URL")
         if backend == "classifier" and (stage != HELPFULNESS or classifier is None):
             raise ValueError(f"{stage}: judge backend 'classifier' needs a trained helpfulness model")
-        judges[stage] = _judge(stage, backend, client, similarity, classifier)
+        judges[stage] = _judge(stage, backend, client, similarity, classifier, similarity_name)
     return judges
 
 
@@ -237,6 +238,7 @@ def _judge(
     client: LLMClient | None,
     similarity: steps.Similarity | None,
     classifier: steps.HelpfulnessModel | None,
+    similarity_name: str = "",
 ) -> Judge:
     if backend == "llm":
         assert client is not None
@@ -250,7 +252,9 @@ def _judge(
         assert classifier is not None
         return lambda i: steps.helpfulness_classifier(classifier, post=i.post, note=i.note, urls=i.urls)
     baseline: Mapping[str, Judge] = {
-        RELEVANCE: lambda i: steps.relevance_baseline(post=i.post, snippets=i.snippets, similarity=similarity),
+        RELEVANCE: lambda i: steps.relevance_baseline(
+            post=i.post, snippets=i.snippets, similarity=similarity, similarity_name=similarity_name
+        ),
         CORRECTNESS: lambda i: steps.correctness_baseline(post=i.post, note=i.note, snippets=i.snippets),
         HELPFULNESS: lambda i: steps.helpfulness_baseline(post=i.post, note=i.note, urls=i.urls),
     }

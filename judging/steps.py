@@ -245,7 +245,7 @@ _STOPWORDS = frozenset(
         "rt",
     ]
 )
-_WORD_RE = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+_WORD_RE = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
 
 
 def content_words(text: str) -> list[str]:
@@ -280,7 +280,7 @@ def sentences(text: str) -> list[str]:
 def relevance_llm(client: LLMClient, *, post: str, snippets: Sequence[Evidence]) -> StepResult:
     return _llm_step(
         client,
-        task="relevance",
+        task="judge_relevance",
         version_key="relevance",
         messages=prompts.relevance(post, snippets),
         parse=parse_final_decision,
@@ -293,6 +293,7 @@ def relevance_baseline(
     snippets: Sequence[Evidence],
     similarity: Similarity | None = None,
     threshold: float = RELEVANCE_COSINE_THRESHOLD,
+    similarity_name: str = "",
 ) -> StepResult:
     """Relevant when any snippet, on its own, is close enough to the post.
 
@@ -316,7 +317,8 @@ def relevance_baseline(
         verdict = verdict or ok
     if not snippets:
         lines.append("No evidence snippets.")
-    name = f"embedding-cosine-v1(t={threshold:.2f})" if similarity is not None else "lexical-overlap-v1"
+    model = f"{similarity_name}," if similarity_name else ""
+    name = f"embedding-cosine-v1({model}t={threshold:.2f})" if similarity is not None else "lexical-overlap-v1"
     lines.append("At least one snippet is relevant." if verdict else "No snippet is relevant.")
     return _baseline(name, "relevance", verdict, "\n".join(lines), started)
 
@@ -352,7 +354,7 @@ _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?%?")
 def correctness_llm(client: LLMClient, *, post: str, note: str, snippets: Sequence[Evidence]) -> StepResult:
     return _llm_step(
         client,
-        task="correctness",
+        task="judge_correctness",
         version_key="correctness",
         messages=prompts.correctness(post, note, snippets),
         parse=parse_final_decision,
@@ -411,7 +413,7 @@ _HOSTILE_RE = re.compile(r"\b(idiot|idiots|stupid|moron|morons|liar|liars|dumb|s
 def helpfulness_llm(client: LLMClient, *, post: str, note: str, urls: Sequence[str]) -> StepResult:
     return _llm_step(
         client,
-        task="helpfulness",
+        task="judge_helpfulness",
         version_key="helpfulness",
         messages=prompts.helpfulness(post, note, urls),
         parse=parse_final_decision,

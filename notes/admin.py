@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
+from notes import services
 from notes.models import DraftJob, Note, NoteStatusChange, Participant, Post, Rating
 
 
@@ -18,6 +21,15 @@ class NoteAdmin(admin.ModelAdmin):
     list_filter = ("origin", "status", "classification", "is_demo", "created_at")
     search_fields = ("text", "external_id")
     raw_id_fields = ("post", "author", "draft_job")
+    actions = ["rescore_notes"]
+
+    @admin.action(description="Rescore all notes now (Community Notes scorer)", permissions=["run_scoring"])
+    def rescore_notes(self, request: HttpRequest, queryset: QuerySet[Note]) -> None:
+        services.notes_rescore_request()
+        self.message_user(request, "Rescoring queued on the cpu queue; statuses update when it finishes.")
+
+    def has_run_scoring_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("notes.run_scoring")
 
 
 @admin.register(NoteStatusChange)

@@ -9,7 +9,7 @@ import csv
 import random
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -136,7 +136,11 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 40, seed: int 
                 if score > 0.1
                 else RatingLevel.NOT_HELPFUL
             )
-            _, created = Rating.objects.get_or_create(note=note, rater=rater, defaults={"level": level})
+            # Real ratings arrive within hours of a note; the scorer's rater-reputation step relies on it.
+            rated_at = note.created_at + timedelta(minutes=rng.randint(5, 24 * 60))
+            _, created = Rating.objects.get_or_create(
+                note=note, rater=rater, defaults={"level": level, "created_at": rated_at}
+            )
             counts["ratings"] += created
     for note in Note.objects.filter(is_demo=True):
         note.num_ratings = note.ratings.count()

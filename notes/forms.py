@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
+from django.http import QueryDict
 
+from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
 from notes.text_rules import NOTE_MAX_CHARS, note_length
 
@@ -121,3 +125,56 @@ class NoteForm(forms.Form):
                 f"the limit is {NOTE_MAX_CHARS}. Shorten it by {length - NOTE_MAX_CHARS}."
             )
         return text
+
+
+class RatingForm(forms.Form):
+    """Helpful / Somewhat helpful / Not helpful, with the Community Notes tags for that level."""
+
+    level = forms.ChoiceField(choices=RatingLevel.choices, widget=forms.RadioSelect)
+    helpful_tags = forms.MultipleChoiceField(
+        choices=list(HELPFUL_TAGS.items()), required=False, widget=forms.CheckboxSelectMultiple,
+        label="What was helpful about it?",
+    )  # fmt: skip
+    not_helpful_tags = forms.MultipleChoiceField(
+        choices=list(NOT_HELPFUL_TAGS.items()), required=False, widget=forms.CheckboxSelectMultiple,
+        label="What was not helpful about it?",
+    )  # fmt: skip
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        level = data.get("level")
+        if level == RatingLevel.HELPFUL and data.get("not_helpful_tags"):
+            self.add_error("not_helpful_tags", "Not-helpful reasons do not go with a Helpful rating.")
+        if level == RatingLevel.NOT_HELPFUL and data.get("helpful_tags"):
+            self.add_error("helpful_tags", "Helpful reasons do not go with a Not helpful rating.")
+        return data
+
+    @property
+    def tags(self) -> list[str]:
+        return [*self.cleaned_data.get("helpful_tags", []), *self.cleaned_data.get("not_helpful_tags", [])]
+
+    @property
+    def chosen_level(self) -> str:
+        """The level picked so far (bound data or initial), "" if none."""
+        value = self["level"].value()
+        return value if value in TAGS_BY_LEVEL else ""
+
+    @classmethod
+    def initial_for(cls, rating: Rating | None, choice: QueryDict | None = None) -> dict[str, Any]:
+        """The rater's own rating, or a level being picked on the page (htmx GET with ?level=)."""
+        if choice is not None and choice.get("level") in TAGS_BY_LEVEL:
+            return {
+                "level": choice["level"],
+                "helpful_tags": choice.getlist("helpful_tags"),
+                "not_helpful_tags": choice.getlist("not_helpful_tags"),
+            }
+        if rating is None:
+            return {}
+        return {
+            "level": rating.level,
+            "helpful_tags": [t for t in rating.tags if t in HELPFUL_TAGS],
+            "not_helpful_tags": [t for t in rating.tags if t in NOT_HELPFUL_TAGS],
+        }
+
+
+TAGS_BY_LEVEL = {RatingLevel.HELPFUL.value, RatingLevel.SOMEWHAT_HELPFUL.value, RatingLevel.NOT_HELPFUL.value}

@@ -1,12 +1,34 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
+import numpy as np
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Prefetch, QuerySet
+from django.db import connection
+from django.db.models import (
+    BigIntegerField,
+    BooleanField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    FloatField,
+    Func,
+    Max,
+    Prefetch,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Least
+from django.shortcuts import get_object_or_404
 
 from evidence.models import Snippet
-from notes.models import DraftJob, Note, Post
+from notes import scoring
+from notes.models import DraftJob, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
 
 
 def posts_for_home(*, limit: int = 50) -> QuerySet[Post]:
@@ -79,3 +101,176 @@ def snippet_in_context(*, snippet: Snippet, margin: int = 2000) -> dict[str, obj
         before = text[max(passage.char_start - margin, 0) : passage.char_start]
         after = text[passage.char_end : passage.char_end + margin]
     return {"snippet": snippet, "source": source, "before": before, "after": after}
+
+
+# --- Ratings and scoring ---------------------------------------------------------------------
+
+
+def rating_queue(*, participant: Participant, limit: int = 20) -> list[Note]:
+    """Notes this rater can rate next, most needed first.
+
+    Notes that still need ratings, not written and not yet rated by this rater. A note lacking
+    raters from this rater's side (the sign of their factor) comes first, then notes lacking
+    either side (for raters without a factor yet), then notes with fewer ratings, newest first.
+    """
+    side_filter = Q(ratings__rater__rater_factor__lt=0)
+    other_filter = Q(ratings__rater__rater_factor__gte=0)
+    if participant.rater_factor is not None and participant.rater_factor >= 0:
+        side_filter, other_filter = other_filter, side_filter
+    notes = (
+        Note.objects.filter(status=NoteStatus.NEEDS_MORE_RATINGS)
+        .exclude(author=participant)
+        .exclude(ratings__rater=participant)
+        .annotate(
+            n_ratings=Count("ratings"),
+            n_my_side=Count("ratings", filter=side_filter),
+            n_other_side=Count("ratings", filter=other_filter),
+        )
+        .annotate(n_min_side=Least("n_my_side", "n_other_side"))
+        .select_related("post")
+    )
+    if participant.rater_factor is None:
+        order = ["n_min_side", "n_ratings", "-created_at", "-pk"]
+    else:
+        order = ["n_my_side", "n_ratings", "-created_at", "-pk"]
+    return list(notes.order_by(*order)[:limit])
+
+
+def note_for_rating(*, note_id: int, participant: Participant) -> tuple[Note, Rating | None]:
+    """The note with its post, and only this rater's own rating (never anybody else's)."""
+    note = get_object_or_404(Note.objects.select_related("post"), pk=note_id)
+    own = Rating.objects.filter(note=note, rater=participant).first()
+    return note, own
+
+
+@dataclass
+class ScoringInputs:
+    """Database rows as scorer arrays (notes/scoring.py)."""
+
+    note_pks: np.ndarray
+    participant_pks: np.ndarray
+    ratings: scoring.Ratings
+    meta: scoring.NotesMeta
+    previous_status: list[str]
+    previous_intercept: list[float | None]
+    previous_factor: list[float | None]
+    previous_num_ratings: list[int]
+    previous_rater: dict[int, tuple[float | None, float | None]]
+
+
+_STATUS_CODE: dict[str, int] = {
+    NoteStatus.NEEDS_MORE_RATINGS: scoring.NEEDS_MORE_RATINGS,
+    NoteStatus.HELPFUL: scoring.CURRENTLY_RATED_HELPFUL,
+    NoteStatus.NOT_HELPFUL: scoring.CURRENTLY_RATED_NOT_HELPFUL,
+}
+_LEVEL_VALUE: dict[str, float] = {
+    RatingLevel.HELPFUL: 1.0,
+    RatingLevel.SOMEWHAT_HELPFUL: 0.5,
+    RatingLevel.NOT_HELPFUL: 0.0,
+}
+
+
+def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringInputs:
+    """Read every note, participant and rating into arrays (streamed in chunks)."""
+    people = list(Participant.objects.order_by("pk").values_list("pk", "rater_intercept", "rater_factor"))
+    participant_pks = np.array([p[0] for p in people], dtype=np.int64)
+    person = {pk: i for i, pk in enumerate(participant_pks.tolist())}
+    last_non_nmr = dict(
+        NoteStatusChange.objects.exclude(status=NoteStatus.NEEDS_MORE_RATINGS)
+        .values("note_id")
+        .annotate(last=Max("changed_at"))
+        .values_list("note_id", "last")
+    )
+    rows = list(
+        Note.objects.order_by("pk").values_list(
+            "pk", "author_id", "created_at", "classification", "status", "intercept", "factor", "num_ratings",
+            "scored_at",
+        )
+    )  # fmt: skip
+    note_pks = np.array([r[0] for r in rows], dtype=np.int64)
+    index = {pk: i for i, pk in enumerate(note_pks.tolist())}
+    ms = _millis
+    now_ms = ms(now)
+    created = np.array([ms(r[2]) for r in rows], dtype=np.int64)
+    previous = np.array([_STATUS_CODE.get(r[4], scoring.NO_STATUS) for r in rows], dtype=np.int64)
+    locked = None
+    if lock_after_days is not None:
+        # A status older than the lock age stays; only notes already scored have one to keep.
+        old = (now_ms - created > lock_after_days * scoring.DAY_MS) & np.array(
+            [r[8] is not None for r in rows], dtype=bool
+        )
+        locked = np.where(old, previous, scoring.NO_STATUS)
+    meta = scoring.NotesMeta(
+        n_notes=len(rows),
+        not_misleading=np.array([r[3] == Note.Classification.NOT_MISLEADING for r in rows], dtype=bool),
+        created_at_ms=created,
+        author=np.array([person.get(r[1], -1) if r[1] else -1 for r in rows], dtype=np.int64),
+        previous_status=previous,
+        last_non_nmr_status_ms=np.array(
+            [ms(last_non_nmr[r[0]]) if r[0] in last_non_nmr else -1 for r in rows], dtype=np.int64
+        ),
+        locked_status=locked,
+    )
+    ratings = _rating_arrays(person, index)
+    return ScoringInputs(
+        note_pks=note_pks,
+        participant_pks=participant_pks,
+        ratings=ratings,
+        meta=meta,
+        previous_status=[r[4] for r in rows],
+        previous_intercept=[r[5] for r in rows],
+        previous_factor=[r[6] for r in rows],
+        previous_num_ratings=[r[7] for r in rows],
+        previous_rater={p[0]: (p[1], p[2]) for p in people},
+    )
+
+
+def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Ratings:
+    """All ratings as arrays. Tag flags and the value are computed by the database (as text, so
+    SQLite works too) to avoid decoding every rating's JSON in Python."""
+    tags = Cast("tags", TextField())
+    query = (
+        Rating.objects.alias(tags_text=tags)
+        .annotate(
+            value=Case(
+                *(When(level=level, then=Value(v)) for level, v in _LEVEL_VALUE.items()), output_field=FloatField()
+            ),
+            incorrect=ExpressionWrapper(Q(tags_text__contains='"notHelpfulIncorrect"'), output_field=BooleanField()),
+            any_nh=ExpressionWrapper(Q(tags_text__contains='"notHelpful'), output_field=BooleanField()),
+            created_ms=EpochMillis("created_at"),
+        )
+        .values_list("rater_id", "note_id", "value", "incorrect", "any_nh", "created_ms")
+    )
+    with connection.cursor() as cursor:
+        sql, params = query.query.sql_with_params()
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    rater, note, value, incorrect, any_nh, created = zip(*rows, strict=True) if rows else ((),) * 6
+    n = len(rows)
+    return scoring.Ratings(
+        rater=np.fromiter((person[u] for u in rater), dtype=np.int64, count=n),
+        note=np.fromiter((index[i] for i in note), dtype=np.int64, count=n),
+        value=np.asarray(value, dtype=np.float64),
+        created_at_ms=np.asarray(created, dtype=np.int64),
+        incorrect_tag=np.asarray(incorrect, dtype=bool),
+        any_not_helpful_tag=np.asarray(any_nh, dtype=bool),
+    )
+
+
+class EpochMillis(Func):
+    """Milliseconds since the epoch, floored like int(dt.timestamp() * 1000); parsing 10^6
+    timestamps in Python would take longer than scoring them."""
+
+    output_field = BigIntegerField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        template = "FLOOR(EXTRACT(EPOCH FROM %(expressions)s) * 1000)::bigint"
+        return self.as_sql(compiler, connection, template=template, **extra)
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        template = "CAST((julianday(%(expressions)s) - 2440587.5) * 86400000.0 + 0.5 AS INTEGER)"
+        return self.as_sql(compiler, connection, template=template, **extra)
+
+
+def _millis(value: datetime) -> int:
+    return int(value.timestamp() * 1000)

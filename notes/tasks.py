@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
+from django.db import OperationalError
 
 from notes import services
 
@@ -9,3 +12,18 @@ from notes import services
 def draft_generate(job_id: int) -> None:
     """Write a draft. Idempotent: only a job still in the `drafting` state is worked on."""
     services.draft_job_generate(job_id=job_id)
+
+
+# Routed to the "cpu" queue by CELERY_TASK_ROUTES ("notes.tasks.score_*"). Safe to run twice:
+# the service takes an advisory lock and recomputes everything from the ratings. Only a lost
+# database connection is retried (with backoff, 3 times).
+@shared_task(
+    name="notes.tasks.score_notes",
+    soft_time_limit=600,
+    time_limit=660,
+    autoretry_for=(OperationalError,),
+    retry_backoff=10,
+    max_retries=3,
+)
+def score_notes() -> dict[str, Any]:
+    return services.notes_rescore()

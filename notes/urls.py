@@ -13,7 +13,11 @@ urlpatterns = [
     path("drafts/<int:job_id>/evidence/", views.draft_add_urls, name="draft_add_urls"),
     path("drafts/<int:job_id>/draft/", views.draft_request, name="draft_request"),
     path("drafts/<int:job_id>/submit/", views.note_submit, name="note_submit"),
+    path("drafts/<int:job_id>/preflight/", views.note_preflight, name="note_preflight"),
     path("snippets/<int:snippet_id>/context/", views.snippet_context, name="snippet_context"),
     path("snippets/<int:snippet_id>/<str:action>/", views.snippet_action, name="snippet_action"),
     path("me/notes/", views.my_notes, name="my_notes"),
+    path("rate/", views.rating_queue, name="rating_queue"),
+    path("rate/<int:note_id>/", views.rate_note, name="rate_note"),
+    path("scoring/rescore/", views.rescore, name="rescore"),
 ]

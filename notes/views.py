@@ -2,15 +2,18 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django_htmx.middleware import HtmxDetails
 
 from evidence.models import Snippet
 from notes import selectors, services
 from notes.access import PUBLIC, endpoint
-from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, SignupForm
-from notes.models import DraftJob, Post
+from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
+from notes.models import DraftJob, Participant, Post
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
@@ -38,6 +41,16 @@ def signup(request: HttpRequest) -> HttpResponse:
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("home")
     return render(request, "registration/signup.html", {"form": form})
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _participant(request: HttpRequest) -> Participant:
+    user = request.user
+    assert isinstance(user, AbstractBaseUser)  # @endpoint with a permission requires login
+    return services.participant_for_user(user=user)
 
 
 # --- Contributor flow ------------------------------------------------------------------------
@@ -168,3 +181,48 @@ def my_notes(request: HttpRequest) -> HttpResponse:
         "notes": selectors.notes_for_user(user=request.user),
     }
     return render(request, "notes/my_notes.html", context)
+
+
+@endpoint(methods=["GET"], permission="notes.add_rating")
+def rating_queue(request: HttpRequest) -> HttpResponse:
+    participant = _participant(request)
+    notes = selectors.rating_queue(participant=participant)
+    return render(request, "notes/rating_queue.html", {"notes": notes})
+
+
+@endpoint(methods=["GET", "POST"], permission="notes.add_rating")
+def rate_note(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
+    participant = _participant(request)
+    note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
+    if note.author_id == participant.pk:
+        raise PermissionDenied("You cannot rate your own note.")
+    form = RatingForm(request.POST or None, initial=RatingForm.initial_for(own, request.GET if request.htmx else None))
+    saved = False
+    if request.method == "POST" and form.is_valid():
+        services.rating_submit(rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags)
+        if not request.htmx:
+            messages.success(request, "Thanks, your rating is saved. You can change it at any time.")
+            return redirect("rating_queue")
+        saved = True
+    if request.htmx:  # htmx only swaps 2xx responses, so errors come back as 200 with the form
+        return render(request, "notes/rate_note.html#rating-form", {"note": note, "form": form, "saved": saved})
+    return render(request, "notes/rate_note.html", {"note": note, "form": form}, status=400 if form.errors else 200)
+
+
+@endpoint(methods=["POST"], permission="notes.run_scoring")
+def rescore(request: HttpRequest) -> HttpResponse:
+    services.notes_rescore_request()
+    messages.success(request, "Rescoring queued; statuses update when it finishes.")
+    return redirect("rating_queue")
+
+
+@endpoint(methods=["POST"], permission="notes.add_note")
+def note_preflight(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Run the judges on the text in the editor and show their verdicts; submits nothing."""
+    job = _own_job(request, job_id)
+    gate = selectors.draft_gate(job=job)
+    form = NoteForm(request.POST, urls=[s.url for s in gate.confirmed])
+    if not form.is_valid():
+        return _workspace(request, job, note_form=form)
+    result = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"])
+    return _workspace(request, job, note_form=form, preflight=result)

@@ -167,10 +167,17 @@ def _worker_session(
         worker.stop()
 
 
+_shared_worker: dict[str, Worker] = {}
+
+
 @pytest.fixture
 def worker_factory(_worker_session: Callable[..., Worker], transactional_db: None) -> Iterator[Callable[..., Worker]]:
     """Start workers for this test only (e.g. to kill one mid-task); stopped at the end of the test."""
     started: list[Worker] = []
+    # The shared worker listens on the same queues; it must not take this test's tasks.
+    shared = _shared_worker.pop("w", None)
+    if shared is not None:
+        shared.stop()
     purge_broker()
 
     def start(**kwargs: Any) -> Worker:
@@ -181,9 +188,6 @@ def worker_factory(_worker_session: Callable[..., Worker], transactional_db: Non
     yield start
     for worker in started:
         worker.stop()
-
-
-_shared_worker: dict[str, Worker] = {}
 
 
 @pytest.fixture

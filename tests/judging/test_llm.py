@@ -205,3 +205,13 @@ def test_it_parses_listed_lines() -> None:
         "second",
         "third",
     ]
+
+
+def test_it_reads_task_overrides_from_the_environment_and_a_judge_family() -> None:
+    config = LLMConfig.from_settings(
+        {"LLM_BASE_URL": "http://x/v1", "LLM_MODEL": "m"},
+        environ={"LLM_MODEL_JUDGE": "judge-model", "LLM_MODEL_JUDGE_HELPFULNESS": "h-model", "PATH": "/bin"},
+    )
+    assert config.model_for("judge_relevance") == "judge-model"
+    assert config.model_for("judge_helpfulness") == "h-model"
+    assert config.model_for("draft") == "m"

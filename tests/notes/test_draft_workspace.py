@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -116,6 +117,7 @@ def test_it_submits_the_note_with_evidence_confirmations_and_draft(contributor_c
     assert note.author.user.username == "carla"
     assert list(note.snippets.all()) == [kept]
     assert note.status_changes.count() == 1
+    assert note.judge_runs.get().state == "queued"  # judged in the background, never auto-published
     job.refresh_from_db()
     assert job.state == DraftJob.State.SUBMITTED
     again = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": "Again"})
@@ -146,3 +148,28 @@ def test_it_shows_the_passage_in_context(contributor_client: Any, job: Any) -> N
     html = contributor_client.get(f"/snippets/{snippet.pk}/context/").content.decode()
     assert "Intro text." in html
     assert f'<mark id="passage">{PASSAGE}</mark>' in html
+
+
+def test_it_shows_the_judges_preflight_verdicts_without_submitting(
+    contributor_client: Any, job: Any, llm_server: Any
+) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    llm_server.script(
+        "The trial passage is on topic.\nFinal decision: yes",
+        "Nothing is distorted.\nFinal decision: **Yes**.",
+        "It misses the dosage question.\nFinal decision: no",
+    )
+    text = "Trials show vitamin C does not prevent flu."
+    response = contributor_client.post(f"/drafts/{job.pk}/preflight/", {"text": text})
+    html = response.content.decode()
+    assert response.status_code == 200
+    verdicts = re.findall(r"<h2>(\w+): <span class=\"verdict-\w+\">(\w+)</span></h2>", html)
+    assert verdicts == [("Relevance", "yes"), ("Correctness", "yes"), ("Helpfulness", "no")]
+    assert "It misses the dosage question." in html
+    assert "the LLM scripted-model" in html
+    assert "stopped at helpfulness" in html
+    assert text in html  # the editor keeps the text
+    assert not Note.objects.exists()
+    assert len(llm_server.requests) == 3
+    assert all(r["temperature"] == 0 for r in llm_server.requests)

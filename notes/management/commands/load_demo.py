@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from notes.demo import DEMO_PASSWORD, DEMO_USERS, demo_load
+from notes.services import notes_rescore
 
 DEFAULT_SOURCE = settings.BASE_DIR.parent / "shared/data/communitynotes/aaronbergman/tweet_data_checkpoint_1_subset.csv"
 
@@ -25,5 +26,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Demo loaded: {counts['posts']} new posts, {counts['notes']} new notes, {counts['ratings']} new ratings."
         )
+        summary = notes_rescore()
+        self.stdout.write(f"Scored the demo ratings: {summary}")
         for username in DEMO_USERS:
             self.stdout.write(f"  login {username} / {DEMO_PASSWORD}")

@@ -1,0 +1,187 @@
+"""Reads for the judges and the audit pages."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from evidence.models import Snippet
+from judging.models import JudgeDecision, JudgeRun, Stage
+from judging.pipeline import STAGES, JudgeInput
+from judging.prompts import Evidence
+from notes.models import Note, NoteStatus
+
+
+def judge_input_for_note(note: Note) -> JudgeInput:
+    """What the judges see for a note: its post, text, URLs and non-rejected snippets."""
+    snippets = (
+        Snippet.objects.filter(note=note, passage__isnull=False)
+        .exclude(confirmation=Snippet.Confirmation.REJECTED)
+        .select_related("passage")
+        .order_by("position", "id")
+    )
+    return JudgeInput(
+        post=note.post.text,
+        note=note.text,
+        urls=tuple(str(u) for u in (note.evidence_urls or [])),
+        snippets=tuple(Evidence(text=s.passage.text, source=s.url) for s in snippets if s.passage),
+    )
+
+
+def decisions_for_run(run: JudgeRun) -> list[JudgeDecision]:
+    """The run's decisions in stage order."""
+    found = {d.stage: d for d in JudgeDecision.objects.filter(note_id=run.note_id, content_hash=run.content_hash)}
+    return [found[s] for s in STAGES if s in found]
+
+
+def latest_run_for_note(note: Note) -> JudgeRun | None:
+    return JudgeRun.objects.filter(note=note).order_by("-created_at", "-id").first()
+
+
+@dataclass(frozen=True)
+class DecisionFilters:
+    stage: str = ""
+    verdict: str = ""
+    judge_kind: str = ""
+    judge_name: str = ""
+    date_from: dt.date | None = None
+    date_to: dt.date | None = None
+
+
+def decisions_filtered(filters: DecisionFilters) -> QuerySet[JudgeDecision]:
+    qs = JudgeDecision.objects.select_related("note__post", "overridden_by").order_by("-created_at", "-id")
+    if filters.stage:
+        qs = qs.filter(stage=filters.stage)
+    if filters.verdict:
+        qs = qs.filter(verdict=filters.verdict)
+    if filters.judge_kind:
+        qs = qs.filter(judge_kind=filters.judge_kind)
+    if filters.judge_name:
+        qs = qs.filter(judge_name=filters.judge_name)
+    if filters.date_from:
+        qs = qs.filter(created_at__date__gte=filters.date_from)
+    if filters.date_to:
+        qs = qs.filter(created_at__date__lte=filters.date_to)
+    return qs
+
+
+def judge_names() -> list[str]:
+    return list(JudgeDecision.objects.order_by("judge_name").values_list("judge_name", flat=True).distinct())
+
+
+@dataclass(frozen=True)
+class Funnel:
+    n_notes: int
+    n_relevant: int
+    n_correct: int
+    n_helpful: int
+
+    @staticmethod
+    def _share(a: int, b: int) -> float | None:
+        return a / b if b else None
+
+    @property
+    def p_r(self) -> float | None:
+        return self._share(self.n_relevant, self.n_notes)
+
+    @property
+    def p_c_given_r(self) -> float | None:
+        return self._share(self.n_correct, self.n_relevant)
+
+    @property
+    def p_h_given_cr(self) -> float | None:
+        return self._share(self.n_helpful, self.n_correct)
+
+    @property
+    def overall(self) -> float | None:
+        return self._share(self.n_helpful, self.n_notes)
+
+
+def _verdicts_by_note(decisions: QuerySet[JudgeDecision]) -> dict[tuple[int, str], dict[str, str]]:
+    """(note id, content hash) -> stage -> effective verdict (overrides count)."""
+    out: dict[tuple[int, str], dict[str, str]] = {}
+    for note_id, content_hash, stage, verdict, override in decisions.values_list(
+        "note_id", "content_hash", "stage", "verdict", "override_verdict"
+    ):
+        out.setdefault((note_id, content_hash), {})[stage] = override or verdict
+    return out
+
+
+def _latest_versions(decisions: QuerySet[JudgeDecision]) -> QuerySet[JudgeDecision]:
+    """Only decisions about each note's latest judged version."""
+    latest: dict[int, str] = {}
+    for note_id, content_hash in (
+        JudgeRun.objects.filter(note_id__in=decisions.values("note_id"))
+        .order_by("note_id", "created_at", "id")
+        .values_list("note_id", "content_hash")
+    ):
+        latest[note_id] = content_hash
+    rows = decisions.select_related(None).order_by().values_list("pk", "note_id", "content_hash")
+    keep = [pk for pk, note_id, content_hash in rows if latest.get(note_id) == content_hash]
+    return JudgeDecision.objects.filter(pk__in=keep)
+
+
+def funnel(decisions: QuerySet[JudgeDecision] | None = None) -> Funnel:
+    """P(R), P(C|R), P(H|C,R) and overall over the notes' latest judged versions. A note
+    counts once its relevance was judged (error verdicts count as not passing)."""
+    base = _latest_versions(decisions if decisions is not None else JudgeDecision.objects.all())
+    per_note = [v for v in _verdicts_by_note(base).values() if Stage.RELEVANCE in v]
+    return Funnel(
+        n_notes=len(per_note),
+        n_relevant=sum(1 for v in per_note if v.get(Stage.RELEVANCE) == "yes"),
+        n_correct=sum(1 for v in per_note if v.get(Stage.RELEVANCE) == "yes" and v.get(Stage.CORRECTNESS) == "yes"),
+        n_helpful=sum(1 for v in per_note if all(v.get(s) == "yes" for s in STAGES)),
+    )
+
+
+@dataclass(frozen=True)
+class CrowdAgreement:
+    status: str
+    n_notes: int
+    fail_relevance: int
+    fail_correctness: int  # among those that passed relevance
+    judged_helpful: int
+
+    def share(self, n: int) -> float | None:
+        return n / self.n_notes if self.n_notes else None
+
+
+def crowd_agreement() -> list[CrowdAgreement]:
+    """For crowd-Helpful and crowd-Not-Helpful notes: how many the judges fail at R and C
+    (the source study: 11.7% of crowd-Helpful notes failed relevance, 14.0% correctness)."""
+    rows = []
+    for status in (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL):
+        decisions = _latest_versions(JudgeDecision.objects.filter(note__status=status))
+        per_note = [v for v in _verdicts_by_note(decisions).values() if Stage.RELEVANCE in v]
+        rows.append(
+            CrowdAgreement(
+                status=status.label,
+                n_notes=len(per_note),
+                fail_relevance=sum(1 for v in per_note if v[Stage.RELEVANCE] != "yes"),
+                fail_correctness=sum(
+                    1 for v in per_note if v[Stage.RELEVANCE] == "yes" and v.get(Stage.CORRECTNESS, "yes") != "yes"
+                ),
+                judged_helpful=sum(1 for v in per_note if all(v.get(s) == "yes" for s in STAGES)),
+            )
+        )
+    return rows
+
+
+CSV_COLUMNS = (
+    "id", "note_id", "stage", "verdict", "override_verdict", "override_reason", "overridden_by", "overridden_at",
+    "judge_kind", "judge_name", "prompt_version", "latency_ms", "prompt_tokens", "completion_tokens",
+    "content_hash", "created_at", "reasoning", "note_status",
+)  # fmt: skip
+
+
+def decision_csv_row(d: JudgeDecision) -> list[Any]:
+    return [
+        d.pk, d.note_id, d.stage, d.verdict, d.override_verdict, d.override_reason,
+        d.overridden_by.get_username() if d.overridden_by else "",
+        d.overridden_at.isoformat() if d.overridden_at else "",
+        d.judge_kind, d.judge_name, d.prompt_version, d.latency_ms, d.prompt_tokens, d.completion_tokens,
+        d.content_hash, d.created_at.isoformat(), d.reasoning, d.note.status,
+    ]  # fmt: skip

@@ -1,0 +1,256 @@
+"""Writes for the judges: request a run, execute one stage under a claim, override, pre-flight.
+
+A run is judged one stage per task (the task re-enqueues itself for the next stage). The
+run row is the work queue: a task may judge only after winning a conditional UPDATE (the
+claim), and decisions are unique per (note, stage, content hash), so double delivery or
+concurrent tasks store one decision per stage.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from judging import classifier as clf
+from judging import pipeline
+from judging.llm import LLMClient, LLMConfig
+from judging.models import JudgeDecision, JudgeOverride, JudgeRun
+from judging.pipeline import JudgeInput, PipelineResult, StageResult
+from judging.prompts import Evidence
+from judging.selectors import decisions_for_run, judge_input_for_note
+from notes.models import Note
+
+logger = logging.getLogger(__name__)
+
+
+# --- Judge configuration --------------------------------------------------------------------
+
+
+def llm_client() -> LLMClient | None:
+    """The configured LLM client, or None when LLM_BASE_URL is unset (offline baselines)."""
+    config = LLMConfig.from_settings(settings, environ=os.environ)
+    return LLMClient(config) if config.configured else None
+
+
+@functools.lru_cache(maxsize=4)
+def _load_classifier(directory: str, version: str) -> clf.HelpfulnessClassifier | None:
+    from judging.embed import embedder
+
+    model = clf.load(Path(directory), version=version)
+    if model is not None:
+        model.embed = embedder(model.embedding_model)
+    return model
+
+
+def helpfulness_classifier() -> clf.HelpfulnessClassifier | None:
+    """The latest trained helpfulness classifier, if one was saved."""
+    directory = Path(settings.HELPFULNESS_CLASSIFIER_DIR)
+    version = clf.latest_version(directory)
+    return _load_classifier(str(directory), version) if version else None
+
+
+def judges_from_settings() -> dict[str, pipeline.Judge]:
+    backends = {
+        pipeline.RELEVANCE: settings.JUDGE_BACKEND_RELEVANCE,
+        pipeline.CORRECTNESS: settings.JUDGE_BACKEND_CORRECTNESS,
+        pipeline.HELPFULNESS: settings.JUDGE_BACKEND_HELPFULNESS,
+    }
+    client = llm_client()
+    model = None
+    if backends[pipeline.HELPFULNESS] == "classifier" or (client is None and backends[pipeline.HELPFULNESS] == "auto"):
+        model = helpfulness_classifier()
+    similarity, similarity_name = None, ""
+    needs_baseline_relevance = backends[pipeline.RELEVANCE] == "baseline" or (
+        client is None and backends[pipeline.RELEVANCE] == "auto"
+    )
+    if needs_baseline_relevance and settings.JUDGE_BASELINE_SIMILARITY == "embedding":
+        from judging.embed import MINILM, cosine
+
+        similarity, similarity_name = cosine, MINILM
+    return pipeline.build_judges(
+        client=client, backends=backends, similarity=similarity, classifier=model, similarity_name=similarity_name
+    )
+
+
+# --- Runs -------------------------------------------------------------------------------------
+
+
+def judge_run_request(*, note: Note) -> JudgeRun:
+    """Queue judging of the note's current text and evidence (once per content hash).
+
+    Editing the note gives a new hash, hence a new run; decisions of older versions stay
+    in the audit but no longer describe the note."""
+    content_hash = pipeline.content_hash(judge_input_for_note(note))
+    run, created = JudgeRun.objects.get_or_create(
+        note=note, content_hash=content_hash, defaults={"stage": pipeline.RELEVANCE}
+    )
+    if created:
+        _enqueue_after_commit(run.pk)
+    return run
+
+
+def judge_run_retry(*, run: JudgeRun) -> bool:
+    """Put a failed run back in the queue (admin action). False if it was not failed."""
+    updated = JudgeRun.objects.filter(pk=run.pk, state=JudgeRun.State.FAILED).update(
+        state=JudgeRun.State.QUEUED, error="", attempts=0, claimed_until=None, finished_at=None
+    )
+    if updated:
+        _enqueue_after_commit(run.pk)
+    return bool(updated)
+
+
+def _enqueue_after_commit(run_id: int) -> None:
+    from judging.tasks import judge_run_step
+
+    transaction.on_commit(lambda: judge_run_step.delay(run_id))
+
+
+def judge_run_claim(*, run_id: int) -> bool:
+    """Compare-and-set: take the run if it is queued, or running under an expired claim
+    (its worker was lost). Exactly one of several concurrent callers wins."""
+    now = timezone.now()
+    claimable = Q(state=JudgeRun.State.QUEUED) | Q(state=JudgeRun.State.RUNNING, claimed_until__lt=now)
+    return bool(
+        JudgeRun.objects.filter(claimable, pk=run_id).update(
+            state=JudgeRun.State.RUNNING,
+            claimed_until=now + dt.timedelta(seconds=settings.JUDGE_CLAIM_LEASE_S),
+            attempts=F("attempts") + 1,
+            started_at=Coalesce(F("started_at"), now),
+        )
+    )
+
+
+def judge_run_release(*, run_id: int, error: str = "") -> None:
+    """Give the claim back so a retry (or another worker) can take the run."""
+    JudgeRun.objects.filter(pk=run_id, state=JudgeRun.State.RUNNING).update(
+        state=JudgeRun.State.QUEUED, claimed_until=None, error=error
+    )
+
+
+def judge_run_fail(*, run_id: int, error: str) -> None:
+    """Visible failure: the run stops with its error (an admin can retry it)."""
+    JudgeRun.objects.filter(pk=run_id).exclude(state=JudgeRun.State.DONE).update(
+        state=JudgeRun.State.FAILED, claimed_until=None, error=error[:2000], finished_at=timezone.now()
+    )
+    logger.warning("judge run %s failed: %s", run_id, error)
+
+
+def judge_run_step(*, run_id: int) -> str | None:
+    """Judge the run's next stage if this caller wins the claim; return the stage judged.
+
+    LLM errors propagate (the task retries or fails the run); an unparsable answer after
+    JUDGE_PARSE_ATTEMPTS is stored as verdict "error" and fails the run."""
+    if not judge_run_claim(run_id=run_id):
+        return None
+    run = JudgeRun.objects.select_related("note__post").get(pk=run_id)
+    if run.attempts > settings.JUDGE_MAX_CLAIMS:
+        judge_run_fail(run_id=run_id, error=f"gave up after {run.attempts - 1} attempts (workers lost or retries)")
+        return None
+    inp = judge_input_for_note(run.note)
+    if pipeline.content_hash(inp) != run.content_hash:
+        judge_run_fail(run_id=run_id, error="superseded: the note or its evidence changed; a new run judges it")
+        judge_run_request(note=run.note)
+        return None
+    stage = pipeline.next_stage([d.verdict for d in decisions_for_run(run)])
+    if stage is not None:
+        judges = judges_from_settings()
+        result = pipeline.run_stage(
+            stage, inp, judges[stage], max_attempts=settings.JUDGE_PARSE_ATTEMPTS, raise_llm_errors=True
+        )
+        _store_decision(run=run, result=result)
+    _advance(run)
+    return stage
+
+
+def _store_decision(*, run: JudgeRun, result: StageResult) -> None:
+    # ON CONFLICT DO NOTHING: if a concurrent task already stored this stage, keep the first.
+    JudgeDecision.objects.bulk_create(
+        [
+            JudgeDecision(
+                run=run,
+                note_id=run.note_id,
+                content_hash=run.content_hash,
+                stage=result.stage,
+                verdict=result.verdict,
+                reasoning=result.reasoning,
+                judge_kind=result.judge_kind,
+                judge_name=result.judge_name[:120],
+                prompt_version=result.prompt_version,
+                inputs=result.inputs,
+                prompt=result.prompt,
+                raw_output=result.raw_output,
+                latency_ms=round(result.latency_s * 1000),
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                attempts=result.attempts,
+                error=result.error,
+            )
+        ],
+        ignore_conflicts=True,
+    )
+
+
+@transaction.atomic
+def _advance(run: JudgeRun) -> None:
+    verdicts = [d.verdict for d in decisions_for_run(run)]
+    nxt = pipeline.next_stage(verdicts)
+    if nxt is not None:
+        JudgeRun.objects.filter(pk=run.pk).update(state=JudgeRun.State.QUEUED, stage=nxt, claimed_until=None, error="")
+        _enqueue_after_commit(run.pk)
+        return
+    errored = [d for d in decisions_for_run(run) if d.verdict == JudgeDecision.Verdict.ERROR]
+    JudgeRun.objects.filter(pk=run.pk).update(
+        state=JudgeRun.State.FAILED if errored else JudgeRun.State.DONE,
+        helpful=pipeline.helpful_from(verdicts),
+        error=f"{errored[0].stage}: {errored[0].error}" if errored else "",
+        claimed_until=None,
+        finished_at=timezone.now(),
+    )
+
+
+# --- Overrides ----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, user: object) -> JudgeOverride:
+    """Override a verdict with a required reason; every override is kept in the trail."""
+    reason = reason.strip()
+    if not reason:
+        raise ValueError("an override needs a reason")
+    if verdict not in JudgeDecision.Verdict.values:
+        raise ValueError(f"unknown verdict {verdict!r}")
+    locked = JudgeDecision.objects.select_for_update().get(pk=decision.pk)
+    entry = JudgeOverride.objects.create(
+        decision=locked, previous_verdict=locked.effective_verdict, verdict=verdict, reason=reason, by=user
+    )
+    locked.override_verdict = verdict
+    locked.override_reason = reason
+    locked.overridden_by = user  # type: ignore[assignment]
+    locked.overridden_at = entry.at
+    locked.save(update_fields=["override_verdict", "override_reason", "overridden_by", "overridden_at"])
+    return entry
+
+
+# --- Pre-flight and CLI ----------------------------------------------------------------------------
+
+
+def preflight_run(
+    *, post_text: str, note_text: str, urls: Sequence[str] = (), snippets: Sequence[str | Evidence] = ()
+) -> PipelineResult:
+    """Run the three judges synchronously on a draft, without storing anything.
+
+    For the contributor's pre-flight and the `judge_note` command: it shows verdicts and
+    reasoning, and never submits or rejects anything."""
+    evidence = tuple(s if isinstance(s, Evidence) else Evidence(text=s) for s in snippets)
+    inp = JudgeInput(post=post_text, note=note_text, urls=tuple(urls), snippets=evidence)
+    return pipeline.run_pipeline(inp, judges_from_settings(), max_attempts=settings.JUDGE_PARSE_ATTEMPTS)

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from judging import views
+
+app_name = "judging"
+
+urlpatterns = [
+    path("audit/", views.decision_list, name="decision_list"),
+    path("audit/export.csv", views.decision_export, name="decision_export"),
+    path("audit/<int:decision_id>/", views.decision_detail, name="decision_detail"),
+    path("audit/<int:decision_id>/override/", views.decision_override, name="decision_override"),
+    path("preflight/", views.preflight, name="preflight"),
+]

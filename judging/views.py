@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import csv
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from judging import selectors, services
+from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
+from judging.models import JudgeDecision
+from notes.access import endpoint
+
+VIEW = "judging.view_judgedecision"
+
+
+@endpoint(methods=["GET"], permission=VIEW)
+def decision_list(request: HttpRequest) -> HttpResponse:
+    form = DecisionFilterForm(request.GET or None)
+    decisions = selectors.decisions_filtered(form.filters())
+    page = Paginator(decisions, 50).get_page(request.GET.get("page"))
+    context = {
+        "form": form,
+        "page": page,
+        "funnel": selectors.funnel(decisions),
+        "agreement": selectors.crowd_agreement(),
+        "judge_names": selectors.judge_names(),
+        "query": request.GET.urlencode(),
+    }
+    template = "judging/decision_list.html" + ("#table-section" if request.htmx else "")
+    return render(request, template, context)
+
+
+@endpoint(methods=["GET"], permission=VIEW)
+def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
+    decision = get_object_or_404(JudgeDecision.objects.select_related("note__post", "run"), pk=decision_id)
+    return _detail(request, decision, OverrideForm())
+
+
+def _detail(request: HttpRequest, decision: JudgeDecision, form: OverrideForm, status: int = 200) -> HttpResponse:
+    context = {"d": decision, "form": form, "overrides": decision.overrides.select_related("by")}
+    return render(request, "judging/decision_detail.html", context, status=status)
+
+
+@endpoint(methods=["POST"], permission="judging.change_judgedecision")
+def decision_override(request: HttpRequest, decision_id: int) -> HttpResponse:
+    decision = get_object_or_404(JudgeDecision, pk=decision_id)
+    form = OverrideForm(request.POST)
+    if not form.is_valid():
+        return _detail(request, decision, form, status=400)
+    services.decision_override(
+        decision=decision, verdict=form.cleaned_data["verdict"], reason=form.cleaned_data["reason"], user=request.user
+    )
+    messages.success(request, "Override saved with your reason.")
+    return redirect("judging:decision_detail", decision_id=decision.pk)
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@endpoint(methods=["GET"], permission=VIEW)
+def decision_export(request: HttpRequest) -> StreamingHttpResponse:
+    decisions = selectors.decisions_filtered(DecisionFilterForm(request.GET or None).filters())
+    writer = csv.writer(_Echo())
+    rows = (writer.writerow(r) for r in [selectors.CSV_COLUMNS, *map(selectors.decision_csv_row, decisions.iterator())])
+    response = StreamingHttpResponse(rows, content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="judge-decisions.csv"'
+    return response
+
+
+@endpoint(methods=["GET", "POST"], permission="notes.add_note")
+def preflight(request: HttpRequest) -> HttpResponse:
+    """Run the judges on a draft and show each verdict with its reasoning; submits nothing."""
+    form = PreflightForm(request.POST or None)
+    result = None
+    if request.method == "POST" and form.is_valid():
+        result = services.preflight_run(
+            post_text=form.cleaned_data["post_text"],
+            note_text=form.cleaned_data["note_text"],
+            urls=form.url_list(),
+            snippets=form.snippet_list(),
+        )
+    template = "judging/preflight.html" + ("#result-section" if request.htmx else "")
+    return render(request, template, {"form": form, "result": result})

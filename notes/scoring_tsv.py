@@ -1,0 +1,194 @@
+"""Score public Community Notes TSV files with notes/scoring.py (no database).
+
+Preprocessing follows the reference: duplicate (note, rater) ratings keep the last one; ratings
+of notes absent from the notes file (deleted notes) are dropped unless the status history has
+the note; ratings of notes saying the post is NOT misleading that were written before the
+not-misleading UI launch (2022-10-03) are dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from notes import communitynotes_io as cio
+from notes import scoring
+
+NOT_MISLEADING_UI_LAUNCH_MS = 1664755200000
+STATUS_CODES = {
+    "NEEDS_MORE_RATINGS": scoring.NEEDS_MORE_RATINGS,
+    "CURRENTLY_RATED_HELPFUL": scoring.CURRENTLY_RATED_HELPFUL,
+    "CURRENTLY_RATED_NOT_HELPFUL": scoring.CURRENTLY_RATED_NOT_HELPFUL,
+}
+
+
+@dataclass
+class LoadedData:
+    note_ids: list[int]
+    participant_ids: list[str]
+    ratings: scoring.Ratings
+    meta: scoring.NotesMeta
+    notes_report: cio.ReadReport
+    ratings_report: cio.ReadReport
+    history_report: cio.ReadReport | None
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+class _Index:
+    def __init__(self) -> None:
+        self.ids: dict[object, int] = {}
+
+    def get(self, key: object) -> int:
+        idx = self.ids.get(key)
+        if idx is None:
+            idx = self.ids[key] = len(self.ids)
+        return idx
+
+    def keys(self) -> list[object]:
+        return list(self.ids)
+
+
+def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: str | Path | None = None) -> LoadedData:
+    """Read the TSVs (streaming) into scorer arrays."""
+    notes_idx, people = _Index(), _Index()
+    notes_report: cio.ReadReport = cio.ReadReport()
+    in_notes: set[int] = set()
+    author: dict[int, int] = {}
+    created: dict[int, int] = {}
+    not_misleading: dict[int, bool] = {}
+    for n in notes_report.rows(cio.read_notes(notes_path)):
+        i = notes_idx.get(n.note_id)
+        in_notes.add(i)
+        author[i] = people.get(n.author_id)
+        created[i] = n.created_at_ms
+        not_misleading[i] = n.classification == cio.NOT_MISLEADING
+    history_report: cio.ReadReport | None = None
+    in_history: set[int] = set()
+    previous: dict[int, int] = {}
+    last_non_nmr: dict[int, int] = {}
+    locked: dict[int, int] = {}
+    if status_history_path is not None:
+        history_report = cio.ReadReport()
+        for h in history_report.rows(cio.read_status_history(status_history_path)):
+            i = notes_idx.get(h.note_id)
+            in_history.add(i)
+            if h.author_id and i not in author:
+                author[i] = people.get(h.author_id)
+            if h.created_at_ms and i not in created:
+                created[i] = h.created_at_ms
+            previous[i] = STATUS_CODES.get(h.current_status, scoring.NO_STATUS)
+            if h.most_recent_non_nmr_ms is not None:
+                last_non_nmr[i] = h.most_recent_non_nmr_ms
+            if h.locked_status in STATUS_CODES:
+                locked[i] = STATUS_CODES[h.locked_status]
+    ratings_report: cio.ReadReport = cio.ReadReport()
+    cols = cio.read_rating_columns(ratings_path, ratings_report)
+    get_note, get_person = notes_idx.get, people.get
+    note = np.fromiter((get_note(n) for n in cols.note_id), dtype=np.int64, count=len(cols.note_id))
+    rater = np.fromiter((get_person(u) for u in cols.rater_id), dtype=np.int64, count=len(cols.rater_id))
+    del cols.note_id, cols.rater_id
+    n_notes = len(notes_idx.ids)
+    # Duplicate (note, rater) pairs keep their last row.
+    pair = note * max(len(people.ids), 1) + rater
+    _, last_from_end = np.unique(pair[::-1], return_index=True)
+    keep = np.zeros(len(note), dtype=bool)
+    keep[len(note) - 1 - last_from_end] = True
+    dropped = {"duplicate rating": int(len(note) - keep.sum())}
+    known = np.zeros(n_notes, dtype=bool)
+    known[list(in_notes | in_history)] = True
+    nm = np.zeros(n_notes, dtype=bool)
+    created_arr = np.zeros(n_notes, dtype=np.int64)
+    for i, flag in not_misleading.items():
+        nm[i] = flag
+    for i, ms in created.items():
+        created_arr[i] = ms
+    old_nm = nm & (created_arr <= NOT_MISLEADING_UI_LAUNCH_MS)
+    unknown_mask = keep & ~known[note]
+    dropped["rating of a deleted note"] = int(unknown_mask.sum())
+    old_nm_mask = keep & known[note] & old_nm[note]
+    dropped["rating of a NOT_MISLEADING note from before 2022-10-03"] = int(old_nm_mask.sum())
+    keep &= ~unknown_mask & ~old_nm_mask
+
+    def arr(values: dict[int, int], fill: int) -> np.ndarray:
+        out = np.full(n_notes, fill, dtype=np.int64)
+        for i, v in values.items():
+            out[i] = v
+        return out
+
+    ratings = scoring.Ratings(
+        rater=rater[keep],
+        note=note[keep],
+        value=np.asarray(cols.value, dtype=np.float64)[keep],
+        created_at_ms=np.asarray(cols.created_at_ms, dtype=np.int64)[keep],
+        incorrect_tag=np.asarray(cols.incorrect, dtype=bool)[keep],
+        any_not_helpful_tag=np.asarray(cols.any_not_helpful_tag, dtype=bool)[keep],
+    )
+    meta = scoring.NotesMeta(
+        n_notes=n_notes,
+        not_misleading=nm,
+        created_at_ms=created_arr,
+        author=arr(author, -1),
+        previous_status=arr(previous, scoring.NO_STATUS),
+        last_non_nmr_status_ms=arr(last_non_nmr, -1),
+        locked_status=arr(locked, scoring.NO_STATUS) if locked else None,
+    )
+    note_ids = [int(k) for k in notes_idx.keys()]  # type: ignore[call-overload]
+    participant_ids = [str(k) for k in people.keys()]
+    return LoadedData(note_ids, participant_ids, ratings, meta, notes_report, ratings_report, history_report, dropped)
+
+
+def score_files(
+    *,
+    notes_path: str | Path,
+    ratings_path: str | Path,
+    outdir: str | Path,
+    status_history_path: str | Path | None = None,
+    config: scoring.ScoringConfig | None = None,
+) -> dict[str, object]:
+    """Score the files and write scored_notes.tsv and helpfulness_scores.tsv into outdir."""
+    t0 = time.perf_counter()
+    data = load(notes_path, ratings_path, status_history_path)
+    t1 = time.perf_counter()
+    result = scoring.score(data.ratings, data.meta, len(data.participant_ids), config)
+    t2 = time.perf_counter()
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    # Notes from the notes file / status history; notes only seen in ratings were deleted.
+    listed = np.zeros(data.meta.n_notes, dtype=bool)
+    listed[data.meta.author >= 0] = True  # type: ignore[operator]
+    listed[data.meta.created_at_ms > 0] = True  # type: ignore[operator]
+    rows = (
+        cio.ScoredNoteRow(
+            note_id=data.note_ids[i],
+            num_ratings=int(result.num_ratings[i]),
+            intercept=float(result.note_intercept[i]),
+            factor=float(result.note_factor[i]),
+            status=scoring.STATUS_NAMES[int(result.status[i])],
+        )
+        for i in np.flatnonzero(listed)
+    )
+    n_notes = cio.write_scored_notes(out / "scored_notes.tsv", rows)
+    raters = np.flatnonzero(~np.isnan(result.rater_factor))
+    n_raters = cio.write_helpfulness_scores(
+        out / "helpfulness_scores.tsv",
+        ((data.participant_ids[u], float(result.rater_intercept[u]), float(result.rater_factor[u])) for u in raters),
+    )
+    counts = np.bincount(result.status, minlength=3)
+    return {
+        "notes_read": data.notes_report.read,
+        "ratings_read": data.ratings_report.read,
+        "skipped": dict(data.notes_report.skipped + data.ratings_report.skipped),
+        "dropped": data.dropped,
+        "ratings_scored": len(data.ratings.value),
+        "notes_written": n_notes,
+        "raters_written": n_raters,
+        "helpful": int(counts[scoring.CURRENTLY_RATED_HELPFUL]),
+        "not_helpful": int(counts[scoring.CURRENTLY_RATED_NOT_HELPFUL]),
+        "needs_more_ratings": int(counts[scoring.NEEDS_MORE_RATINGS]),
+        "mu": result.mu,
+        "seconds_read": round(t1 - t0, 3),
+        "seconds_score": round(t2 - t1, 3),
+    }

@@ -1,0 +1,96 @@
+"""The contributor's whole path in headless Chromium, as a new user would walk it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from notes.models import Note
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+PAGE = """<!doctype html><html><head><title>Vitamin C and the common cold</title></head><body>
+<nav>Home | Topics | Contact</nav>
+<article><h1>Vitamin C and the common cold</h1>
+<p>Many people take vitamin C hoping to prevent colds and flu. Large reviews of randomized controlled trials
+found that regular vitamin C supplements do not reduce how often adults in the general population catch colds.</p>
+<p>In trials, taking vitamin C after symptoms began did not shorten colds consistently. Very high doses can cause
+stomach upset and kidney stones in some people. Vaccination remains the best protection against influenza.</p>
+<p>Researchers reviewed 29 trials with more than 11,000 participants before reaching these conclusions about
+vitamin C, colds and influenza prevention in adults and children.</p></article>
+<footer>Copyright Health Portal</footer></body></html>"""
+
+
+def _shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"contributor-{name}.png"), full_page=True)
+
+
+@pytest.mark.browser
+@pytest.mark.worker
+def test_it_walks_from_signup_to_a_submitted_note(
+    page: Any, live_server: Any, celery_worker: Any, llm_server: Any, web_server: Any
+) -> None:
+    good = web_server.add("/vitamin-c.html", PAGE)
+    broken = web_server.url("/missing-page.html")  # 404
+    draft = "Randomized trials found vitamin C supplements do not prevent colds or flu in most adults; vaccination protects best."
+    llm_server.respond_with(lambda messages: draft)
+    base = live_server.url
+
+    page.goto(f"{base}/accounts/signup/")
+    page.fill("#id_username", "newcontrib")
+    page.fill("#id_password1", "a-long-Passphrase-42")
+    page.fill("#id_password2", "a-long-Passphrase-42")
+    page.uncheck("input[value=Rater]")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+    page.click("text=Flag a post")
+    page.fill("#id_text", "Taking vitamin C every day means you will never catch the flu!")
+    page.fill("#id_urls", f"{good}\n{broken}")
+    _shot(page, "1-flag")
+    page.click("button:has-text('Fetch evidence')")
+    page.wait_for_url(re.compile(r".*/drafts/\d+/$"))
+    _shot(page, "2-progress")
+
+    # Live progress: both sources settle without reloading the page by hand.
+    page.wait_for_selector(".snippet.state-failed", timeout=90_000)
+    page.wait_for_selector(".snippet.state-ready", timeout=90_000)
+    failed = page.locator(".snippet.state-failed")
+    assert "The site answered with an error" in failed.inner_text()
+    ready = page.locator(".snippet.state-ready")
+    assert "vitamin" in ready.locator("blockquote mark").first.inner_text().lower()
+    assert page.locator("#request-draft").count() == 0  # nothing to draft before review
+    _shot(page, "3-evidence")
+
+    ready.locator("button:has-text('This passage supports my note')").click()
+    page.wait_for_selector(".snippet.state-ready .review-state[data-state=confirmed]")
+    page.click("#request-draft")
+    page.wait_for_function(
+        "document.querySelector('#id_text') && document.querySelector('#id_text').value.length > 0", timeout=60_000
+    )
+    assert page.input_value("#id_text") == draft
+    assert "the LLM scripted-model" in page.inner_text(".draft-method")
+    _shot(page, "4-draft")
+
+    page.fill("#id_text", draft + " " + "Extra words that push this note well past the limit. " * 4)
+    assert page.is_disabled("#submit-note")
+    assert "Too long" in page.inner_text("#note-over")
+    _shot(page, "5-too-long")
+
+    page.fill("#id_text", draft)
+    assert page.is_enabled("#submit-note")
+    page.click("#submit-note")
+    page.wait_for_url(re.compile(r".*/posts/\d+/#note-\d+$"))
+    note = Note.objects.get()
+    assert note.text == draft
+    assert note.evidence_urls == [good]
+    assert draft in page.inner_text(f"#note-{note.pk}")
+    _shot(page, "6-posted")
+
+    page.click("text=My notes")
+    assert draft[:60] in page.inner_text("main")
+    page.set_viewport_size({"width": 390, "height": 844})
+    _shot(page, "7-my-notes-phone")

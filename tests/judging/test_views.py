@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+from django.urls import reverse
+
+from judging import services
+from judging.models import JudgeDecision, JudgeOverride
+from notes.models import NoteStatus
+from tests.judging.factories import answers, note_with_evidence
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def decisions(llm_server: Any) -> list[JudgeDecision]:
+    llm_server.respond_with(
+        answers(
+            relevance="Snippet 1 answers the claim.\nFinal decision: yes",
+            correctness="The note overstates the numbers.\nFinal decision: no",
+        )
+    )
+    run = services.judge_run_request(note=note_with_evidence(status=NoteStatus.HELPFUL))
+    while services.judge_run_step(run_id=run.pk):
+        pass
+    return list(JudgeDecision.objects.order_by("id"))
+
+
+@pytest.mark.parametrize("name", ["judging:decision_list", "judging:decision_export"])
+def test_it_refuses_the_audit_to_raters_and_contributors(name: str, rater_client: Any, contributor_client: Any) -> None:
+    assert rater_client.get(reverse(name)).status_code == 403
+    assert contributor_client.get(reverse(name)).status_code == 403
+
+
+def test_it_refuses_detail_and_override_to_non_admins(
+    decisions: list[JudgeDecision], rater_client: Any, contributor_client: Any
+) -> None:
+    d = decisions[0]
+    for client in (rater_client, contributor_client):
+        assert client.get(reverse("judging:decision_detail", args=[d.pk])).status_code == 403
+        url = reverse("judging:decision_override", args=[d.pk])
+        assert client.post(url, {"verdict": "no", "reason": "nope nope"}).status_code == 403
+    assert not JudgeOverride.objects.exists()
+
+
+def test_it_lists_and_filters_decisions_with_the_funnel(decisions: list[JudgeDecision], admin_client: Any) -> None:
+    response = admin_client.get(reverse("judging:decision_list"))
+    assert response.status_code == 200
+    page = list(response.context["page"])
+    assert {d.stage for d in page} == {"relevance", "correctness"}
+    funnel = response.context["funnel"]
+    assert (funnel.n_notes, funnel.n_relevant, funnel.n_correct) == (1, 1, 0)
+    helpful_row = response.context["agreement"][0]
+    assert (helpful_row.n_notes, helpful_row.fail_correctness) == (1, 1)
+    filtered = admin_client.get(reverse("judging:decision_list"), {"stage": "correctness", "verdict": "no"})
+    assert [d.stage for d in filtered.context["page"]] == ["correctness"]
+    none = admin_client.get(reverse("judging:decision_list"), {"judge_kind": "classifier"})
+    assert list(none.context["page"]) == []
+
+
+def test_it_returns_only_the_table_to_htmx(decisions: list[JudgeDecision], admin_client: Any) -> None:
+    response = admin_client.get(
+        reverse("judging:decision_list"), {"stage": "relevance"}, headers={"HX-Request": "true"}
+    )
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="table-section">')
+    assert "<html" not in body
+
+
+def test_it_shows_inputs_prompt_raw_output_and_reasoning(decisions: list[JudgeDecision], admin_client: Any) -> None:
+    d = decisions[1]
+    body = admin_client.get(reverse("judging:decision_detail", args=[d.pk])).content.decode()
+    assert "The note overstates the numbers." in body
+    assert "faithful to the snippets" in body  # the prompt
+    assert "Final decision: no" in body  # the raw output
+    assert "650,000 children" in body  # the inputs
+
+
+def test_it_requires_a_reason_to_override(decisions: list[JudgeDecision], admin_client: Any) -> None:
+    d = decisions[1]
+    url = reverse("judging:decision_override", args=[d.pk])
+    response = admin_client.post(url, {"verdict": "yes", "reason": ""})
+    assert response.status_code == 400
+    assert not JudgeOverride.objects.exists()
+    response = admin_client.post(url, {"verdict": "yes", "reason": "The numbers match the CDC page."})
+    assert response.status_code == 302
+    d.refresh_from_db()
+    assert (d.override_verdict, d.override_reason, d.overridden_by.get_username()) == (
+        "yes", "The numbers match the CDC page.", "ada",
+    )  # fmt: skip
+    trail = admin_client.get(reverse("judging:decision_detail", args=[d.pk])).content.decode()
+    assert "The numbers match the CDC page." in trail and "Audit trail" in trail
+
+
+def test_it_exports_filtered_decisions_as_csv(decisions: list[JudgeDecision], admin_client: Any) -> None:
+    response = admin_client.get(reverse("judging:decision_export"), {"stage": "relevance"})
+    assert response["Content-Type"] == "text/csv"
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [(r["stage"], r["verdict"], r["judge_kind"]) for r in rows] == [("relevance", "yes", "llm")]
+    assert rows[0]["note_status"] == NoteStatus.HELPFUL
+
+
+def test_it_runs_preflight_for_contributors_without_saving(contributor_client: Any, llm_server: Any) -> None:
+    llm_server.respond_with(answers(relevance="None of these help.\nFinal decision: no"))
+    response = contributor_client.post(
+        reverse("judging:preflight"),
+        {
+            "post_text": "Garlic cures flu",
+            "note_text": "No trial shows that.",
+            "urls": "",
+            "snippets": "Weather.\n\nSports.",
+        },
+    )
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "None of these help." in body and "the LLM scripted-model" in body
+    assert "Snippet 2:" in llm_server.requests[0]["messages"][-1]["content"]
+    assert not JudgeDecision.objects.exists()
+
+
+def test_it_refuses_preflight_to_raters(rater_client: Any) -> None:
+    assert rater_client.get(reverse("judging:preflight")).status_code == 403

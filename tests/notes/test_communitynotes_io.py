@@ -1,0 +1,191 @@
+"""Readers on every public sample file, writers, and scoring files without the database."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from notes import communitynotes_io as cio
+from notes import scoring_tsv, synthetic
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "communitynotes"
+if not DATA.exists():  # running from /work/main rather than a worktree
+    DATA = Path("/work/shared/data/communitynotes")
+
+
+def _data_lines(path: Path) -> int:
+    with path.open() as fh:
+        return sum(1 for _ in fh) - 1
+
+
+def test_it_reads_old_notes_by_header_name() -> None:
+    path = DATA / "colin-fraser" / "notes-00000.tsv"
+    report: cio.ReadReport = cio.ReadReport()
+    rows = list(report.rows(cio.read_notes(path)))
+    assert len(rows) == _data_lines(path) == 4880
+    assert not report.skipped
+    first = rows[0]
+    assert first.note_id == 1354870745806086150
+    assert first.author_id == "7EDD07641861C52611BCEB9F9BE7CD21"  # from the old participantId column
+    assert first.classification == cio.MISLEADING
+    assert first.trustworthy_sources is True
+    assert {r.classification for r in rows} == {cio.MISLEADING, cio.NOT_MISLEADING}
+
+
+def test_it_reads_v1_ratings_and_reports_skips() -> None:
+    path = DATA / "colin-fraser" / "ratings-00000.tsv"
+    report: cio.ReadReport = cio.ReadReport()
+    rows = list(report.rows(cio.read_ratings(path)))
+    assert report.read + sum(report.skipped.values()) == _data_lines(path)
+    # v1 rows with neither helpful nor notHelpful set carry no answer (the reference drops them too).
+    assert report.skipped == {"no helpfulness answer": 259}
+    assert {r.level for r in rows} == {cio.HELPFUL, cio.NOT_HELPFUL}
+    assert rows[0].value == 1.0
+    assert "helpfulInformative" in rows[0].tags
+    assert all("helpful" not in r.tags and "notHelpful" not in r.tags for r in rows)
+
+
+def test_it_reads_ratings_split_across_a_folder(tmp_path: Path) -> None:
+    src = DATA / "colin-fraser" / "ratings-00000.tsv"
+    lines = src.read_text().splitlines(keepends=True)
+    (tmp_path / "ratings-00000.tsv").write_text("".join(lines[:5000]))
+    (tmp_path / "ratings-00001.tsv").write_text(lines[0] + "".join(lines[5000:]))
+    (tmp_path / "README.md").write_text("not a tsv")
+    whole = list(cio.ReadReport().rows(cio.read_ratings(src)))
+    split = list(cio.ReadReport().rows(cio.read_ratings(tmp_path)))
+    assert split == whole
+
+
+def test_it_reads_new_helpfulness_levels(tmp_path: Path) -> None:
+    data = synthetic.generate(2_000, seed=1)
+    _, ratings = synthetic.write_tsv(data, tmp_path)
+    rows = list(cio.ReadReport().rows(cio.read_ratings(ratings)))
+    assert len(rows) == len(data.value)
+    assert sorted({r.value for r in rows}) == sorted(set(data.value.tolist()))
+
+
+def test_it_reads_old_status_history() -> None:
+    path = DATA / "mcroston" / "noteStatusHistory-00000.tsv"
+    report: cio.ReadReport = cio.ReadReport()
+    rows = list(report.rows(cio.read_status_history(path)))
+    assert len(rows) == _data_lines(path) == 36118
+    helpful = [r for r in rows if r.current_status == "CURRENTLY_RATED_HELPFUL"]
+    assert len(helpful) == 1154
+    # -1 means "never" in the dump; it reads as None. Old notes were Helpful before timestamps existed.
+    timed = [r for r in helpful if r.first_non_nmr_ms is not None]
+    assert len(timed) == 1154 - 866
+    assert all(r.first_non_nmr_status and (r.first_non_nmr_ms or 0) > 1.6e12 for r in timed)
+
+
+@pytest.mark.parametrize("name", ["scoredNotes_2022-12-10.tsv", "scoredNotes_2023-02-18.tsv"])
+def test_it_reads_reference_scored_notes(name: str) -> None:
+    path = DATA / "shiruken" / name
+    rows = list(cio.ReadReport().rows(cio.read_scored_notes(path)))
+    assert len(rows) == _data_lines(path)
+    helpful = [r for r in rows if r.status == "CURRENTLY_RATED_HELPFUL"]
+    assert helpful
+    assert all(r.intercept is not None for r in helpful)
+    if name.startswith("scoredNotes_2022"):
+        # Core scorer only at that time; its inertia keeps nothing Helpful below 0.39.
+        assert min(r.intercept for r in helpful) == pytest.approx(0.390, abs=5e-4)  # type: ignore[type-var]
+        assert all(r.num_ratings >= 5 for r in helpful)  # type: ignore[operator]
+
+
+def test_it_skips_malformed_rows(tmp_path: Path) -> None:
+    path = tmp_path / "ratings.tsv"
+    path.write_text(
+        "noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\n"
+        "1\tA\t5\tHELPFUL\n"
+        "x\tA\t5\tHELPFUL\n"
+        "2\t\t5\tHELPFUL\n"
+        "3\tB\t5\tMAYBE\n"
+        "4\tB\t5\n"
+    )
+    report: cio.ReadReport = cio.ReadReport()
+    rows = list(report.rows(cio.read_ratings(path)))
+    assert [r.note_id for r in rows] == [1]
+    assert report.skipped == {
+        "bad noteId": 1,
+        "missing rater id": 1,
+        "no helpfulness answer": 1,
+        "wrong number of fields": 1,
+    }
+    assert report.examples[0].line == 3
+
+
+def test_it_writes_reference_column_names(tmp_path: Path) -> None:
+    out = tmp_path / "scored_notes.tsv"
+    cio.write_scored_notes(out, [cio.ScoredNoteRow(7, 6, 0.41, -0.2, "CURRENTLY_RATED_HELPFUL")])
+    back = list(cio.ReadReport().rows(cio.read_scored_notes(out)))
+    assert back == [cio.ScoredNoteReference(7, 0.41, -0.2, "CURRENTLY_RATED_HELPFUL", 6)]
+    cio.write_helpfulness_scores(tmp_path / "h.tsv", [("A", 0.1, None)])
+    with (tmp_path / "h.tsv").open() as fh:
+        assert list(csv.reader(fh, delimiter="\t")) == [
+            ["raterParticipantId", "coreRaterIntercept", "coreRaterFactor1"],
+            ["A", "0.1", ""],
+        ]
+
+
+def test_it_scores_the_public_sample_files(tmp_path: Path) -> None:
+    shutil.copy(DATA / "colin-fraser" / "notes-00000.tsv", tmp_path / "notes.tsv")
+    summary = scoring_tsv.score_files(
+        notes_path=tmp_path / "notes.tsv",
+        ratings_path=DATA / "colin-fraser" / "ratings-00000.tsv",
+        outdir=tmp_path / "out",
+    )
+    assert summary["notes_written"] == 4880
+    assert summary["helpful"] + summary["not_helpful"] + summary["needs_more_ratings"] == 4880  # type: ignore[operator]
+    assert summary["not_helpful"] > 0  # type: ignore[operator]
+    with (tmp_path / "out" / "scored_notes.tsv").open() as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    assert list(rows[0]) == cio.SCORED_NOTES_COLUMNS
+    scored = [r for r in rows if r["coreNoteIntercept"]]
+    assert scored
+    assert all(int(r["numRatings"]) >= 5 for r in scored)
+    assert {r["coreRatingStatus"] for r in rows} <= {
+        "NEEDS_MORE_RATINGS",
+        "CURRENTLY_RATED_HELPFUL",
+        "CURRENTLY_RATED_NOT_HELPFUL",
+    }
+    with (tmp_path / "out" / "helpfulness_scores.tsv").open() as fh:
+        raters = list(csv.DictReader(fh, delimiter="\t"))
+    assert raters
+    assert sum(float(r["coreRaterFactor1"]) < 0 for r in raters) >= len(raters) / 2
+
+
+@pytest.mark.parametrize("make", ["sample", "synthetic"])
+def test_it_reads_the_same_ratings_on_the_fast_path(make: str, tmp_path: Path) -> None:
+    if make == "sample":
+        path = DATA / "colin-fraser" / "ratings-00000.tsv"
+    else:
+        _, path = synthetic.write_tsv(synthetic.generate(3_000, seed=2), tmp_path)
+    slow: cio.ReadReport = cio.ReadReport()
+    rows = list(slow.rows(cio.read_ratings(path)))
+    fast: cio.ReadReport = cio.ReadReport()
+    cols = cio.read_rating_columns(path, fast)
+    assert (fast.read, fast.skipped) == (slow.read, slow.skipped)
+    assert cols.note_id == [r.note_id for r in rows]
+    assert cols.rater_id == [r.rater_id for r in rows]
+    assert cols.value == [r.value for r in rows]
+    assert cols.incorrect == ["notHelpfulIncorrect" in r.tags for r in rows]
+    assert cols.any_not_helpful_tag == [any(t.startswith("notHelpful") for t in r.tags) for r in rows]
+
+
+def test_it_keeps_the_last_of_duplicate_ratings(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.tsv"
+    notes.write_text(
+        "noteId\tnoteAuthorParticipantId\tcreatedAtMillis\ttweetId\tclassification\tsummary\n"
+        "1\tA\t1700000000000\t9\tMISINFORMED_OR_POTENTIALLY_MISLEADING\tx\n"
+    )
+    ratings = tmp_path / "ratings.tsv"
+    ratings.write_text(
+        "noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\n"
+        "1\tB\t1700000000001\tHELPFUL\n1\tC\t1700000000002\tHELPFUL\n1\tB\t1700000000003\tNOT_HELPFUL\n"
+    )
+    data = scoring_tsv.load(notes, ratings)
+    assert data.dropped["duplicate rating"] == 1
+    by_rater = dict(zip([data.participant_ids[u] for u in data.ratings.rater], data.ratings.value, strict=True))
+    assert by_rater == {"B": 0.0, "C": 1.0}

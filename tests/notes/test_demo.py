@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from notes.models import Note, NoteStatus, Post, Rating
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any) -> None:
+    out = StringIO()
+    call_command("load_demo", stdout=out)
+    posts, notes, ratings = Post.objects.count(), Note.objects.count(), Rating.objects.count()
+    assert posts == 25
+    assert notes > posts
+    assert ratings > 5 * notes
+    assert not Post.objects.filter(is_demo=False).exists()
+    assert "login demo-contributor / crowdnotes-demo" in out.getvalue()
+    # The scorer gave the demo real statuses, not only Needs More Ratings.
+    statuses = set(Note.objects.values_list("status", flat=True))
+    assert {NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL} <= statuses
+    assert get_user_model().objects.get(username="demo-rater").has_perm("notes.add_rating")
+    assert get_user_model().objects.get(username="demo-admin").has_perm("judging.view_judgedecision")
+
+    call_command("load_demo", stdout=StringIO())
+    assert (Post.objects.count(), Note.objects.count(), Rating.objects.count()) == (posts, notes, ratings)
+    assert "demo content" in anon_client.get("/").content.decode()

@@ -1,0 +1,187 @@
+"""Rating service, rating queue and rating pages (with and without htmx)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from notes import selectors
+from notes.models import Note, Participant, Rating, RatingLevel
+from notes.roles import RATER
+from notes.services import RatingError, participant_for_user, post_create, rating_submit
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def note(contributor: Any) -> Note:
+    post = post_create(text="Vitamin C megadoses cure sepsis.", flagged_by=contributor)
+    return Note.objects.create(
+        post=post,
+        author=participant_for_user(user=contributor),
+        text="Trials found no mortality benefit from high-dose vitamin C in sepsis.",
+        evidence_urls=["https://example.org/vitamin-c-trial"],
+    )
+
+
+def test_it_keeps_one_rating_per_rater_and_lets_it_change(rater: Any, note: Note) -> None:
+    me = participant_for_user(user=rater)
+    _, created = rating_submit(rater=me, note=note, level=RatingLevel.HELPFUL, tags=["helpfulGoodSources"])
+    assert created
+    _, created = rating_submit(rater=me, note=note, level=RatingLevel.NOT_HELPFUL, tags=["notHelpfulIncorrect"])
+    assert not created
+    rating = Rating.objects.get(note=note)
+    assert (rating.level, rating.tags) == (RatingLevel.NOT_HELPFUL, ["notHelpfulIncorrect"])
+    note.refresh_from_db()
+    assert note.num_ratings == 1
+
+
+def test_it_refuses_authors_rating_their_own_note(contributor: Any, note: Note) -> None:
+    with pytest.raises(RatingError):
+        rating_submit(rater=participant_for_user(user=contributor), note=note, level=RatingLevel.HELPFUL)
+    assert not Rating.objects.exists()
+
+
+def test_it_refuses_tags_of_another_level(rater: Any, note: Note) -> None:
+    me = participant_for_user(user=rater)
+    with pytest.raises(RatingError):
+        rating_submit(rater=me, note=note, level=RatingLevel.HELPFUL, tags=["notHelpfulIncorrect"])
+    rating_submit(
+        rater=me, note=note, level=RatingLevel.SOMEWHAT_HELPFUL, tags=["helpfulClear", "notHelpfulMissingKeyPoints"]
+    )
+    assert Rating.objects.get().level == RatingLevel.SOMEWHAT_HELPFUL
+
+
+def test_it_rates_without_javascript(rater_client: Any, rater: Any, note: Note) -> None:
+    page = rater_client.get(f"/rate/{note.pk}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert note.text in html and note.post.text in html and "https://example.org/vitamin-c-trial" in html
+    response = rater_client.post(
+        f"/rate/{note.pk}/", {"level": "HELPFUL", "helpful_tags": ["helpfulGoodSources", "helpfulClear"]}
+    )
+    assert response.status_code == 302 and response["Location"] == "/rate/"
+    rating = Rating.objects.get(note=note, rater=participant_for_user(user=rater))
+    assert rating.tags == ["helpfulClear", "helpfulGoodSources"]
+    # The form comes back filled in with the rater's own answer.
+    assert 'value="HELPFUL"' in rater_client.get(f"/rate/{note.pk}/").content.decode().split("checked")[0][-200:]
+
+
+def test_it_rates_with_htmx_returning_only_the_form(rater_client: Any, note: Note) -> None:
+    response = rater_client.post(f"/rate/{note.pk}/", {"level": "NOT_HELPFUL"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.lstrip().startswith('<form method="post"') and "<html" not in html
+    assert "your rating is saved" in html
+    assert Rating.objects.get(note=note).level == RatingLevel.NOT_HELPFUL
+
+
+def test_it_shows_errors_for_wrong_tags(rater_client: Any, note: Note) -> None:
+    data = {"level": "HELPFUL", "not_helpful_tags": ["notHelpfulIncorrect"]}
+    response = rater_client.post(f"/rate/{note.pk}/", data)
+    assert response.status_code == 400
+    assert "do not go with a Helpful rating" in response.content.decode()
+    # With htmx the form fragment comes back as 200 (htmx does not swap error responses).
+    response = rater_client.post(f"/rate/{note.pk}/", data, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "do not go with a Helpful rating" in html and "<html" not in html
+    assert not Rating.objects.exists()
+
+
+def test_it_never_shows_other_ratings_before_rating(rater_client: Any, make_user: Any, note: Note) -> None:
+    other = make_user("olga", RATER)
+    rating_submit(
+        rater=participant_for_user(user=other), note=note, level=RatingLevel.NOT_HELPFUL, tags=["notHelpfulIncorrect"]
+    )
+    html = rater_client.get(f"/rate/{note.pk}/").content.decode()
+    assert "checked" not in html
+    assert "olga" not in html
+
+
+def test_it_forbids_rating_own_note_on_the_page(make_user: Any, note: Note, contributor: Any) -> None:
+    from django.contrib.auth.models import Group
+
+    from tests.conftest import CsrfClient
+
+    contributor.groups.add(Group.objects.get(name=RATER))
+    client = CsrfClient()
+    client.force_login(contributor)
+    assert client.get(f"/rate/{note.pk}/").status_code == 403
+    assert client.post(f"/rate/{note.pk}/", {"level": "HELPFUL"}).status_code == 403
+    assert not Rating.objects.exists()
+
+
+@pytest.mark.parametrize("who", ["anon", "contributor"])
+def test_it_refuses_non_raters(who: str, request: pytest.FixtureRequest, note: Note) -> None:
+    client = request.getfixturevalue(f"{who}_client")
+    for response in (client.get("/rate/"), client.get(f"/rate/{note.pk}/"), client.post(f"/rate/{note.pk}/", {})):
+        if who == "anon":
+            assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+        else:
+            assert response.status_code == 403
+    assert not Rating.objects.exists()
+
+
+def test_it_lists_notes_needing_this_raters_side_first(make_user: Any, rater: Any, contributor: Any) -> None:
+    author = participant_for_user(user=contributor)
+    post = post_create(text="5G towers spread viruses.", flagged_by=contributor)
+    rated_by_my_side, rated_by_other_side, unrated = (
+        Note.objects.create(post=post, author=author, text=t) for t in ("mine", "theirs", "none")
+    )
+    me = participant_for_user(user=rater)
+    me.rater_factor = -0.6
+    me.save()
+    for i, (note, factor) in enumerate(
+        [(rated_by_my_side, -0.5), (rated_by_my_side, -0.7), (rated_by_other_side, 0.8)]
+    ):
+        other = participant_for_user(user=make_user(f"r{i}", RATER))
+        Participant.objects.filter(pk=other.pk).update(rater_factor=factor)
+        rating_submit(rater=other, note=note, level=RatingLevel.HELPFUL)
+    queue = selectors.rating_queue(participant=me)
+    # Notes lacking my side first (fewest ratings first among them), the one my side rated last.
+    assert [n.text for n in queue] == ["none", "theirs", "mine"]
+    rating_submit(rater=me, note=unrated, level=RatingLevel.HELPFUL)
+    assert [n.text for n in selectors.rating_queue(participant=me)] == ["theirs", "mine"]
+    # Authors never see their own notes in the queue.
+    assert selectors.rating_queue(participant=author) == []
+
+
+def test_it_lists_the_queue_page_for_raters(rater_client: Any, note: Note) -> None:
+    html = rater_client.get("/rate/").content.decode()
+    assert f"/rate/{note.pk}/" in html
+    assert "Rescore all notes now" not in html  # raters cannot trigger scoring
+
+
+def test_it_shows_scores_to_admins_only(admin_client: Any, rater_client: Any, note: Note) -> None:
+    Note.objects.filter(pk=note.pk).update(status="CURRENTLY_RATED_HELPFUL", intercept=0.4567, factor=-0.1234)
+    admin_html = admin_client.get(f"/posts/{note.post_id}/").content.decode()
+    rater_html = rater_client.get(f"/posts/{note.post_id}/").content.decode()
+    for html in (admin_html, rater_html):
+        assert "Currently Rated Helpful" in html
+    assert "0.457" in admin_html and "-0.123" in admin_html
+    assert "0.457" not in rater_html and "-0.123" not in rater_html
+
+
+def test_it_offers_the_rating_link_to_raters_only(contributor_client: Any, rater_client: Any, note: Note) -> None:
+    assert f"/rate/{note.pk}/" not in contributor_client.get(f"/posts/{note.post_id}/").content.decode()
+    assert f"/rate/{note.pk}/" in rater_client.get(f"/posts/{note.post_id}/").content.decode()
+
+
+def test_it_shows_the_tags_of_the_chosen_level_with_htmx(rater_client: Any, note: Note) -> None:
+    full = rater_client.get(f"/rate/{note.pk}/").content.decode()
+    assert "Cites high-quality sources" in full and "Incorrect information" in full  # no JS: both groups
+    htmx = {"HX-Request": "true"}
+    helpful = rater_client.get(f"/rate/{note.pk}/?level=HELPFUL", headers=htmx).content.decode()
+    assert "Cites high-quality sources" in helpful and "Incorrect information" not in helpful
+    assert "<html" not in helpful
+    not_helpful = rater_client.get(
+        f"/rate/{note.pk}/?level=NOT_HELPFUL&not_helpful_tags=notHelpfulIncorrect", headers=htmx
+    ).content.decode()
+    assert "Cites high-quality sources" not in not_helpful and "Incorrect information" in not_helpful
+    tag_input = re.search(r'<input[^>]*value="notHelpfulIncorrect"[^>]*>', not_helpful)
+    assert tag_input is not None and "checked" in tag_input.group(0)  # kept while switching level
+    somewhat = rater_client.get(f"/rate/{note.pk}/?level=SOMEWHAT_HELPFUL", headers=htmx).content.decode()
+    assert "Cites high-quality sources" in somewhat and "Incorrect information" in somewhat

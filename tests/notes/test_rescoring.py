@@ -1,0 +1,189 @@
+"""Rescoring from the database: statuses, parameters, status history, task, beat, admin action."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from crowdnotes_site.celery import app
+from notes import scoring, selectors, services, synthetic
+from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
+from notes.tasks import score_notes
+from tests.conftest import wait_for
+
+LEVELS = {1.0: RatingLevel.HELPFUL, 0.5: RatingLevel.SOMEWHAT_HELPFUL, 0.0: RatingLevel.NOT_HELPFUL}
+
+
+def _load_synthetic(
+    n_ratings: int = 6000, seed: int = 2, note_age: timedelta = timedelta(days=1)
+) -> synthetic.SyntheticData:
+    """Put a synthetic community (two camps of raters) into the database."""
+    data = synthetic.generate(n_ratings, seed=seed, ratings_per_note=20, ratings_per_rater=30)
+    now = timezone.now()
+    people = Participant.objects.bulk_create(
+        [Participant(external_id=synthetic.participant_id(i)) for i in range(data.n_raters)]
+    )
+    post = Post.objects.create(text="Synthetic post", text_hash="x" * 64)
+    notes = Note.objects.bulk_create(
+        [
+            Note(
+                post=post, author=people[int(data.note_author[i])], text=f"note {i}", created_at=now - timedelta(days=1)
+            )
+            for i in range(data.n_notes)
+        ]
+    )
+    Rating.objects.bulk_create(
+        [
+            Rating(note=notes[n], rater=people[u], level=LEVELS[v], created_at=now - timedelta(hours=12))
+            for u, n, v in zip(data.rater.tolist(), data.note.tolist(), data.value.tolist(), strict=True)
+        ]
+    )
+    return data
+
+
+@pytest.mark.django_db
+def test_it_writes_statuses_parameters_and_status_history() -> None:
+    _load_synthetic()
+    now = timezone.now()
+    summary = services.notes_rescore(now=now)
+    assert summary["status_changes"] > 0
+    # The database now holds exactly what the pure scorer computes from the same rows.
+    inputs = selectors.scoring_inputs(now=now, lock_after_days=None)
+    expected = scoring.score(inputs.ratings, inputs.meta, len(inputs.participant_pks))
+    by_pk = {n.pk: n for n in Note.objects.all()}
+    for i, pk in enumerate(inputs.note_pks.tolist()):
+        assert by_pk[pk].status == scoring.STATUS_NAMES[int(expected.status[i])]
+        if np.isnan(expected.note_intercept[i]):
+            assert by_pk[pk].intercept is None
+        else:
+            assert by_pk[pk].intercept == pytest.approx(expected.note_intercept[i], abs=1e-6)
+    helpful = Note.objects.filter(status=NoteStatus.HELPFUL)
+    assert helpful.exists()
+    changes = NoteStatusChange.objects.filter(note__in=helpful)
+    assert changes.count() == helpful.count()
+    assert {(c.previous_status, c.changed_at) for c in changes} == {(NoteStatus.NEEDS_MORE_RATINGS, now)}
+    rated = Participant.objects.exclude(rater_factor=None)
+    assert rated.exists() and rated.filter(rater_factor__lt=0).count() >= rated.count() / 2
+
+    # Everyone turns against one Helpful note: the next run records the change with its time.
+    target = helpful.first()
+    assert target is not None
+    Rating.objects.filter(note=target).update(level=RatingLevel.NOT_HELPFUL)
+    later = now + timedelta(hours=1)
+    again = services.notes_rescore(now=later)
+    assert again["status_changes"] >= 1
+    target.refresh_from_db()
+    assert target.status == NoteStatus.NOT_HELPFUL
+    last = NoteStatusChange.objects.filter(note=target).order_by("changed_at").last()
+    assert last is not None
+    assert (last.previous_status, last.status, last.changed_at) == (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL, later)
+    # Nothing changed since: no new history.
+    before = NoteStatusChange.objects.count()
+    assert services.notes_rescore(now=later + timedelta(minutes=5))["status_changes"] == 0
+    assert NoteStatusChange.objects.count() == before
+
+
+@pytest.mark.django_db
+def test_it_locks_statuses_of_old_scored_notes() -> None:
+    _load_synthetic(seed=4)
+    now = timezone.now()
+    services.notes_rescore(now=now)
+    target = Note.objects.filter(status=NoteStatus.HELPFUL).first()
+    assert target is not None
+    Rating.objects.filter(note=target).update(level=RatingLevel.NOT_HELPFUL)
+    services.notes_rescore(now=now + timedelta(days=15))  # note created a day before `now`: now locked
+    target.refresh_from_db()
+    assert target.status == NoteStatus.HELPFUL
+
+
+@pytest.mark.django_db
+def test_it_queues_rescoring_from_the_admin(admin_client: Any, django_capture_on_commit_callbacks: Any) -> None:
+    post = Post.objects.create(text="p", text_hash="y" * 64)
+    note = Note.objects.create(post=post, text="n")
+    url = reverse("admin:notes_note_changelist")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = admin_client.post(url, {"action": "rescore_notes", "_selected_action": [note.pk], "index": 0})
+    assert response.status_code == 302
+    assert "Rescoring queued" in admin_client.get(response["Location"]).content.decode()
+    assert len(callbacks) == 1 and callbacks[0] == score_notes.delay
+
+
+@pytest.mark.django_db
+def test_it_queues_rescoring_from_the_button(admin_client: Any, django_capture_on_commit_callbacks: Any) -> None:
+    assert "Rescore all notes now" in admin_client.get("/rate/").content.decode()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = admin_client.post("/scoring/rescore/")
+    assert response.status_code == 302
+    assert callbacks == [score_notes.delay]
+
+
+@pytest.mark.django_db
+def test_it_refuses_the_button_to_raters(rater_client: Any) -> None:
+    assert rater_client.post("/scoring/rescore/").status_code == 403
+
+
+def test_it_schedules_rescoring_on_the_cpu_queue() -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["score-notes"]
+    assert entry["task"] == score_notes.name == "notes.tasks.score_notes"
+    assert float(entry["schedule"]) > 0  # type: ignore[arg-type]
+    route = app.amqp.router.route({}, score_notes.name)
+    assert route["queue"].name == "cpu"
+
+
+@pytest.mark.worker
+def test_it_rescores_in_a_real_worker(celery_worker: Any) -> None:
+    _load_synthetic(3000, seed=6)
+    score_notes.delay()
+    wait_for(lambda: Note.objects.exclude(scored_at=None).exists(), timeout=120)
+    assert NoteStatusChange.objects.exists()
+    assert Participant.objects.exclude(rater_factor=None).exists()
+
+
+def test_it_uses_utc_times() -> None:
+    assert selectors._millis(datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)) == 1000
+
+
+@pytest.mark.django_db
+def test_it_rescores_an_empty_database() -> None:
+    summary = services.notes_rescore()
+    assert summary["notes"] == 0 and summary["status_changes"] == 0
+
+
+@pytest.mark.django_db
+def test_it_counts_ratings_made_long_after_the_note() -> None:
+    # Notes written 10 days before their ratings: the reference's 48-hour window would leave no
+    # rater with a valid rating, so nobody would pass the reputation filter.
+    _load_synthetic(seed=9, note_age=timedelta(days=10))
+    services.notes_rescore()
+    assert Participant.objects.exclude(rater_factor=None).count() > 50
+    assert Note.objects.filter(status=NoteStatus.HELPFUL).exists()
+
+
+@pytest.mark.django_db
+def test_it_reads_ratings_into_scorer_arrays() -> None:
+    post = Post.objects.create(text="p", text_hash="z" * 64)
+    a, b = Participant.objects.create(external_id="a"), Participant.objects.create(external_id="b")
+    note = Note.objects.create(post=post, text="n", author=a)
+    when = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    Rating.objects.create(
+        note=note, rater=a, level=RatingLevel.NOT_HELPFUL, tags=["notHelpfulIncorrect"], created_at=when
+    )
+    Rating.objects.create(
+        note=note, rater=b, level=RatingLevel.SOMEWHAT_HELPFUL, tags=["helpfulClear", "notHelpfulHardToUnderstand"],
+        created_at=when + timedelta(seconds=1),
+    )  # fmt: skip
+    inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
+    order = np.argsort(inputs.ratings.created_at_ms)
+    r = inputs.ratings
+    assert r.value[order].tolist() == [0.0, 0.5]
+    assert r.incorrect_tag is not None and r.incorrect_tag[order].tolist() == [True, False]
+    assert r.any_not_helpful_tag is not None and r.any_not_helpful_tag[order].tolist() == [True, True]
+    assert r.created_at_ms is not None and r.created_at_ms[order].tolist() == [1740830400123, 1740830401123]
+    assert [inputs.participant_pks[u] for u in r.rater[order]] == [a.pk, b.pk]
+    assert inputs.meta.author is not None and inputs.participant_pks[inputs.meta.author[0]] == a.pk
