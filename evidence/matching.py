@@ -93,11 +93,11 @@ def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path 
 
     Computed once per model (about a minute on 2 cores for mpnet) and kept as .npy in cache_dir.
     """
+    folder = cache_dir or default_cache_dir()
+    path = folder / f"static-{Path(model_name).name}.npy"
     with _static_lock:
-        if model_name in _static:
-            return _static[model_name]
-        folder = cache_dir or default_cache_dir()
-        path = folder / f"static-{Path(model_name).name}.npy"
+        if str(path) in _static:
+            return _static[str(path)]
         if path.exists():
             table = np.load(path)
         else:
@@ -124,7 +124,7 @@ def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path 
             tmp = path.with_suffix(".tmp.npy")
             np.save(tmp, table)
             tmp.rename(path)
-        _static[model_name] = table
+        _static[str(path)] = table
         return table
 
 
