@@ -7,6 +7,7 @@ import io
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from evidence.fetch import HTML, PDF, TEXT
 
@@ -143,13 +144,13 @@ def _block_reason(raw: str, text: str, n_words: int) -> str | None:
 def _extract_html(html: str) -> tuple[str, str | None, str | None]:
     import trafilatura
 
-    doc = trafilatura.bare_extraction(
+    doc: Any = trafilatura.bare_extraction(
         html, with_metadata=True, include_comments=False, include_tables=True, deduplicate=False
     )
     text = (doc.text if doc is not None else None) or ""
     if count_words(text) < 80:
         # Short result: retry favouring recall, then trafilatura's own baseline extractor.
-        recall = trafilatura.bare_extraction(html, favor_recall=True, include_comments=False, with_metadata=False)
+        recall: Any = trafilatura.bare_extraction(html, favor_recall=True, include_comments=False, with_metadata=False)
         recall_text = (recall.text if recall is not None else None) or ""
         if count_words(recall_text) > count_words(text):
             text = recall_text

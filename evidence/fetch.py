@@ -72,6 +72,8 @@ class FetchPolicy:
     user_agent: str = USER_AGENT
     # Hook for tests and for custom DNS; must return IP address strings.
     resolver: Resolver | None = None
+    # Extra CA bundle (a private CA, or the tests' self-signed certificate); system CAs otherwise.
+    ca_certs: str | None = None
 
 
 @dataclass
@@ -302,16 +304,23 @@ def _parse_content_type(value: str) -> tuple[str, str | None]:
 def _pool(
     target: _Target, ip: str, policy: FetchPolicy, timeout: urllib3.Timeout
 ) -> urllib3.connectionpool.HTTPConnectionPool:
-    common = {"port": target.port, "timeout": timeout, "retries": False, "maxsize": 1, "block": False}
     if target.scheme == "https":
         conn_cls = type("Conn", (_GuardedHTTPSConnection,), {"allow_loopback": policy.allow_loopback_for_tests})
         https_pool = HTTPSConnectionPool(
-            ip, server_hostname=target.host, assert_hostname=target.host, cert_reqs="CERT_REQUIRED", **common
+            ip,
+            port=target.port,
+            timeout=timeout,
+            retries=False,
+            maxsize=1,
+            server_hostname=target.host,
+            assert_hostname=target.host,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=policy.ca_certs,
         )
         https_pool.ConnectionCls = conn_cls
         return https_pool
     conn_cls = type("Conn", (_GuardedHTTPConnection,), {"allow_loopback": policy.allow_loopback_for_tests})
-    http_pool = HTTPConnectionPool(ip, **common)
+    http_pool = HTTPConnectionPool(ip, port=target.port, timeout=timeout, retries=False, maxsize=1)
     http_pool.ConnectionCls = conn_cls
     return http_pool
 

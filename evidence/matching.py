@@ -93,18 +93,18 @@ def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path 
 
     Computed once per model (about a minute on 2 cores for mpnet) and kept as .npy in cache_dir.
     """
+    folder = cache_dir or default_cache_dir()
+    path = folder / f"static-{Path(model_name).name}.npy"
     with _static_lock:
-        if model_name in _static:
-            return _static[model_name]
-        folder = cache_dir or default_cache_dir()
-        path = folder / f"static-{Path(model_name).name}.npy"
+        if str(path) in _static:
+            return _static[str(path)]
         if path.exists():
             table = np.load(path)
         else:
             import torch
 
             tokenizer = model.tokenizer
-            transformer = model[0].auto_model
+            transformer: Any = model[0].auto_model
             size = len(tokenizer)
             table = np.zeros((size, transformer.config.hidden_size), dtype=np.float32)
             with torch.inference_mode():
@@ -124,7 +124,7 @@ def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path 
             tmp = path.with_suffix(".tmp.npy")
             np.save(tmp, table)
             tmp.rename(path)
-        _static[model_name] = table
+        _static[str(path)] = table
         return table
 
 
@@ -213,7 +213,7 @@ class Matcher:
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-normalized embeddings, reusing cached vectors by content hash."""
         keys = [(self._key, content_hash(text)) for text in texts]
-        found = [self.cache.get(key) for key in keys]
+        found: list[Any] = [self.cache.get(key) for key in keys]
         missing = [i for i, vector in enumerate(found) if vector is None]
         if missing:
             with self._encode_lock:  # torch already uses every core; parallel encodes only thrash
@@ -247,9 +247,12 @@ class Matcher:
             chosen = list(range(len(passages)))
         timings["prerank"] = int((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        vectors = self.embed([post, *[passages[i] for i in chosen]])
+        # The post gets its own encode call: batched with 512-token passages it would be padded
+        # to 512 tokens and cost as much as a whole passage.
+        post_vector = self.embed([post])[0]
+        vectors = self.embed([passages[i] for i in chosen])
         timings["embed"] = int((time.perf_counter() - started) * 1000)
-        sims = vectors[1:] @ vectors[0]
+        sims = vectors @ post_vector
         scores: list[float | None] = [None] * len(passages)
         for i, sim in zip(chosen, sims, strict=True):
             scores[i] = float(sim)

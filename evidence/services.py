@@ -10,7 +10,7 @@ import hashlib
 import logging
 import threading
 import time
-from datetime import timedelta
+from datetime import date, timedelta
 
 import numpy as np
 from django.conf import settings
@@ -111,6 +111,11 @@ def _is_transient(exc: FetchError) -> bool:
     return exc.error_code in TRANSIENT_CODES or (exc.error_code == "http_error" and exc.status in TRANSIENT_STATUSES)
 
 
+def snippet_fail(*, snippet_id: int, error_code: str, message: str) -> None:
+    """Mark a snippet failed from outside the pipeline (e.g. the task hit its soft time limit)."""
+    _set_state(snippet_id, Snippet.State.FAILED, error_code=error_code, error_message=message[:2000])
+
+
 def _fail(snippet_id: int, code: str, message: str, timings: dict[str, int]) -> None:
     _set_state(snippet_id, Snippet.State.FAILED, error_code=code, error_message=message[:2000], timings_ms=timings)
 
@@ -190,9 +195,7 @@ def _retrieve(
     return source
 
 
-def _parse_date(value: str | None) -> object:
-    from datetime import date
-
+def _parse_date(value: str | None) -> date | None:
     try:
         return date.fromisoformat(value[:10]) if value else None
     except ValueError:
@@ -206,7 +209,7 @@ def _load_cached_vectors(matcher: Matcher, passages: list[Passage]) -> None:
         embedding_model=matcher.model_label(), text_hash__in=hashes, embedding__isnull=False
     )
     for text_hash, blob in stored.values_list("text_hash", "embedding"):
-        matcher.cache.put((matcher.model_label(), text_hash), np.frombuffer(bytes(blob), dtype=np.float32))
+        matcher.cache.put((matcher.model_label(), text_hash), np.frombuffer(bytes(blob or b""), dtype=np.float32))
 
 
 def _store_vectors(matcher: Matcher, passages: list[Passage], indices: list[int]) -> None:
@@ -230,7 +233,9 @@ def snippet_process(*, snippet_id: int, final_attempt: bool = True) -> None:
     if not snippet_claim(snippet_id=snippet_id):
         log.info("snippet %s already claimed or done", snippet_id)
         return
-    snippet = Snippet.objects.select_related("post").get(pk=snippet_id)
+    snippet = Snippet.objects.select_related("post").filter(pk=snippet_id).first()
+    if snippet is None:  # removed by the contributor meanwhile
+        return
     matcher = get_matcher()
     timings: dict[str, int] = {}
     total = time.perf_counter()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 
@@ -12,6 +13,10 @@ def snippet_process(self, snippet_id: int) -> None:  # type: ignore[no-untyped-d
     retries = settings.EVIDENCE_FETCH_RETRIES
     try:
         services.snippet_process(snippet_id=snippet_id, final_attempt=self.request.retries >= retries)
+    except SoftTimeLimitExceeded:
+        services.snippet_fail(
+            snippet_id=snippet_id, error_code="timeout", message="processing exceeded the task time limit"
+        )
     except services.TransientEvidenceError as exc:
         countdown = settings.EVIDENCE_RETRY_BACKOFF * (2**self.request.retries)
         raise self.retry(exc=exc, countdown=countdown, max_retries=retries) from exc

@@ -3,6 +3,7 @@ from __future__ import annotations
 import gzip
 import io
 import zipfile
+from typing import Any
 
 import pytest
 
@@ -287,3 +288,62 @@ def test_it_reports_declared_charset(evidence_server: LoopbackServer, test_polic
 )
 def test_it_classifies_addresses(address: str, refused: bool) -> None:
     assert (address_refusal(address) is not None) is refused
+
+
+@pytest.fixture
+def tls_server(tmp_path: Any) -> Any:
+    """HTTPS on loopback with a self-signed certificate for the name secure.test."""
+    import shutil
+    import ssl
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [shutil.which("openssl") or "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=secure.test", "-addext", "subjectAltName=DNS:secure.test"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.headers["Host"])
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(PAGE)))
+            self.end_headers()
+            self.wfile.write(PAGE)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], str(cert), seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_it_verifies_tls_for_the_name_while_connecting_to_the_pinned_ip(tls_server: Any) -> None:
+    port, cert, seen = tls_server
+    policy = FetchPolicy(
+        allow_loopback_for_tests=True, ca_certs=cert, resolver=_resolver({"secure.test": ["127.0.0.1"]})
+    )
+    result = fetch(f"https://secure.test:{port}/", policy)
+    assert result.body == PAGE
+    assert seen == [f"secure.test:{port}"]
+
+
+def test_it_refuses_certificates_for_another_name_or_untrusted(tls_server: Any) -> None:
+    port, cert, _ = tls_server
+    wrong_name = FetchPolicy(
+        allow_loopback_for_tests=True, ca_certs=cert, resolver=_resolver({"other.test": ["127.0.0.1"]})
+    )
+    assert _code(f"https://other.test:{port}/", wrong_name) == "tls_error"
+    untrusted = FetchPolicy(allow_loopback_for_tests=True, resolver=_resolver({"secure.test": ["127.0.0.1"]}))
+    assert _code(f"https://secure.test:{port}/", untrusted) == "tls_error"

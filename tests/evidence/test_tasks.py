@@ -168,3 +168,11 @@ def test_it_refuses_probe_misuse() -> None:
         call_command("evidence_probe", "http://example.org/", "--post", "   ")
     with pytest.raises(CommandError):
         call_command("evidence_probe", "http://example.org/")
+
+
+def test_it_warms_up_the_model_and_its_prefilter_table(settings: Any, tmp_path: Any) -> None:
+    settings.MODEL_CACHE_DIR = tmp_path
+    out = StringIO()
+    call_command("evidence_warmup", "--model", "all-MiniLM-L6-v2", stdout=out)
+    assert (tmp_path / "static-all-MiniLM-L6-v2.npy").exists()
+    assert "all-MiniLM-L6-v2: ready" in out.getvalue()
