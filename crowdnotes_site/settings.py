@@ -79,7 +79,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "crowdnotes.sqlite3",
+            "NAME": str(VAR_DIR / "crowdnotes.sqlite3"),
             # SQLite is shared by the web process and the worker in the demo.
             "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
         }

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -30,6 +30,9 @@ from judging.pipeline import JudgeInput, PipelineResult, StageResult
 from judging.prompts import Evidence
 from judging.selectors import decisions_for_run, judge_input_for_note
 from notes.models import Note
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +236,7 @@ def _advance(run: JudgeRun) -> None:
 
 
 @transaction.atomic
-def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, user: Any) -> JudgeOverride:
+def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, user: User) -> JudgeOverride:
     """Override a verdict with a required reason; every override is kept in the trail."""
     reason = reason.strip()
     if not reason:

@@ -10,13 +10,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
 from judging.models import JudgeDecision
-from notes.access import endpoint
+from notes.access import AuthenticatedHttpRequest, endpoint
 
 VIEW = "judging.view_judgedecision"
 
 
 @endpoint(methods=["GET"], permission=VIEW)
-def decision_list(request: HttpRequest) -> HttpResponse:
+def decision_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = DecisionFilterForm(request.GET or None)
     decisions = selectors.decisions_filtered(form.filters())
     page = Paginator(decisions, 50).get_page(request.GET.get("page"))
@@ -33,7 +33,7 @@ def decision_list(request: HttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET"], permission=VIEW)
-def decision_detail(request: HttpRequest, decision_id: int) -> HttpResponse:
+def decision_detail(request: AuthenticatedHttpRequest, decision_id: int) -> HttpResponse:
     decision = get_object_or_404(JudgeDecision.objects.select_related("note__post", "run"), pk=decision_id)
     return _detail(request, decision, OverrideForm())
 
@@ -44,7 +44,7 @@ def _detail(request: HttpRequest, decision: JudgeDecision, form: OverrideForm, s
 
 
 @endpoint(methods=["POST"], permission="judging.change_judgedecision")
-def decision_override(request: HttpRequest, decision_id: int) -> HttpResponse:
+def decision_override(request: AuthenticatedHttpRequest, decision_id: int) -> HttpResponse:
     decision = get_object_or_404(JudgeDecision, pk=decision_id)
     form = OverrideForm(request.POST)
     if not form.is_valid():
@@ -57,7 +57,7 @@ def decision_override(request: HttpRequest, decision_id: int) -> HttpResponse:
 
 
 @endpoint(methods=["GET"], permission=VIEW)
-def decision_export(request: HttpRequest) -> HttpResponse:
+def decision_export(request: AuthenticatedHttpRequest) -> HttpResponse:
     decisions = selectors.decisions_filtered(DecisionFilterForm(request.GET or None).filters())
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="judge-decisions.csv"'
@@ -68,7 +68,7 @@ def decision_export(request: HttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_note")
-def preflight(request: HttpRequest) -> HttpResponse:
+def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Run the judges on a draft and show each verdict with its reasoning; submits nothing."""
     form = PreflightForm(request.POST or None)
     result = None

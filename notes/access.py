@@ -3,6 +3,11 @@
 `@endpoint(methods=["GET"], permission="notes.add_post")` rejects other methods with 405,
 sends anonymous visitors to the login page, and answers 403 to users without the
 permission. The declaration is kept on the view so the role-matrix test can read it.
+
+Views annotate `request` with one of the request types below, for the type checker:
+`HtmxHttpRequest` (any view; HtmxMiddleware sets `request.htmx` on every request) or
+`AuthenticatedHttpRequest` (only views whose endpoint requires login; the role-matrix test
+checks that no public view claims an authenticated user).
 """
 
 from __future__ import annotations
@@ -10,13 +15,29 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django_htmx.middleware import HtmxDetails
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 PUBLIC = None
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that went through django_htmx's HtmxMiddleware (installed for every request)."""
+
+    htmx: HtmxDetails
+
+
+class AuthenticatedHttpRequest(HtmxHttpRequest):
+    """A request to a view whose `@endpoint` requires login: `request.user` is never anonymous."""
+
+    user: User
 
 
 @dataclass(frozen=True)

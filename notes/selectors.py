@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import (
     BigIntegerField,
@@ -29,6 +28,9 @@ from django.shortcuts import get_object_or_404
 from evidence.models import Snippet
 from notes import scoring
 from notes.models import DraftJob, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 def posts_for_home(*, limit: int = 50) -> QuerySet[Post]:
@@ -79,7 +81,7 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
     return DraftGate(not reasons, reasons, confirmed, pending, processing)
 
 
-def drafts_for_user(*, user: AbstractBaseUser) -> QuerySet[DraftJob]:
+def drafts_for_user(*, user: User) -> QuerySet[DraftJob]:
     return (
         DraftJob.objects.filter(contributor=user)
         .exclude(state=DraftJob.State.SUBMITTED)
@@ -88,7 +90,7 @@ def drafts_for_user(*, user: AbstractBaseUser) -> QuerySet[DraftJob]:
     )
 
 
-def notes_for_user(*, user: AbstractBaseUser) -> QuerySet[Note]:
+def notes_for_user(*, user: User) -> QuerySet[Note]:
     return Note.objects.filter(author__user=user).select_related("post").order_by("-created_at")
 
 

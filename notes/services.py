@@ -4,10 +4,10 @@ import hashlib
 import re
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.db.models import F, Model
 from django.utils import timezone
@@ -26,6 +26,9 @@ from notes.models import (
     RatingLevel,
 )
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 
 def normalize_post_text(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().casefold()
@@ -35,14 +38,14 @@ def post_text_hash(text: str) -> str:
     return hashlib.sha256(normalize_post_text(text).encode()).hexdigest()
 
 
-def participant_for_user(*, user: AbstractBaseUser) -> Participant:
+def participant_for_user(*, user: User) -> Participant:
     """The scoring identity of an app user, created on first use."""
     participant, _ = Participant.objects.get_or_create(user=user, defaults={"external_id": f"user-{user.pk}"})
     return participant
 
 
 @transaction.atomic
-def user_signup(*, username: str, password: str, email: str, roles: list[str]) -> AbstractBaseUser:
+def user_signup(*, username: str, password: str, email: str, roles: list[str]) -> User:
     """Create an account in the chosen roles (Contributor and/or Rater)."""
     from django.contrib.auth import get_user_model
 
@@ -56,7 +59,7 @@ def user_signup(*, username: str, password: str, email: str, roles: list[str]) -
 def post_create(
     *,
     text: str,
-    flagged_by: AbstractBaseUser | None = None,
+    flagged_by: User | None = None,
     source_url: str = "",
     author_handle: str = "",
     **extra: object,
@@ -81,7 +84,7 @@ class FlowError(Exception):
 def post_flag(
     *,
     text: str,
-    user: AbstractBaseUser,
+    user: User,
     source_url: str = "",
     author_handle: str = "",
     posted_at: datetime | None = None,
@@ -115,7 +118,7 @@ def _add_snippets(job: DraftJob, urls: list[str]) -> list[Snippet]:
 
 
 @transaction.atomic
-def draft_job_start(*, post: Post, user: AbstractBaseUser, urls: list[str]) -> DraftJob:
+def draft_job_start(*, post: Post, user: User, urls: list[str]) -> DraftJob:
     """Open a draft for `post` and start fetching each evidence URL in the background."""
     job = DraftJob.objects.create(post=post, contributor=user, mode=DraftJob.Mode.AUGMENTATION)
     _add_snippets(job, urls)
@@ -134,7 +137,7 @@ def passage_hash(text: str) -> str:
 
 
 @transaction.atomic
-def snippet_review(*, snippet: Snippet, user: AbstractBaseUser, confirmed: bool) -> Snippet:
+def snippet_review(*, snippet: Snippet, user: User, confirmed: bool) -> Snippet:
     """Record that the contributor read the passage and confirmed (or rejected) it as support."""
     if snippet.state != Snippet.State.READY or snippet.passage is None:
         raise FlowError("This source has no passage to review yet.")
@@ -203,7 +206,9 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
         return job  # already done (a duplicate delivery) or cancelled
     confirmed = draft_gate(job=job).confirmed
     try:
-        draft = drafting.draft_note(post=job.post.text, snippets=[(s.url, s.passage.text) for s in confirmed])
+        # Every confirmed snippet has a passage (snippet_is_confirmed checks it); the filter narrows the type.
+        snippets = [(s.url, s.passage.text) for s in confirmed if s.passage is not None]
+        draft = drafting.draft_note(post=job.post.text, snippets=snippets)
     except drafting.DraftError as exc:
         DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
             state=DraftJob.State.FAILED, error=str(exc), updated_at=timezone.now()
@@ -223,7 +228,7 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
 
 
 @transaction.atomic
-def note_submit(*, job: DraftJob, user: AbstractBaseUser, text: str) -> Note:
+def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     """Record the contributor's note with its evidence, confirmations and starting draft.
 
     Submitting queues the judges; nothing is published automatically.

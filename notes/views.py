@@ -2,16 +2,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import login
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django_htmx.middleware import HtmxDetails
 
 from evidence.models import Snippet
 from notes import selectors, services
-from notes.access import PUBLIC, endpoint
+from notes.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
 from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
 from notes.models import DraftJob, Participant, Post
 
@@ -43,45 +41,40 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(request, "registration/signup.html", {"form": form})
 
 
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _participant(request: HttpRequest) -> Participant:
-    user = request.user
-    assert isinstance(user, AbstractBaseUser)  # @endpoint with a permission requires login
-    return services.participant_for_user(user=user)
+def _participant(request: AuthenticatedHttpRequest) -> Participant:
+    return services.participant_for_user(user=request.user)
 
 
 # --- Contributor flow ------------------------------------------------------------------------
 
 
-def _own_job(request: HttpRequest, job_id: int) -> DraftJob:
+def _own_job(request: AuthenticatedHttpRequest, job_id: int) -> DraftJob:
     return get_object_or_404(DraftJob.objects.select_related("post"), pk=job_id, contributor=request.user)
 
 
-def _own_snippet(request: HttpRequest, snippet_id: int) -> Snippet:
+def _own_snippet(request: AuthenticatedHttpRequest, snippet_id: int) -> Snippet:
     return get_object_or_404(
         Snippet.objects.select_related("draft_job", "passage"), pk=snippet_id, draft_job__contributor=request.user
     )
 
 
-def _workspace(request: HttpRequest, job: DraftJob, **extra: object) -> HttpResponse:
-    context = {"job": job, "gate": selectors.draft_gate(job=job), **extra}
+def _workspace(request: HtmxHttpRequest, job: DraftJob, **extra: object) -> HttpResponse:
+    gate = selectors.draft_gate(job=job)
+    context = {"job": job, "gate": gate, **extra}
     if request.htmx:
         response = render(request, "notes/draft_detail.html#workspace", context)
         if request.GET.get("was") == DraftJob.State.DRAFTING and job.state != DraftJob.State.DRAFTING:
             response["HX-Refresh"] = "true"  # the editor needs the new draft text
         return response
     if "note_form" not in context:
-        urls = [s.url for s in context["gate"].confirmed]  # type: ignore[attr-defined]
+        urls = [s.url for s in gate.confirmed]
         context["note_form"] = NoteForm(initial={"text": job.draft_text}, urls=urls)
     context.setdefault("add_form", AddEvidenceForm(existing=[]))
     return render(request, "notes/draft_detail.html", context)
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_post")
-def contribute(request: HttpRequest) -> HttpResponse:
+def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     post_id = request.GET.get("post", "")
     post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
     form = ContributeForm(request.POST or None, initial={"text": post.text if post else ""})
@@ -102,12 +95,12 @@ def contribute(request: HttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET"], permission="notes.view_draftjob")
-def draft_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+def draft_detail(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     return _workspace(request, _own_job(request, job_id))
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
-def draft_add_urls(request: HttpRequest, job_id: int) -> HttpResponse:
+def draft_add_urls(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
     form = AddEvidenceForm(request.POST, existing=list(job.snippets.values_list("url", flat=True)))
     if not form.is_valid():
@@ -120,7 +113,7 @@ def draft_add_urls(request: HttpRequest, job_id: int) -> HttpResponse:
 
 
 @endpoint(methods=["POST"], permission="evidence.change_snippet")
-def snippet_action(request: HttpRequest, snippet_id: int, action: str) -> HttpResponse:
+def snippet_action(request: AuthenticatedHttpRequest, snippet_id: int, action: str) -> HttpResponse:
     snippet = _own_snippet(request, snippet_id)
     job = snippet.draft_job
     assert job is not None
@@ -141,13 +134,13 @@ def snippet_action(request: HttpRequest, snippet_id: int, action: str) -> HttpRe
 
 
 @endpoint(methods=["GET"], permission="notes.view_draftjob")
-def snippet_context(request: HttpRequest, snippet_id: int) -> HttpResponse:
+def snippet_context(request: AuthenticatedHttpRequest, snippet_id: int) -> HttpResponse:
     snippet = _own_snippet(request, snippet_id)
     return render(request, "notes/snippet_context.html", selectors.snippet_in_context(snippet=snippet))
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
-def draft_request(request: HttpRequest, job_id: int) -> HttpResponse:
+def draft_request(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
     try:
         job = services.draft_job_request_draft(job=job)
@@ -159,7 +152,7 @@ def draft_request(request: HttpRequest, job_id: int) -> HttpResponse:
 
 
 @endpoint(methods=["POST"], permission="notes.add_note")
-def note_submit(request: HttpRequest, job_id: int) -> HttpResponse:
+def note_submit(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
     gate = selectors.draft_gate(job=job)
     form = NoteForm(request.POST, urls=[s.url for s in gate.confirmed])
@@ -175,7 +168,7 @@ def note_submit(request: HttpRequest, job_id: int) -> HttpResponse:
 
 
 @endpoint(methods=["GET"], permission="notes.add_note")
-def my_notes(request: HttpRequest) -> HttpResponse:
+def my_notes(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "drafts": selectors.drafts_for_user(user=request.user),
         "notes": selectors.notes_for_user(user=request.user),
@@ -184,14 +177,14 @@ def my_notes(request: HttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET"], permission="notes.add_rating")
-def rating_queue(request: HttpRequest) -> HttpResponse:
+def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     participant = _participant(request)
     notes = selectors.rating_queue(participant=participant)
     return render(request, "notes/rating_queue.html", {"notes": notes})
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
-def rate_note(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
+def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     participant = _participant(request)
     note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
     if note.author_id == participant.pk:
@@ -210,14 +203,14 @@ def rate_note(request: HtmxHttpRequest, note_id: int) -> HttpResponse:
 
 
 @endpoint(methods=["POST"], permission="notes.run_scoring")
-def rescore(request: HttpRequest) -> HttpResponse:
+def rescore(request: AuthenticatedHttpRequest) -> HttpResponse:
     services.notes_rescore_request()
     messages.success(request, "Rescoring queued; statuses update when it finishes.")
     return redirect("rating_queue")
 
 
 @endpoint(methods=["POST"], permission="notes.add_note")
-def note_preflight(request: HttpRequest, job_id: int) -> HttpResponse:
+def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     """Run the judges on the text in the editor and show their verdicts; submits nothing."""
     job = _own_job(request, job_id)
     gate = selectors.draft_gate(job=job)

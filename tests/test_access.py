@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+import typing
 from typing import Any
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from notes.access import Access
+from notes.access import Access, AuthenticatedHttpRequest
 from notes.models import Note
 from notes.roles import ADMIN, CONTRIBUTOR, RATER, ROLE_PERMISSIONS
 from notes.services import post_create
@@ -30,6 +32,18 @@ def _our_patterns(resolver: URLResolver | None = None, prefix: str = "") -> list
 def test_it_declares_methods_and_permission_on_every_view() -> None:
     undeclared = [route for route, p in _our_patterns() if not isinstance(getattr(p.callback, "access", None), Access)]
     assert undeclared == []
+
+
+def test_it_requires_login_wherever_a_view_is_typed_for_a_signed_in_user() -> None:
+    """`request: AuthenticatedHttpRequest` tells the type checker `request.user` is never anonymous:
+    only true when the view's endpoint sends anonymous visitors to the login page first."""
+    claims = {}
+    for route, p in _our_patterns():
+        request_type = typing.get_type_hints(inspect.unwrap(p.callback)).get("request")
+        if isinstance(request_type, type) and issubclass(request_type, AuthenticatedHttpRequest):
+            access = getattr(p.callback, "access", None)
+            claims[route] = isinstance(access, Access) and access.login_required
+    assert claims and all(claims.values()), claims
 
 
 def _fill(route: str, objects: dict[str, int]) -> str:
