@@ -43,9 +43,9 @@ def _loopback_only_connect(self: socket.socket, address: Any) -> Any:
 
 @pytest.fixture(autouse=True, scope="session")
 def _block_outbound_network() -> Iterator[None]:
-    socket.socket.connect = _loopback_only_connect  # type: ignore[method-assign]
-    yield
-    socket.socket.connect = _real_connect  # type: ignore[method-assign]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", _loopback_only_connect)
+        yield
 
 
 # --- Clients ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -63,9 +64,12 @@ def test_it_reuses_cached_embeddings_by_content_hash(minilm_matcher: Matcher, mo
     first = minilm_matcher.embed(passages)
     calls: list[int] = []
     original = minilm_matcher.model.encode
-    monkeypatch.setattr(
-        minilm_matcher.model, "encode", lambda texts, **kw: calls.append(len(texts)) or original(texts, **kw)
-    )
+
+    def counting_encode(texts: list[str], **kw: Any) -> Any:
+        calls.append(len(texts))
+        return original(texts, **kw)
+
+    monkeypatch.setattr(minilm_matcher.model, "encode", counting_encode)
     second = minilm_matcher.embed(passages)
     assert calls == []
     np.testing.assert_allclose(first, second)

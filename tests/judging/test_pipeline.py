@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from judging import steps
@@ -142,7 +143,7 @@ def test_it_uses_the_classifier_for_helpfulness_when_offline() -> None:
     class Model:
         version = "helpfulness-clf-test"
 
-        def predict_proba_helpful(self, texts: list[str]) -> list[float]:
+        def predict_proba_helpful(self, texts: Sequence[str]) -> list[float]:
             return [0.2 for _ in texts]
 
     judges = build_judges(client=None, classifier=Model())

@@ -88,6 +88,7 @@ def test_it_requires_a_reason_to_override(decisions: list[JudgeDecision], admin_
     response = admin_client.post(url, {"verdict": "yes", "reason": "The numbers match the CDC page."})
     assert response.status_code == 302
     d.refresh_from_db()
+    assert d.overridden_by is not None
     assert (d.override_verdict, d.override_reason, d.overridden_by.get_username()) == (
         "yes", "The numbers match the CDC page.", "ada",
     )  # fmt: skip

@@ -49,7 +49,7 @@ def test_it_requires_every_snippet_reviewed_and_one_confirmed(contributor_client
     _review(contributor_client, first, "confirm")
     first.refresh_from_db()
     assert first.confirmation == Snippet.Confirmation.CONFIRMED
-    assert first.confirmed_by.username == "carla"
+    assert first.confirmed_by is not None and first.confirmed_by.username == "carla"
     assert first.confirmed_at is not None
     assert 'id="request-draft"' in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
 
@@ -60,6 +60,7 @@ def test_it_invalidates_a_confirmation_when_the_passage_changes(contributor_clie
     snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
     _review(contributor_client, snippet, "confirm")
     assert draft_gate(job=job).can_draft
+    assert snippet.passage is not None
     snippet.passage.text = "A different passage now."
     snippet.passage.save()
     gate = draft_gate(job=job)
@@ -114,6 +115,7 @@ def test_it_submits_the_note_with_evidence_confirmations_and_draft(contributor_c
     assert note.origin == Note.Origin.AUGMENTED
     assert note.evidence_urls == ["https://a.example/1"]
     assert note.draft_text == "Machine draft."
+    assert note.author is not None and note.author.user is not None
     assert note.author.user.username == "carla"
     assert list(note.snippets.all()) == [kept]
     assert note.status_changes.count() == 1

@@ -179,11 +179,12 @@ def test_it_reads_ratings_into_scorer_arrays() -> None:
         created_at=when + timedelta(seconds=1),
     )  # fmt: skip
     inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
-    order = np.argsort(inputs.ratings.created_at_ms)
     r = inputs.ratings
+    assert r.created_at_ms is not None
+    order = np.argsort(r.created_at_ms)
     assert r.value[order].tolist() == [0.0, 0.5]
     assert r.incorrect_tag is not None and r.incorrect_tag[order].tolist() == [True, False]
     assert r.any_not_helpful_tag is not None and r.any_not_helpful_tag[order].tolist() == [True, True]
-    assert r.created_at_ms is not None and r.created_at_ms[order].tolist() == [1740830400123, 1740830401123]
+    assert r.created_at_ms[order].tolist() == [1740830400123, 1740830401123]
     assert [inputs.participant_pks[u] for u in r.rater[order]] == [a.pk, b.pk]
     assert inputs.meta.author is not None and inputs.participant_pks[inputs.meta.author[0]] == a.pk
