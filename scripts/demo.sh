@@ -13,6 +13,9 @@ PY=.venv/bin/python
 mkdir -p var/log
 $PY manage.py migrate --noinput -v0
 $PY manage.py load_demo
+# Unpack and load the embedding model and build its pre-filter table now (first run:
+# about 1-2 min), so the first snippet does not wait for it; later runs find it in var/models.
+$PY manage.py evidence_warmup
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; }
