@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
 from django.db.models import (
     BigIntegerField,
@@ -24,6 +25,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Least
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from evidence.models import Snippet
 from notes import scoring
@@ -51,6 +53,8 @@ class DraftGate:
     confirmed: list[Snippet]
     pending_review: list[Snippet]
     processing: list[Snippet]
+    # Ready and unreviewed, while the refine task still compares the passages the pre-filter skipped.
+    refining: list[Snippet] = field(default_factory=list)
 
 
 def snippet_is_confirmed(snippet: Snippet) -> bool:
@@ -78,7 +82,13 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
         reasons.append(f"Review every snippet first: {len(pending)} still need your confirm or reject.")
     if not confirmed:
         reasons.append("Confirm at least one snippet that supports the context you want to add.")
-    return DraftGate(not reasons, reasons, confirmed, pending, processing)
+    return DraftGate(not reasons, reasons, confirmed, pending, processing, [s for s in pending if snippet_refining(s)])
+
+
+def snippet_refining(snippet: Snippet) -> bool:
+    """The refine task has passages left to compare (recently enough that it is still running)."""
+    recent = timezone.now() - snippet.updated_at < timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+    return settings.EVIDENCE_REFINE and recent and any(score is None for score in snippet.scores or [])
 
 
 def drafts_for_user(*, user: User) -> QuerySet[DraftJob]:

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.models import F, Model
 from django.utils import timezone
 
-from evidence.models import Snippet
+from evidence.models import Passage, Snippet
 from notes import scoring, selectors
 from notes.models import (
     HELPFUL_TAGS,
@@ -137,17 +137,31 @@ def passage_hash(text: str) -> str:
 
 
 @transaction.atomic
-def snippet_review(*, snippet: Snippet, user: User, confirmed: bool) -> Snippet:
-    """Record that the contributor read the passage and confirmed (or rejected) it as support."""
+def snippet_review(*, snippet: Snippet, user: User, confirmed: bool, passage_id: int | None = None) -> Snippet:
+    """Record that the contributor read the passage and confirmed (or rejected) it as support.
+
+    passage_id is the passage the page showed. The refine task may switch a pending snippet to a
+    better passage at any moment; a review of the passage that was replaced is refused, so nobody
+    confirms text they did not read. The update is conditional, so it serializes with the refine's.
+    """
     if snippet.state != Snippet.State.READY or snippet.passage is None:
         raise FlowError("This source has no passage to review yet.")
     if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
         raise FlowError("This note was already submitted.")
-    snippet.confirmation = Snippet.Confirmation.CONFIRMED if confirmed else Snippet.Confirmation.REJECTED
-    snippet.confirmed_by = user
-    snippet.confirmed_at = timezone.now()
-    snippet.confirmed_text_hash = passage_hash(snippet.passage.text)
-    snippet.save(update_fields=["confirmation", "confirmed_by", "confirmed_at", "confirmed_text_hash", "updated_at"])
+    shown: int = snippet.passage.pk if passage_id is None else passage_id
+    current = Passage.objects.filter(pk=shown).first()
+    fields = {
+        "confirmation": Snippet.Confirmation.CONFIRMED if confirmed else Snippet.Confirmation.REJECTED,
+        "confirmed_by": user,
+        "confirmed_at": timezone.now(),
+        "confirmed_text_hash": passage_hash(current.text) if current else "",
+        "updated_at": timezone.now(),
+    }
+    if current is None or not Snippet.objects.filter(pk=snippet.pk, passage_id=shown).update(**fields):
+        raise FlowError(
+            "A closer passage was found for this source while you were reading: read it, then review again."
+        )
+    snippet.refresh_from_db()
     return snippet
 
 

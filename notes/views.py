@@ -119,7 +119,13 @@ def snippet_action(request: AuthenticatedHttpRequest, snippet_id: int, action: s
     assert job is not None
     try:
         if action in ("confirm", "reject"):
-            services.snippet_review(snippet=snippet, user=request.user, confirmed=action == "confirm")
+            shown = request.POST.get("passage", "")
+            services.snippet_review(
+                snippet=snippet,
+                user=request.user,
+                confirmed=action == "confirm",
+                passage_id=int(shown) if shown.isdigit() else None,
+            )
         elif action == "retry":
             services.snippet_retry(snippet=snippet)
         elif action == "remove":
@@ -127,6 +133,8 @@ def snippet_action(request: AuthenticatedHttpRequest, snippet_id: int, action: s
         else:
             raise Http404
     except services.FlowError as exc:
+        if request.htmx:  # the swapped-in workspace shows it; a message would only appear on the next page
+            return _workspace(request, job, flow_error=str(exc))
         messages.error(request, str(exc))
     if request.htmx:
         return _workspace(request, job)

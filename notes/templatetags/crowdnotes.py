@@ -57,3 +57,9 @@ def domain(url: str) -> str:
 @register.filter
 def error_text(code: str) -> str:
     return ERROR_MESSAGES.get(code or "", "This source could not be used.")
+
+
+@register.filter
+def scored_count(scores: list[float | None] | None) -> int:
+    """How many passages have a similarity score yet (the pre-filter leaves the others None)."""
+    return sum(score is not None for score in scores or [])

@@ -175,3 +175,79 @@ def test_it_shows_the_judges_preflight_verdicts_without_submitting(
     assert not Note.objects.exists()
     assert len(llm_server.requests) == 3
     assert all(r["temperature"] == 0 for r in llm_server.requests)
+
+
+def _replace_passage(snippet: Snippet, text: str) -> None:
+    """What the refine task does when it finds a closer passage for an unreviewed snippet."""
+    from evidence.models import Passage
+
+    assert snippet.source is not None
+    closer = Passage.objects.create(
+        source=snippet.source, embedding_model="test", chunk_index=1, text=text, char_start=0, char_end=len(text)
+    )
+    Snippet.objects.filter(pk=snippet.pk).update(passage=closer, similarity=0.9)
+
+
+def test_it_refuses_to_confirm_a_passage_replaced_while_the_contributor_read(contributor_client: Any, job: Any) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    shown = snippet.passage_id
+    _replace_passage(snippet, "Vitamin C shortens colds slightly in people under heavy physical stress.")
+    response = contributor_client.post(f"/snippets/{snippet.pk}/confirm/", {"passage": shown}, follow=True)
+    assert "A closer passage was found for this source" in response.content.decode()
+    snippet.refresh_from_db()
+    assert snippet.confirmation == Snippet.Confirmation.PENDING
+    assert snippet.confirmed_by is None
+    # The page now shows the new passage; confirming that one works.
+    assert "heavy physical stress" in response.content.decode()
+    contributor_client.post(f"/snippets/{snippet.pk}/confirm/", {"passage": snippet.passage_id})
+    snippet.refresh_from_db()
+    assert snippet.confirmation == Snippet.Confirmation.CONFIRMED
+
+
+def test_it_shows_a_stale_review_error_inside_the_htmx_workspace(contributor_client: Any, job: Any) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    shown = snippet.passage_id
+    _replace_passage(snippet, "A closer passage about vitamin C and colds.")
+    response = contributor_client.post(f"/snippets/{snippet.pk}/reject/", {"passage": shown}, HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="workspace"' in html and "<html" not in html
+    assert 'role="alert">A closer passage was found' in html
+    snippet.refresh_from_db()
+    assert snippet.confirmation == Snippet.Confirmation.PENDING
+
+
+def test_the_review_forms_carry_the_passage_shown(contributor_client: Any, job: Any) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert html.count(f'name="passage" value="{snippet.passage_id}"') == 2
+
+
+def test_it_says_when_the_best_passage_may_still_change_and_keeps_polling(
+    contributor_client: Any, job: Any, settings: Any
+) -> None:
+    settings.EVIDENCE_REFINE = True
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, None, 0.42, None, None])
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "Best of 2 of 5 passages so far" in html
+    assert 'hx-trigger="every 1s"' in html
+    # Once reviewed, the passage can no longer change: no notice, no polling.
+    contributor_client.post(f"/snippets/{snippet.pk}/confirm/", {"passage": snippet.passage_id})
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "passages so far" not in html
+    assert 'hx-trigger="every 1s"' not in html
+
+
+def test_it_shows_no_refine_notice_when_every_passage_is_scored_or_refine_is_off(
+    contributor_client: Any, job: Any, settings: Any
+) -> None:
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    settings.EVIDENCE_REFINE = True
+    Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, 0.2, 0.42])
+    assert "passages so far" not in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    settings.EVIDENCE_REFINE = False
+    Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, None, 0.42])
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "passages so far" not in html
+    assert 'hx-trigger="every 1s"' not in html
