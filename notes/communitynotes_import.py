@@ -71,6 +71,12 @@ def _posts(tweet_ids: set[str]) -> dict[str, int]:
     return existing
 
 
+def _imported_notes(note_ids: Iterable[int]) -> dict[str | None, int]:
+    """external id -> pk of the notes among these noteIds that are already imported."""
+    ids = {str(i) for i in note_ids}
+    return dict(Note.objects.filter(external_id__in=ids).values_list("external_id", "pk"))
+
+
 def import_notes(path: str | Path, report: ImportReport) -> None:
     read: cio.ReadReport = cio.ReadReport()
     for batch in _batches(read.rows(cio.read_notes(path))):
@@ -101,9 +107,7 @@ def import_ratings(path: str | Path, report: ImportReport) -> None:
     touched: set[int] = set()
     for batch in _batches(read.rows(cio.read_ratings(path))):
         with transaction.atomic():
-            notes = dict(
-                Note.objects.filter(external_id__in={str(r.note_id) for r in batch}).values_list("external_id", "pk")
-            )
+            notes = _imported_notes(r.note_id for r in batch)
             known = [r for r in batch if str(r.note_id) in notes]
             report.skipped["ratings: note not imported"] += len(batch) - len(known)
             people = _participants({r.rater_id for r in known})
@@ -133,9 +137,7 @@ def import_status_history(path: str | Path, report: ImportReport) -> None:
     valid = set(NoteStatus.values)
     for batch in _batches(read.rows(cio.read_status_history(path))):
         with transaction.atomic():
-            notes = dict(
-                Note.objects.filter(external_id__in={str(h.note_id) for h in batch}).values_list("external_id", "pk")
-            )
+            notes = _imported_notes(h.note_id for h in batch)
             known = [h for h in batch if str(h.note_id) in notes]
             report.skipped["status history: note not imported"] += len(batch) - len(known)
             existing = set(

@@ -152,7 +152,21 @@ def _first(rec: dict[str, str], *names: str) -> str | None:
     return None
 
 
-def read_notes(path: str | Path) -> Iterator[NoteRow | Skipped]:
+@dataclass(frozen=True)
+class _Record:
+    """A data row whose noteId reads, with where it stands (for the reader's own skips)."""
+
+    file: str
+    line: int
+    rec: dict[str, str]
+    note_id: int
+
+    def skip(self, reason: str) -> Skipped:
+        return Skipped(self.file, self.line, reason)
+
+
+def _note_records(path: str | Path) -> Iterator[_Record | Skipped]:
+    """Every data row of the file(s) at `path`; Skipped for a wrong field count or a bad noteId."""
     for file in tsv_files(path):
         for line, rec in _records(file):
             if rec is None:
@@ -162,29 +176,37 @@ def read_notes(path: str | Path) -> Iterator[NoteRow | Skipped]:
             if note_id is None:
                 yield Skipped(str(file), line, "bad noteId")
                 continue
-            author = _first(rec, "noteAuthorParticipantId", "participantId")
-            if not author:
-                yield Skipped(str(file), line, "missing author id")
-                continue
-            created = _int(rec.get("createdAtMillis"))
-            if created is None:
-                yield Skipped(str(file), line, "bad createdAtMillis")
-                continue
-            classification = (rec.get("classification") or "").strip()
-            if classification not in {MISLEADING, NOT_MISLEADING}:
-                yield Skipped(str(file), line, "unknown classification")
-                continue
-            yield NoteRow(
-                note_id=note_id,
-                author_id=author,
-                created_at_ms=created,
-                tweet_id=(rec.get("tweetId") or "").strip(),
-                classification=classification,
-                summary=rec.get("summary") or "",
-                trustworthy_sources=_flag(rec.get("trustworthySources")),
-                is_media_note=_flag(rec.get("isMediaNote")),
-                is_collaborative_note=_flag(rec.get("isCollaborativeNote")),
-            )
+            yield _Record(str(file), line, rec, note_id)
+
+
+def read_notes(path: str | Path) -> Iterator[NoteRow | Skipped]:
+    for r in _note_records(path):
+        if isinstance(r, Skipped):
+            yield r
+            continue
+        author = _first(r.rec, "noteAuthorParticipantId", "participantId")
+        if not author:
+            yield r.skip("missing author id")
+            continue
+        created = _int(r.rec.get("createdAtMillis"))
+        if created is None:
+            yield r.skip("bad createdAtMillis")
+            continue
+        classification = (r.rec.get("classification") or "").strip()
+        if classification not in {MISLEADING, NOT_MISLEADING}:
+            yield r.skip("unknown classification")
+            continue
+        yield NoteRow(
+            note_id=r.note_id,
+            author_id=author,
+            created_at_ms=created,
+            tweet_id=(r.rec.get("tweetId") or "").strip(),
+            classification=classification,
+            summary=r.rec.get("summary") or "",
+            trustworthy_sources=_flag(r.rec.get("trustworthySources")),
+            is_media_note=_flag(r.rec.get("isMediaNote")),
+            is_collaborative_note=_flag(r.rec.get("isCollaborativeNote")),
+        )
 
 
 def _rating_level(rec: dict[str, str]) -> str | None:
@@ -199,35 +221,30 @@ def _rating_level(rec: dict[str, str]) -> str | None:
     return None
 
 
+def _is_tag(column: str) -> bool:
+    """A rating column that is a reason tag (helpful*/notHelpful*), not an answer."""
+    return (column.startswith("helpful") or column.startswith("notHelpful")) and column not in _NOT_TAGS
+
+
 def read_ratings(path: str | Path) -> Iterator[RatingRow | Skipped]:
-    for file in tsv_files(path):
-        tag_columns: list[str] | None = None
-        for line, rec in _records(file):
-            if rec is None:
-                yield Skipped(str(file), line, "wrong number of fields")
-                continue
-            if tag_columns is None:
-                tag_columns = [
-                    k for k in rec if (k.startswith("helpful") or k.startswith("notHelpful")) and k not in _NOT_TAGS
-                ]
-            note_id = _int(rec.get("noteId"))
-            if note_id is None:
-                yield Skipped(str(file), line, "bad noteId")
-                continue
-            rater = _first(rec, "raterParticipantId", "participantId")
-            if not rater:
-                yield Skipped(str(file), line, "missing rater id")
-                continue
-            created = _int(rec.get("createdAtMillis"))
-            if created is None:
-                yield Skipped(str(file), line, "bad createdAtMillis")
-                continue
-            level = _rating_level(rec)
-            if level is None:
-                yield Skipped(str(file), line, "no helpfulness answer")
-                continue
-            tags = frozenset(t for t in tag_columns if rec.get(t) in ("1", "1.0"))
-            yield RatingRow(note_id, rater, created, level, tags)
+    for r in _note_records(path):
+        if isinstance(r, Skipped):
+            yield r
+            continue
+        rater = _first(r.rec, "raterParticipantId", "participantId")
+        if not rater:
+            yield r.skip("missing rater id")
+            continue
+        created = _int(r.rec.get("createdAtMillis"))
+        if created is None:
+            yield r.skip("bad createdAtMillis")
+            continue
+        level = _rating_level(r.rec)
+        if level is None:
+            yield r.skip("no helpfulness answer")
+            continue
+        tags = frozenset(k for k, v in r.rec.items() if v in ("1", "1.0") and _is_tag(k))
+        yield RatingRow(r.note_id, rater, created, level, tags)
 
 
 @dataclass
@@ -258,7 +275,7 @@ def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
             i_time = pos.get("createdAtMillis")
             i_level, i_help, i_nothelp = pos.get("helpfulnessLevel"), pos.get("helpful"), pos.get("notHelpful")
             i_incorrect = pos.get("notHelpfulIncorrect")
-            nh_tags = [i for h, i in pos.items() if h.startswith("notHelpful") and h not in _NOT_TAGS]
+            nh_tags = [i for h, i in pos.items() if h.startswith("notHelpful") and _is_tag(h)]
             for line_no, line in enumerate(fh, start=2):
                 f = line.rstrip("\r\n").split("\t")
                 if len(f) != width:
@@ -299,38 +316,33 @@ def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
 
 
 def read_status_history(path: str | Path) -> Iterator[StatusHistoryRow | Skipped]:
-    for file in tsv_files(path):
-        for line, rec in _records(file):
-            if rec is None:
-                yield Skipped(str(file), line, "wrong number of fields")
-                continue
-            note_id = _int(rec.get("noteId"))
-            if note_id is None:
-                yield Skipped(str(file), line, "bad noteId")
-                continue
-            current = (rec.get("currentStatus") or "").strip()
-            # Old dumps leave currentStatus empty for notes never scored; keep those rows.
-            if current and current not in STATUSES:
-                yield Skipped(str(file), line, "unknown currentStatus")
-                continue
+    for r in _note_records(path):
+        if isinstance(r, Skipped):
+            yield r
+            continue
+        current = (r.rec.get("currentStatus") or "").strip()
+        # Old dumps leave currentStatus empty for notes never scored; keep those rows.
+        if current and current not in STATUSES:
+            yield r.skip("unknown currentStatus")
+            continue
 
-            def ms(name: str, rec: dict[str, str] = rec) -> int | None:
-                value = _int(rec.get(name))
-                return None if value is None or value < 0 else value
+        def ms(name: str, rec: dict[str, str] = r.rec) -> int | None:
+            value = _int(rec.get(name))
+            return None if value is None or value < 0 else value
 
-            yield StatusHistoryRow(
-                note_id=note_id,
-                author_id=_first(rec, "noteAuthorParticipantId", "participantId") or "",
-                created_at_ms=ms("createdAtMillis") or 0,
-                first_non_nmr_ms=ms("timestampMillisOfFirstNonNMRStatus"),
-                first_non_nmr_status=(rec.get("firstNonNMRStatus") or "").strip(),
-                current_status_ms=ms("timestampMillisOfCurrentStatus"),
-                current_status=current,
-                most_recent_non_nmr_ms=ms("timestampMillisOfLatestNonNMRStatus")
-                or ms("timestampMillisOfMostRecentNonNMRStatus"),
-                most_recent_non_nmr_status=(rec.get("mostRecentNonNMRStatus") or "").strip(),
-                locked_status=(rec.get("lockedStatus") or "").strip(),
-            )
+        yield StatusHistoryRow(
+            note_id=r.note_id,
+            author_id=_first(r.rec, "noteAuthorParticipantId", "participantId") or "",
+            created_at_ms=ms("createdAtMillis") or 0,
+            first_non_nmr_ms=ms("timestampMillisOfFirstNonNMRStatus"),
+            first_non_nmr_status=(r.rec.get("firstNonNMRStatus") or "").strip(),
+            current_status_ms=ms("timestampMillisOfCurrentStatus"),
+            current_status=current,
+            most_recent_non_nmr_ms=ms("timestampMillisOfLatestNonNMRStatus")
+            or ms("timestampMillisOfMostRecentNonNMRStatus"),
+            most_recent_non_nmr_status=(r.rec.get("mostRecentNonNMRStatus") or "").strip(),
+            locked_status=(r.rec.get("lockedStatus") or "").strip(),
+        )
 
 
 @dataclass(frozen=True)
@@ -364,23 +376,17 @@ def _float(value: str | None) -> float | None:
 
 def read_scored_notes(path: str | Path) -> Iterator[ScoredNoteReference | Skipped]:
     """Reference outputs: scored_notes.tsv (core*) or the older scoredNotes (note*)."""
-    for file in tsv_files(path):
-        for line, rec in _records(file):
-            if rec is None:
-                yield Skipped(str(file), line, "wrong number of fields")
-                continue
-            note_id = _int(rec.get("noteId"))
-            if note_id is None:
-                yield Skipped(str(file), line, "bad noteId")
-                continue
-            status = _first(rec, "coreRatingStatus", "ratingStatus") or ""
-            yield ScoredNoteReference(
-                note_id=note_id,
-                intercept=_float(_first(rec, "coreNoteIntercept", "noteIntercept")),
-                factor=_float(_first(rec, "coreNoteFactor1", "noteFactor1")),
-                status=status,
-                num_ratings=_int(rec.get("numRatings")),
-            )
+    for r in _note_records(path):
+        if isinstance(r, Skipped):
+            yield r
+            continue
+        yield ScoredNoteReference(
+            note_id=r.note_id,
+            intercept=_float(_first(r.rec, "coreNoteIntercept", "noteIntercept")),
+            factor=_float(_first(r.rec, "coreNoteFactor1", "noteFactor1")),
+            status=_first(r.rec, "coreRatingStatus", "ratingStatus") or "",
+            num_ratings=_int(r.rec.get("numRatings")),
+        )
 
 
 SCORED_NOTES_COLUMNS = [

@@ -67,11 +67,12 @@ def test_it_truncates_only_the_helpfulness_input_counting_urls_as_one(llm_server
     assert result["helpful"] is True
 
 
-def test_it_uses_labelled_offline_baselines_without_an_endpoint(settings: Any, tmp_path: Path) -> None:
+def _judge_offline(settings: Any, classifier_dir: Path) -> dict[str, Any]:
+    """Judge a supported note with no LLM endpoint; a helpfulness classifier, if any, comes from classifier_dir."""
     settings.LLM_BASE_URL = ""
     settings.JUDGE_BASELINE_SIMILARITY = "lexical"
-    settings.HELPFULNESS_CLASSIFIER_DIR = str(tmp_path)
-    result = _judge(
+    settings.HELPFULNESS_CLASSIFIER_DIR = str(classifier_dir)
+    return _judge(
         "--note",
         "Health agencies warn that drinking bleach is poisonous.",
         "--snippet",
@@ -79,6 +80,10 @@ def test_it_uses_labelled_offline_baselines_without_an_endpoint(settings: Any, t
         "--url",
         "https://who.int/a",
     )
+
+
+def test_it_uses_labelled_offline_baselines_without_an_endpoint(settings: Any, tmp_path: Path) -> None:
+    result = _judge_offline(settings, tmp_path)
     assert [s["judge"].split(":")[0] for s in result["stages"]] == ["baseline"] * 3
 
 
@@ -109,17 +114,7 @@ def test_it_trains_reports_and_then_judges_with_the_classifier(settings: Any, tm
     version = (models / "LATEST").read_text().strip()
     assert json.loads((models / version / "meta.json").read_text())["metrics"]["n_examples"] == 24
 
-    settings.LLM_BASE_URL = ""
-    settings.JUDGE_BASELINE_SIMILARITY = "lexical"
-    settings.HELPFULNESS_CLASSIFIER_DIR = str(models)
-    result = _judge(
-        "--note",
-        "Health agencies warn that drinking bleach is poisonous.",
-        "--snippet",
-        SNIPPET,
-        "--url",
-        "https://who.int/a",
-    )
+    result = _judge_offline(settings, models)
     assert result["stages"][2]["judge"] == f"classifier:{version}"
 
 
