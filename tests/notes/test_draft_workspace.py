@@ -231,12 +231,12 @@ def test_it_says_when_the_best_passage_may_still_change_and_keeps_polling(
     Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, None, 0.42, None, None])
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "Best of 2 of 5 passages so far" in html
-    assert 'hx-trigger="every 1s"' in html
+    assert 'hx-trigger="every 3s"' in html  # slower than while fetching: the contributor is reading
     # Once reviewed, the passage can no longer change: no notice, no polling.
     contributor_client.post(f"/snippets/{snippet.pk}/confirm/", {"passage": snippet.passage_id})
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "passages so far" not in html
-    assert 'hx-trigger="every 1s"' not in html
+    assert "hx-trigger" not in html
 
 
 def test_it_shows_no_refine_notice_when_every_passage_is_scored_or_refine_is_off(
@@ -250,4 +250,4 @@ def test_it_shows_no_refine_notice_when_every_passage_is_scored_or_refine_is_off
     Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, None, 0.42])
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "passages so far" not in html
-    assert 'hx-trigger="every 1s"' not in html
+    assert "hx-trigger" not in html
