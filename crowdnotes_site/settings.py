@@ -111,13 +111,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
 }
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
-    for _sub in ("in", "processed"):
+    for _sub in ("in", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS.update(
         {
             "data_folder_in": str(_broker_dir / "in"),
             "data_folder_out": str(_broker_dir / "in"),
             "processed_folder": str(_broker_dir / "processed"),
+            "control_folder": str(_broker_dir / "control"),  # kombu's default is ./control, in the checkout
             "store_processed": False,
         }
     )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -132,3 +133,15 @@ def test_it_passes_the_deploy_checks_with_production_settings() -> None:
         DATABASE_URL="postgres://postgres@127.0.0.1:5432/crowdnotes",
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_embedded_broker_keeps_all_its_folders_under_var(tmp_path: Path) -> None:
+    code = "import json; from django.conf import settings as s; print(json.dumps(s.CELERY_BROKER_TRANSPORT_OPTIONS))"
+    result = _run_manage(
+        "shell", "-c", code, DEBUG="1", REDIS_URL="", CELERY_BROKER_URL="", CROWDNOTES_VAR_DIR=str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    options = json.loads(result.stdout.strip().splitlines()[-1])
+    folders = [options[key] for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder")]
+    assert all(Path(folder).is_relative_to(tmp_path / "broker") for folder in folders)
+    assert (tmp_path / "broker" / "control").is_dir()
