@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.models import F, Model
 from django.utils import timezone
 
-from evidence.models import Passage, Snippet
+from evidence.models import Snippet
 from notes import scoring, selectors
 from notes.models import (
     HELPFUL_TAGS,
@@ -136,6 +136,9 @@ def passage_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+STALE_REVIEW = "A closer passage was found for this source while you were reading: read it, then review again."
+
+
 @transaction.atomic
 def snippet_review(*, snippet: Snippet, user: User, confirmed: bool, passage_id: int | None = None) -> Snippet:
     """Record that the contributor read the passage and confirmed (or rejected) it as support.
@@ -148,19 +151,19 @@ def snippet_review(*, snippet: Snippet, user: User, confirmed: bool, passage_id:
         raise FlowError("This source has no passage to review yet.")
     if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
         raise FlowError("This note was already submitted.")
-    shown: int = snippet.passage.pk if passage_id is None else passage_id
-    current = Passage.objects.filter(pk=shown).first()
-    fields = {
-        "confirmation": Snippet.Confirmation.CONFIRMED if confirmed else Snippet.Confirmation.REJECTED,
-        "confirmed_by": user,
-        "confirmed_at": timezone.now(),
-        "confirmed_text_hash": passage_hash(current.text) if current else "",
-        "updated_at": timezone.now(),
-    }
-    if current is None or not Snippet.objects.filter(pk=snippet.pk, passage_id=shown).update(**fields):
-        raise FlowError(
-            "A closer passage was found for this source while you were reading: read it, then review again."
-        )
+    if passage_id is not None and passage_id != snippet.passage.pk:
+        raise FlowError(STALE_REVIEW)
+    now = timezone.now()
+    # Conditional on the passage loaded above: a refine that swapped it since makes this update miss.
+    reviewed = Snippet.objects.filter(pk=snippet.pk, passage_id=snippet.passage.pk).update(
+        confirmation=Snippet.Confirmation.CONFIRMED if confirmed else Snippet.Confirmation.REJECTED,
+        confirmed_by=user,
+        confirmed_at=now,
+        confirmed_text_hash=passage_hash(snippet.passage.text),
+        updated_at=now,
+    )
+    if not reviewed:
+        raise FlowError(STALE_REVIEW)
     snippet.refresh_from_db()
     return snippet
 
