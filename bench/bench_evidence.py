@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from evidence.chunking import Chunk, chunk_text  # noqa: E402
 from evidence.embedding import MINILM, MPNET  # noqa: E402
 from evidence.fetch import FetchPolicy  # noqa: E402
 from evidence.matching import MatchConfig, Matcher, VectorCache, content_hash  # noqa: E402
@@ -88,8 +89,8 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def reference(matcher: Matcher, port: int) -> dict[int, tuple[int, int]]:
-    """Exhaustive fp32 best passage per post: {item: (best_index, n_passages)}; vectors cached on disk."""
+def reference(matcher: Matcher, port: int) -> dict[int, tuple[int, int, Chunk]]:
+    """Exhaustive fp32 best passage per post: {item: (best_index, n_passages, best chunk)}; vectors cached on disk."""
     CACHE.mkdir(exist_ok=True)
     path = CACHE / f"ref-{Path(matcher.config.model_name).name}.npz"
     stored = dict(np.load(path)) if path.exists() else {}
@@ -103,7 +104,7 @@ def reference(matcher: Matcher, port: int) -> dict[int, tuple[int, int]]:
         )
         assert result.ok, (item["file"], result.error_code)
         match = matcher.match(item["post"], [c.text for c in result.chunks], strategy="exhaustive")
-        out[i] = (match.best_index, len(result.chunks))
+        out[i] = (match.best_index, len(result.chunks), result.chunks[match.best_index])
         for chunk in result.chunks:
             vector = matcher.cache.get((label, content_hash(chunk.text)))
             assert vector is not None
@@ -146,9 +147,7 @@ def strategy_child(name: str) -> None:
         assert result.match is not None, (item["file"], result.error_code)
         chosen = result.match.best_index
         if minilm:
-            url = f"http://127.0.0.1:{port}/{item['file']}"
-            span = retrieve_and_match(url, item["post"], matcher=ref_matcher, policy=policy(port)).chunks[ref[i][0]]
-            pick = result.chunks[chosen]
+            span, pick = ref[i][2], result.chunks[chosen]
             inside = span.start_char <= (pick.start_char + pick.end_char) / 2 < span.end_char
             agree_all.append(inside)
             if ref[i][1] >= 3:
@@ -238,14 +237,12 @@ def part_prerankers() -> list[str]:
 
     This is the ceiling of any "pre-rank, then embed the top k with mpnet" strategy.
     """
-    from evidence.embedding import load_model
     from evidence.matching import prerank
 
     server, port = serve()
     ref_matcher = reference_matcher()
     ref = reference(ref_matcher, port)
     minilm = Matcher(MatchConfig(model_name=MINILM, strategy="exhaustive"))
-    short = load_model(MINILM, max_seq_length=128)
     ranks: dict[str, list[int]] = {"BM25+static (shipped)": [], "all-MiniLM-L6-v2, 512-token passage": []}
     ranks["all-MiniLM-L6-v2, mean of 128-token blocks"] = []
     for i, item in enumerate(POSTS):
@@ -254,7 +251,10 @@ def part_prerankers() -> list[str]:
         )
         texts = [c.text for c in result.chunks]
         query = minilm.embed([item["post"]])[0]
-        blocks = [[text[a:b] for a, b in _blocks(short.tokenizer, text, 128)] for text in texts]
+        # 128 content tokens per block, no overlap (the window counts [CLS] and [SEP]).
+        blocks = [
+            [c.text for c in chunk_text(text, minilm.tokenizer, window_tokens=130, overlap_tokens=0)] for text in texts
+        ]
         block_vectors = minilm.embed([b for group in blocks for b in group])
         means, at = [], 0
         for group in blocks:
@@ -277,11 +277,6 @@ def part_prerankers() -> list[str]:
         rows.append(f"| {key} | " + " | ".join(f"{np.mean(arr <= k):.0%}" for k in ks) + " |")
     print("\n".join(rows), flush=True)
     return rows
-
-
-def _blocks(tokenizer: object, text: str, size: int) -> list[tuple[int, int]]:
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]  # type: ignore[operator]
-    return [(offsets[s][0], offsets[min(s + size, len(offsets)) - 1][1]) for s in range(0, len(offsets), size)]
 
 
 def _one(file: str, *, matcher: Matcher, port: int, posts: dict[str, str]) -> PipelineResult:
@@ -331,7 +326,7 @@ def part_pages() -> list[str]:
         per_category[(row["category"], code)] += 1
         examples.setdefault(code, []).append(row["local_file"].split("/")[-1][:50])
         visible = int(row["visible_words_approx"] or 0)
-        if result.extracted is not None and visible >= 50:
+        if result.ok and result.extracted is not None and visible >= 50:
             ratios.append(result.extracted.n_words / visible)
     server.shutdown()
     ratios_arr = np.array(ratios)
