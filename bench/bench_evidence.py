@@ -36,10 +36,11 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from crowdnotes_site.hashing import sha256_hex  # noqa: E402
 from evidence.chunking import Chunk, chunk_text  # noqa: E402
 from evidence.embedding import MINILM, MPNET  # noqa: E402
 from evidence.fetch import FetchPolicy  # noqa: E402
-from evidence.matching import MatchConfig, Matcher, VectorCache, content_hash  # noqa: E402
+from evidence.matching import MatchConfig, Matcher, VectorCache  # noqa: E402
 from evidence.pipeline import PipelineResult, retrieve_and_match  # noqa: E402
 
 PAGES = ROOT.parent / "shared" / "data" / "webpages"
@@ -106,9 +107,9 @@ def reference(matcher: Matcher, port: int) -> dict[int, tuple[int, int, Chunk]]:
         match = matcher.match(item["post"], [c.text for c in result.chunks], strategy="exhaustive")
         out[i] = (match.best_index, len(result.chunks), result.chunks[match.best_index])
         for chunk in result.chunks:
-            vector = matcher.cache.get((label, content_hash(chunk.text)))
+            vector = matcher.cache.get((label, sha256_hex(chunk.text)))
             assert vector is not None
-            stored[content_hash(chunk.text)] = vector
+            stored[sha256_hex(chunk.text)] = vector
     np.savez(path, **stored)
     return out
 

@@ -30,9 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from notes import communitynotes_io as cio  # noqa: E402
+from notes import status as names  # noqa: E402
 
 SHARED = ROOT.parent.parent / "shared" / "data" / "communitynotes"
-DISPLAYED = {"FIRM_REJECT": "NEEDS_MORE_RATINGS", "NEEDS_YOUR_HELP": "NEEDS_MORE_RATINGS"}
+DISPLAYED = {names.FIRM_REJECT: names.NEEDS_MORE_RATINGS, names.NEEDS_YOUR_HELP: names.NEEDS_MORE_RATINGS}
 
 
 # ------------------------------------------------------------------ reference worker (refvenv)
@@ -101,14 +102,14 @@ def _reference_inputs(
                 "noteId": n.note_id,
                 "noteAuthorParticipantId": n.author_id,
                 "createdAtMillis": n.created_at_ms,
-                "currentStatus": "NEEDS_MORE_RATINGS",
+                "currentStatus": names.NEEDS_MORE_RATINGS,
             }
             h = history.get(n.note_id)
             if h is not None:
                 # Status and timing columns of the (possibly older) status history, by name.
                 values.update(
                     {
-                        "currentStatus": h.current_status or "NEEDS_MORE_RATINGS",
+                        "currentStatus": h.current_status or names.NEEDS_MORE_RATINGS,
                         "firstNonNMRStatus": h.first_non_nmr_status,
                         "timestampMillisOfFirstNonNMRStatus": h.first_non_nmr_ms or "",
                         "timestampMillisOfCurrentStatus": h.current_status_ms or "",
@@ -241,7 +242,7 @@ def compare(ours_dir: Path, ref_dir: Path) -> dict[str, object]:
     confusion: Counter[tuple[str, str]] = Counter()
     for k in common:
         mine = ours_n[k]["coreRatingStatus"]
-        ref_raw = ref_n[k]["coreRatingStatus"] or "NEEDS_MORE_RATINGS"
+        ref_raw = ref_n[k]["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
         theirs = DISPLAYED.get(ref_raw, ref_raw)
         agree += mine == theirs
         if mine != theirs:

@@ -6,7 +6,7 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 
-from notes.access import PUBLIC, endpoint
+from crowdnotes_site.access import PUBLIC, endpoint
 
 
 def _check_database() -> str:

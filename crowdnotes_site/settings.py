@@ -248,3 +248,35 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Automation: "find evidence for me" (evidence/search, evidence/index) -------------------
+# Backends, several at once: local (the local evidence index, offline), searxng, brave.
+SEARCH_BACKENDS = env_list("SEARCH_BACKENDS", ["local"])
+SEARCH_TAU = env_int("SEARCH_TAU", 3, minimum=1)  # sources proposed per run (the quota τ)
+SEARCH_QUERY_COUNT = env_int("SEARCH_QUERY_COUNT", 5, minimum=1)
+SEARCH_QUERY_TEMPERATURE = env_float("SEARCH_QUERY_TEMPERATURE", 0.7)
+SEARCH_RESULTS_PER_QUERY = env_int("SEARCH_RESULTS_PER_QUERY", 8, minimum=1)
+SEARCH_POOL_LIMIT = env_int("SEARCH_POOL_LIMIT", 40, minimum=1)
+SEARCH_PICK_ATTEMPTS = env_int("SEARCH_PICK_ATTEMPTS", 2, minimum=1)  # LLM answers asked per round
+# Ablations (also command flags): one query; search rank order instead of the utility judgment.
+SEARCH_SINGLE_QUERY = env_bool("SEARCH_SINGLE_QUERY", False)
+SEARCH_RANK_ORDER = env_bool("SEARCH_RANK_ORDER", False)
+# With a cutoff, documents without a known publication date are excluded (they could be newer)
+# or included: "exclude" keeps the no-future-information promise of the benchmark.
+SEARCH_UNDATED = env_choice("SEARCH_UNDATED", "exclude", ("exclude", "include"))
+# Offline utility baseline: relevance (MiniLM cosine, or word overlap) + weight x prior(category).
+SEARCH_BASELINE_SIMILARITY = env_choice("SEARCH_BASELINE_SIMILARITY", "embedding", ("embedding", "lexical"))
+SEARCH_PRIOR_WEIGHT = env_float("SEARCH_PRIOR_WEIGHT", 0.2)
+SEARCH_RELIABILITY_PRIOR = env_str("SEARCH_RELIABILITY_PRIOR", "")  # e.g. "social=0,news=0.6" over the defaults
+SEARCH_LOCAL_RERANK = env_bool("SEARCH_LOCAL_RERANK", True)  # by stored passage embeddings
+SEARCH_HTTP_TIMEOUT_S = env_float("SEARCH_HTTP_TIMEOUT_S", 10.0)
+SEARCH_HTTP_RETRIES = env_int("SEARCH_HTTP_RETRIES", 2, minimum=0)  # on 429/503 and connection errors
+SEARCH_HTTP_BACKOFF_S = env_float("SEARCH_HTTP_BACKOFF_S", 0.5)  # doubled per retry, Retry-After honoured
+SEARXNG_URL = env_str("SEARXNG_URL", "")
+BRAVE_API_KEY = env_str("BRAVE_API_KEY", "")
+BRAVE_API_URL = env_str("BRAVE_API_URL", "https://api.search.brave.com/res/v1")
+# An automation run's stage is owned by one worker until the lease ends (hard limit < lease < visibility).
+SEARCH_CLAIM_LEASE_S = env_int("SEARCH_CLAIM_LEASE_S", CELERY_TASK_TIME_LIMIT + 30, minimum=1)
+SEARCH_MAX_CLAIMS = env_int("SEARCH_MAX_CLAIMS", 30, minimum=1)
+# Ask the LLM for the category of domains the rules do not know (kept in the admin's mapping table).
+SOURCE_CATEGORY_LLM = env_bool("SOURCE_CATEGORY_LLM", False)

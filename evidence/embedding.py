@@ -1,7 +1,14 @@
-"""Locate and load the sentence-transformers models that ship on PyPI (no model hub here)."""
+"""The one embedding-model loader: locate and load the sentence-transformers models that ship on
+PyPI (no model hub here), once per process; plus the plain `encode`/`cosine` the judges use.
+
+Evidence matching (evidence.matching.Matcher), the relevance judge's baseline and the
+helpfulness classifier all load their model here. Kept apart from the pure modules so they
+never import torch by accident.
+"""
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
@@ -9,8 +16,11 @@ import sys
 import tempfile
 import threading
 import zipfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -75,9 +85,13 @@ def model_path(name: str, cache_dir: Path | None = None) -> Path:
     raise ValueError(f"unknown embedding model {name!r}: use {MPNET}, {MINILM} or a local folder")
 
 
-def load_model(name: str = MPNET, *, max_seq_length: int = 512, cache_dir: Path | None = None) -> SentenceTransformer:
-    """Load a model once per process (thread-safe); later calls return the same object."""
-    key = (name, str(cache_dir or ""), max_seq_length)
+def load_model(
+    name: str = MPNET, *, max_seq_length: int | None = 512, cache_dir: Path | None = None
+) -> SentenceTransformer:
+    """Load a model once per process (thread-safe); later calls return the same object.
+
+    `max_seq_length=None` keeps the model's own limit (the judges' short texts need no more)."""
+    key = (name, str(cache_dir or ""), max_seq_length or 0)
     with _lock:
         model = _loaded.get(key)
         if model is not None:
@@ -87,7 +101,28 @@ def load_model(name: str = MPNET, *, max_seq_length: int = 512, cache_dir: Path 
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(model_path(name, cache_dir)), device="cpu")
-        model.max_seq_length = max_seq_length
+        if max_seq_length is not None:
+            model.max_seq_length = max_seq_length
         model.eval()
         _loaded[key] = model
         return model
+
+
+def encode(texts: Sequence[str], *, model: str = MINILM) -> np.ndarray:
+    """L2-normalised embeddings, one row per text (the model's own sequence limit)."""
+    return np.asarray(
+        load_model(model, max_seq_length=None).encode(
+            list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False
+        )
+    )
+
+
+def encoder(model: str = MINILM) -> Callable[[Sequence[str]], np.ndarray]:
+    """`encode` bound to one model (what judging.classifier expects as its embed function)."""
+    return functools.partial(encode, model=model)
+
+
+def cosine(a: str, b: str, *, model: str = MINILM) -> float:
+    """Cosine similarity of two texts (the relevance baseline's similarity function)."""
+    vectors = encode([a, b], model=model)
+    return float(vectors[0] @ vectors[1])

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from evidence.errors import ExtractionError
 from evidence.fetch import HTML, PDF, TEXT
 
 log = logging.getLogger(__name__)
@@ -54,13 +55,6 @@ _BLOCK_WEAK = re.compile(
     r"your browser is not supported|403 forbidden",
     re.IGNORECASE,
 )
-
-
-class ExtractionError(Exception):
-    def __init__(self, error_code: str, message: str) -> None:
-        super().__init__(f"{error_code}: {message}")
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass

@@ -26,6 +26,8 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from evidence.errors import FetchError
+
 USER_AGENT = (
     "CrowdNotesEvidenceBot/1.0 (+https://crowdnotes.invalid/bot; fetches evidence URLs submitted by contributors)"
 )
@@ -45,17 +47,6 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
 
 Resolver = Callable[[str, int], list[str]]
-
-
-class FetchError(Exception):
-    """A refused or failed fetch; error_code is stable and shown to users and operators."""
-
-    def __init__(self, error_code: str, message: str, *, url: str = "", status: int | None = None) -> None:
-        super().__init__(f"{error_code}: {message}")
-        self.error_code = error_code
-        self.message = message
-        self.url = url
-        self.status = status
 
 
 @dataclass(frozen=True)

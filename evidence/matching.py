@@ -13,7 +13,6 @@ fused by reciprocal rank. bench/bench_evidence.py measures agreement with exhaus
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 import time
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from crowdnotes_site.hashing import sha256_hex
 from evidence.chunking import Chunk, chunk_text
 from evidence.embedding import MPNET, default_cache_dir, load_model, model_path
 
@@ -55,10 +55,6 @@ class MatchResult:
     model_name: str
     strategy: str
     timings_ms: dict[str, int] = field(default_factory=dict)
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class VectorCache:
@@ -212,7 +208,7 @@ class Matcher:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-normalized embeddings, reusing cached vectors by content hash."""
-        keys = [(self._key, content_hash(text)) for text in texts]
+        keys = [(self._key, sha256_hex(text)) for text in texts]
         found: list[Any] = [self.cache.get(key) for key in keys]
         missing = [i for i, vector in enumerate(found) if vector is None]
         if missing:

@@ -4,6 +4,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from evidence.search.categories import CATEGORY_LABELS
+
+SOURCE_CATEGORIES = list(CATEGORY_LABELS.items())
+
 
 class EvidenceSource(models.Model):
     """One fetched web page or PDF, cached by URL and content hash."""
@@ -20,9 +24,36 @@ class EvidenceSource(models.Model):
     fetched_at = models.DateTimeField(default=timezone.now)
     error_code = models.CharField(max_length=40, blank=True)
     error_message = models.TextField(blank=True)
+    # Who publishes it (evidence.search.categories; analytics charts these), and how we know.
+    domain = models.CharField(max_length=253, blank=True, db_index=True)
+    category = models.CharField(max_length=20, choices=SOURCE_CATEGORIES, blank=True, db_index=True)
+    category_method = models.CharField(max_length=120, blank=True)
+    language = models.CharField(max_length=16, blank=True)
+    # Set when `index_documents` put it in the local evidence index (a frozen snapshot: such a
+    # source is reused however old it is). copy_url: where a copy can be read (the demo's pages).
+    indexed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    copy_url = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return self.title or self.url
+
+
+class DomainCategory(models.Model):
+    """The admin-editable mapping of a domain (or host) to a source category; it wins over the
+    built-in rules. Rows made by the optional LLM step say so in `method`."""
+
+    domain = models.CharField(max_length=253, unique=True, help_text="A registered domain (nih.gov) or a host.")
+    category = models.CharField(max_length=20, choices=SOURCE_CATEGORIES)
+    method = models.CharField(max_length=120, default="admin")
+    note = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["domain"]
+        verbose_name_plural = "domain categories"
+
+    def __str__(self) -> str:
+        return f"{self.domain} → {self.category}"
 
 
 class Passage(models.Model):
@@ -88,6 +119,11 @@ class Snippet(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True)
     # Hash of the passage text that was confirmed: a changed passage invalidates the confirmation.
     confirmed_text_hash = models.CharField(max_length=64, blank=True)
+    # Set when CrowdNotes' automation proposed this source (with why); None for the contributor's URLs.
+    proposed_by = models.ForeignKey(
+        "evidence.AutomationRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals"
+    )
+    proposal_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -105,3 +141,76 @@ class Snippet(models.Model):
     @property
     def text(self) -> str:
         return self.passage.text if self.passage else ""
+
+
+class AutomationRun(models.Model):
+    """ "Find evidence for me": queries → search → pool → utility rounds → fetching, for one post.
+
+    A Celery task runs one stage per delivery under a lease (claimed_until), like JudgeRun; the
+    pipeline's state between stages is `state` (evidence.search.flow.SearchState as JSON), each
+    utility round is a UtilityRound row."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    class Stage(models.TextChoices):
+        QUERIES = "queries", "Writing search queries"
+        SEARCH = "search", "Searching"
+        POOL = "pool", "Building the pool"
+        CHOOSING = "choosing", "Choosing sources"
+        FETCHING = "fetching", "Fetching the chosen sources"
+        DONE = "done", "Done"
+
+    draft_job = models.ForeignKey(
+        "notes.DraftJob", null=True, blank=True, on_delete=models.CASCADE, related_name="automation_runs"
+    )
+    post_text = models.TextField()
+    tau = models.PositiveSmallIntegerField()
+    cutoff = models.DateField(null=True, blank=True)
+    single_query = models.BooleanField(default=False)
+    rank_order = models.BooleanField(default=False)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    stage = models.CharField(max_length=10, choices=Stage.choices, default=Stage.QUERIES)
+    flow = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"automation run {self.pk}: {self.state} at {self.stage}"
+
+
+class UtilityRound(models.Model):
+    """One round of the utility judgment: the candidates shown, the answer, why, and who answered."""
+
+    run = models.ForeignKey(AutomationRun, on_delete=models.CASCADE, related_name="rounds")
+    number = models.PositiveSmallIntegerField()
+    candidates = models.JSONField(default=list)  # what the judge saw: index, title, snippet, url
+    chosen_index = models.IntegerField(null=True, blank=True)
+    chosen_url = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    producer = models.CharField(max_length=160)
+    prompt_version = models.CharField(max_length=40, blank=True)
+    prompt = models.TextField(blank=True)
+    raw_output = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    fallback = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "number"]
+        constraints = [models.UniqueConstraint(fields=["run", "number"], name="one_utility_round_per_number")]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} round {self.number}: {self.chosen_url or 'none'}"

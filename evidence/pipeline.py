@@ -1,22 +1,33 @@
-"""RETRIEVE + MATCH for one URL, with per-stage timings (pure: no ORM; the service persists it)."""
+"""RETRIEVE + MATCH for one URL: the stages, their order, timings and failures (pure: no ORM).
+
+One flow, two callers: `manage.py evidence_probe` runs `retrieve_and_match` (nothing stored);
+the snippet service (`evidence.snippets.snippet_process`) runs `retrieve` and `match` itself and
+stores the source and its passages in between, so a URL already fetched (by anyone) skips
+`retrieve` and stored embeddings skip the model. Failures are FetchError / ExtractionError
+with a stable error code (evidence.errors); `retrieve_and_match` turns them into a result.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from evidence.chunking import Chunk
-from evidence.extract import Extracted, ExtractionError, extract
-from evidence.fetch import FetchError, FetchPolicy, FetchResult, fetch
+from evidence.errors import ExtractionError, FetchError
+from evidence.extract import Extracted, extract
+from evidence.fetch import FetchPolicy, FetchResult, fetch
 from evidence.matching import Matcher, MatchResult
 
+# Called with the stage about to start: "fetching", "extracting", "embedding" (the snippet states).
 Stage = Callable[[str], None]
+FETCHING, EXTRACTING, EMBEDDING = "fetching", "extracting", "embedding"
 
 
 @dataclass
 class PipelineResult:
-    ok: bool
+    ok: bool = False
     error_code: str | None = None
     error_message: str = ""
     fetched: FetchResult | None = None
@@ -53,6 +64,52 @@ class PipelineResult:
         }
 
 
+@contextmanager
+def timed(timings: dict[str, int], name: str) -> Iterator[None]:
+    """Record the block's wall time in milliseconds under `name`, also when it raises."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = int((time.perf_counter() - started) * 1000)
+
+
+def retrieve(
+    url: str, result: PipelineResult, *, policy: FetchPolicy | None, min_words: int, on_stage: Stage | None = None
+) -> None:
+    """Fetch and extract `url` into `result` (fetched, extracted, timings); raises FetchError or
+    ExtractionError. Chunking is left to the caller: the service skips it for unchanged pages."""
+    if on_stage is not None:
+        on_stage(FETCHING)
+    with timed(result.timings_ms, "fetch"):
+        result.fetched = fetch(url, policy)
+    if on_stage is not None:
+        on_stage(EXTRACTING)
+    fetched = result.fetched
+    with timed(result.timings_ms, "extract"):
+        result.extracted = extract(fetched.body, fetched.content_type, charset=fetched.charset, min_words=min_words)
+
+
+def match(
+    post: str,
+    passages: list[str],
+    result: PipelineResult,
+    *,
+    matcher: Matcher,
+    strategy: str | None = None,
+    on_stage: Stage | None = None,
+) -> MatchResult:
+    """The passage closest to the post (into `result.match`); ExtractionError when there is none."""
+    if not passages:
+        raise ExtractionError("empty_text", "no passages")
+    if on_stage is not None:
+        on_stage(EMBEDDING)
+    with timed(result.timings_ms, "match"):
+        result.match = matcher.match(post, passages, strategy=strategy)
+    result.timings_ms.update({f"match_{key}": value for key, value in result.match.timings_ms.items()})
+    return result.match
+
+
 def retrieve_and_match(
     url: str,
     post: str,
@@ -63,41 +120,15 @@ def retrieve_and_match(
     on_stage: Stage | None = None,
 ) -> PipelineResult:
     """Fetch, extract, chunk and match one URL; failures come back as error codes, never raised."""
-    result = PipelineResult(ok=False)
-
-    def stage(name: str) -> float:
-        if on_stage is not None:
-            on_stage(name)
-        return time.perf_counter()
-
-    def done(name: str, started: float) -> None:
-        result.timings_ms[name] = int((time.perf_counter() - started) * 1000)
-
-    started = stage("fetching")
+    result = PipelineResult()
     try:
-        result.fetched = fetch(url, policy)
-    except FetchError as exc:
+        retrieve(url, result, policy=policy, min_words=min_words, on_stage=on_stage)
+        assert result.extracted is not None
+        with timed(result.timings_ms, "chunk"):
+            result.chunks = matcher.chunk(result.extracted.text)
+        match(post, [chunk.text for chunk in result.chunks], result, matcher=matcher, on_stage=on_stage)
+    except (FetchError, ExtractionError) as exc:
         result.error_code, result.error_message = exc.error_code, exc.message
         return result
-    finally:
-        done("fetch", started)
-    started = stage("extracting")
-    try:
-        result.extracted = extract(
-            result.fetched.body, result.fetched.content_type, charset=result.fetched.charset, min_words=min_words
-        )
-        result.chunks = matcher.chunk(result.extracted.text)
-    except ExtractionError as exc:
-        result.error_code, result.error_message = exc.error_code, exc.message
-        return result
-    finally:
-        done("extract", started)
-    if not result.chunks:
-        result.error_code, result.error_message = "empty_text", "no passages"
-        return result
-    started = stage("embedding")
-    result.match = matcher.match(post, [chunk.text for chunk in result.chunks])
-    done("match", started)
-    result.timings_ms.update({f"match_{key}": value for key, value in result.match.timings_ms.items()})
     result.ok = True
     return result

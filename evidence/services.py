@@ -1,36 +1,32 @@
-"""RETRIEVE + MATCH for evidence snippets: state updates, caching, persistence.
+"""Evidence sources and passages: configuration of the fetcher and matcher, the shared cache of
+fetched pages (by URL and content hash) and of passage embeddings (by text hash).
 
-The pure work happens in evidence.fetch / extract / chunking / matching; this module only
-decides what to reuse, records each stage on the Snippet row and stores the results.
+The pure work happens in evidence.pipeline (fetch → extract → match); the Snippet lifecycle that
+drives it lives in evidence.snippets. This module decides what to reuse and stores the results.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import threading
-import time
 from datetime import date, timedelta
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from evidence.extract import ExtractionError, extract
-from evidence.fetch import FetchError, FetchPolicy, fetch
-from evidence.matching import MatchConfig, Matcher, content_hash
-from evidence.models import EvidenceSource, Passage, Snippet
+from crowdnotes_site.hashing import sha256_hex
+from evidence.errors import FetchError
+from evidence.extract import Extracted
+from evidence.fetch import FetchPolicy, FetchResult
+from evidence.matching import MatchConfig, Matcher
+from evidence.models import DomainCategory, EvidenceSource, Passage
+from evidence.pipeline import timed
+from evidence.search import categories
 
-log = logging.getLogger(__name__)
-
-RUNNING = [Snippet.State.FETCHING, Snippet.State.EXTRACTING, Snippet.State.EMBEDDING]
 TRANSIENT_CODES = {"timeout", "connection_error", "dns_error"}
 TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504}
-
-
-class TransientEvidenceError(Exception):
-    """A network failure worth retrying; the snippet was put back to queued."""
 
 
 def fetch_policy() -> FetchPolicy:
@@ -71,99 +67,78 @@ def get_matcher(config: MatchConfig | None = None) -> Matcher:
 
 
 def url_hash(url: str) -> str:
-    return hashlib.sha256(url.strip().encode()).hexdigest()
+    return sha256_hex(url.strip())
 
 
-def _set_state(snippet_id: int, state: str, **fields: object) -> None:
-    Snippet.objects.filter(pk=snippet_id).update(state=state, updated_at=timezone.now(), **fields)
+def is_transient(exc: FetchError) -> bool:
+    """A network failure worth retrying later (the page may answer next time)."""
+    return exc.error_code in TRANSIENT_CODES or (exc.error_code == "http_error" and exc.status in TRANSIENT_STATUSES)
 
 
-def snippet_claim(*, snippet_id: int) -> bool:
-    """Compare-and-set queued -> fetching, so each snippet is processed once even if delivered twice.
-
-    A snippet stuck in a running state longer than the hard task time limit belonged to a lost
-    worker and may be claimed again.
-    """
-    stale = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
-    claimed = Snippet.objects.filter(pk=snippet_id, state=Snippet.State.QUEUED).update(
-        state=Snippet.State.FETCHING, updated_at=timezone.now(), error_code="", error_message=""
-    )
-    if not claimed:
-        claimed = Snippet.objects.filter(pk=snippet_id, state__in=RUNNING, updated_at__lt=stale).update(
-            state=Snippet.State.FETCHING, updated_at=timezone.now()
-        )
-    return bool(claimed)
-
-
-def _fresh_source(url: str, model_label: str) -> EvidenceSource | None:
+def source_fresh(*, url: str, model_label: str) -> EvidenceSource | None:
+    """A source of this URL with passages for this model, fetched within EVIDENCE_CACHE_HOURS or
+    in the local evidence index (an indexed document is a snapshot the operator chose to keep)."""
     since = timezone.now() - timedelta(hours=settings.EVIDENCE_CACHE_HOURS)
     return (
-        EvidenceSource.objects.filter(
-            url_hash=url_hash(url), error_code="", fetched_at__gte=since, passages__embedding_model=model_label
-        )
+        EvidenceSource.objects.filter(Q(fetched_at__gte=since) | Q(indexed_at__isnull=False))
+        .filter(url_hash=url_hash(url), error_code="", passages__embedding_model=model_label)
         .distinct()
         .order_by("-fetched_at")
         .first()
     )
 
 
-def _is_transient(exc: FetchError) -> bool:
-    return exc.error_code in TRANSIENT_CODES or (exc.error_code == "http_error" and exc.status in TRANSIENT_STATUSES)
+def source_category(*, url: str, title: str = "", allow_llm: bool = False) -> tuple[str, str, str]:
+    """(registered domain, category, method) of a source: the admin's mapping table (host, then
+    domain) first, then the built-in rules; with allow_llm and SOURCE_CATEGORY_LLM, the LLM
+    classifies what the rules leave as "other" and its answer is kept in the mapping table (so
+    each domain is asked once, and an admin can correct it)."""
+    decision = categories.category_by_rules(url)
+    host = categories.host_of(url)
+    mapped = list(DomainCategory.objects.filter(domain__in=[host, decision.domain])) if host else []
+    if mapped:
+        # The host is more specific than the registered domain: its row wins.
+        best = max(mapped, key=lambda m: len(m.domain))
+        return decision.domain, best.category, f"mapping:{best.domain} ({best.method})"
+    if decision.category == categories.OTHER and allow_llm and settings.SOURCE_CATEGORY_LLM and decision.domain:
+        from judging.services import llm_client
+        from judging.steps.search import source_category_llm
+
+        client = llm_client()
+        if client is not None:
+            from judging.llm import LLMError
+
+            try:
+                result = source_category_llm(
+                    client, domain=decision.domain, title=title, labels=list(categories.CATEGORY_LABELS.items())
+                )
+            except LLMError:
+                result = None
+            if result is not None and result.value:
+                row, _ = DomainCategory.objects.get_or_create(
+                    domain=decision.domain, defaults={"category": result.value, "method": result.producer.label[:120]}
+                )
+                return decision.domain, row.category, f"mapping:{row.domain} ({row.method})"
+    return decision.domain, decision.category, f"rule:{decision.rule}"
 
 
-def snippet_fail(*, snippet_id: int, error_code: str, message: str) -> None:
-    """Mark a snippet failed from outside the pipeline (e.g. the task hit its soft time limit)."""
-    _set_state(snippet_id, Snippet.State.FAILED, error_code=error_code, error_message=message[:2000])
+def source_store(
+    *, url: str, fetched: FetchResult, extracted: Extracted, matcher: Matcher, timings: dict[str, int]
+) -> EvidenceSource:
+    """Save a fetched page as the URL's source, with its passages for the matcher's model.
 
-
-def _fail(snippet_id: int, code: str, message: str, timings: dict[str, int]) -> None:
-    _set_state(snippet_id, Snippet.State.FAILED, error_code=code, error_message=message[:2000], timings_ms=timings)
-
-
-def _retrieve(
-    snippet: Snippet, matcher: Matcher, timings: dict[str, int], *, final_attempt: bool
-) -> EvidenceSource | None:
-    """Fetch and extract the snippet's URL into an EvidenceSource with passage rows (no embeddings yet)."""
+    An unchanged page (same content hash) keeps its passages and their stored embeddings."""
     label = matcher.model_label()
-    started = time.perf_counter()
-    try:
-        fetched = fetch(snippet.url, fetch_policy())
-    except FetchError as exc:
-        timings["fetch"] = int((time.perf_counter() - started) * 1000)
-        if _is_transient(exc) and not final_attempt:
-            _set_state(
-                snippet.pk,
-                Snippet.State.QUEUED,
-                error_code=exc.error_code,
-                error_message=f"retrying: {exc.message}",
-                timings_ms=timings,
-            )
-            raise TransientEvidenceError(exc.error_code) from exc
-        _fail(snippet.pk, exc.error_code, exc.message, timings)
-        return None
-    timings["fetch"] = int((time.perf_counter() - started) * 1000)
-    _set_state(snippet.pk, Snippet.State.EXTRACTING)
-    started = time.perf_counter()
-    try:
-        extracted = extract(
-            fetched.body, fetched.content_type, charset=fetched.charset, min_words=settings.EVIDENCE_MIN_WORDS
-        )
-    except ExtractionError as exc:
-        timings["extract"] = int((time.perf_counter() - started) * 1000)
-        _fail(snippet.pk, exc.error_code, exc.message, timings)
-        return None
-    timings["extract"] = int((time.perf_counter() - started) * 1000)
-    text_hash = content_hash(extracted.text)
-    started = time.perf_counter()
-    with transaction.atomic():
+    text_hash = sha256_hex(extracted.text)
+    domain, category, category_method = source_category(
+        url=fetched.final_url or url, title=extracted.title or "", allow_llm=True
+    )
+    with timed(timings, "chunk"), transaction.atomic():
         source = (
-            EvidenceSource.objects.select_for_update()
-            .filter(url_hash=url_hash(snippet.url))
-            .order_by("-fetched_at")
-            .first()
+            EvidenceSource.objects.select_for_update().filter(url_hash=url_hash(url)).order_by("-fetched_at").first()
         )
         if source is None:
-            source = EvidenceSource(url=snippet.url, url_hash=url_hash(snippet.url))
+            source = EvidenceSource(url=url, url_hash=url_hash(url))
         unchanged = source.pk is not None and source.content_hash == text_hash
         source.final_url = fetched.final_url
         source.content_type = fetched.content_type
@@ -175,6 +150,7 @@ def _retrieve(
         source.fetched_at = timezone.now()
         source.error_code = ""
         source.error_message = ""
+        source.domain, source.category, source.category_method = domain[:253], category, category_method[:120]
         source.save()
         if not (unchanged and source.passages.filter(embedding_model=label).exists()):
             source.passages.filter(embedding_model=label).delete()
@@ -187,11 +163,10 @@ def _retrieve(
                     char_start=chunk.start_char,
                     char_end=chunk.end_char,
                     n_tokens=chunk.n_tokens,
-                    text_hash=content_hash(chunk.text),
+                    text_hash=sha256_hex(chunk.text),
                 )
                 for chunk in matcher.chunk(extracted.text)
             )
-    timings["chunk"] = int((time.perf_counter() - started) * 1000)
     return source
 
 
@@ -202,17 +177,21 @@ def _parse_date(value: str | None) -> date | None:
         return None
 
 
-def _load_cached_vectors(matcher: Matcher, passages: list[Passage]) -> None:
-    # Embeddings already stored for identical passage texts (this URL or another) skip the model.
+def passages_for(*, source: EvidenceSource, matcher: Matcher) -> list[Passage]:
+    """The source's passages for the matcher's model, in order, with every stored embedding
+    (of this URL or any other with an identical passage text) loaded into the matcher's cache."""
+    passages = list(source.passages.filter(embedding_model=matcher.model_label()).order_by("chunk_index"))
     hashes = {p.text_hash for p in passages if p.text_hash}
     stored = Passage.objects.filter(
         embedding_model=matcher.model_label(), text_hash__in=hashes, embedding__isnull=False
     )
     for text_hash, blob in stored.values_list("text_hash", "embedding"):
         matcher.cache.put((matcher.model_label(), text_hash), np.frombuffer(bytes(blob or b""), dtype=np.float32))
+    return passages
 
 
-def _store_vectors(matcher: Matcher, passages: list[Passage], indices: list[int]) -> None:
+def passage_vectors_store(*, matcher: Matcher, passages: list[Passage], indices: list[int]) -> None:
+    """Store the embeddings the matcher computed for these passages (so nobody computes them twice)."""
     changed = []
     for i in indices:
         passage = passages[i]
@@ -222,77 +201,3 @@ def _store_vectors(matcher: Matcher, passages: list[Passage], indices: list[int]
                 passage.embedding = vector.astype(np.float32).tobytes()
                 changed.append(passage)
     Passage.objects.bulk_update(changed, ["embedding"])
-
-
-def snippet_process(*, snippet_id: int, final_attempt: bool = True) -> None:
-    """Fetch, extract, chunk, embed and match one snippet's URL, recording each stage.
-
-    Failures end as state=failed with an error code; transient network errors raise
-    TransientEvidenceError (snippet back to queued) unless this is the final attempt.
-    """
-    if not snippet_claim(snippet_id=snippet_id):
-        log.info("snippet %s already claimed or done", snippet_id)
-        return
-    snippet = Snippet.objects.select_related("post").filter(pk=snippet_id).first()
-    if snippet is None:  # removed by the contributor meanwhile
-        return
-    matcher = get_matcher()
-    timings: dict[str, int] = {}
-    total = time.perf_counter()
-    source = _fresh_source(snippet.url, matcher.model_label())
-    if source is not None:
-        timings["cache_hit"] = 1
-    else:
-        source = _retrieve(snippet, matcher, timings, final_attempt=final_attempt)
-        if source is None:
-            return
-    _set_state(snippet_id, Snippet.State.EMBEDDING, source=source)
-    passages = list(source.passages.filter(embedding_model=matcher.model_label()).order_by("chunk_index"))
-    if not passages:
-        _fail(snippet_id, "empty_text", "no passages", timings)
-        return
-    _load_cached_vectors(matcher, passages)
-    started = time.perf_counter()
-    result = matcher.match(snippet.post.text, [p.text for p in passages])
-    timings["match"] = int((time.perf_counter() - started) * 1000)
-    timings.update({f"match_{k}": v for k, v in result.timings_ms.items()})
-    _store_vectors(matcher, passages, result.embedded)
-    timings["total"] = int((time.perf_counter() - total) * 1000)
-    _set_state(
-        snippet_id,
-        Snippet.State.READY,
-        source=source,
-        passage=passages[result.best_index],
-        similarity=result.best_score,
-        scores=result.scores,
-        timings_ms=timings,
-        error_code="",
-        error_message="",
-    )
-    if settings.EVIDENCE_REFINE and any(score is None for score in result.scores):
-        from evidence.tasks import snippet_refine
-
-        transaction.on_commit(lambda: snippet_refine.delay(snippet_id))
-
-
-def snippet_refine(*, snippet_id: int) -> None:
-    """Embed the passages the pre-filter skipped, so every score is stored and the best passage is
-    the exhaustive one. A passage the contributor already reviewed is kept; only scores change."""
-    snippet = Snippet.objects.select_related("post", "source").filter(pk=snippet_id, state=Snippet.State.READY).first()
-    if snippet is None or snippet.source is None:
-        return
-    matcher = get_matcher()
-    passages = list(snippet.source.passages.filter(embedding_model=matcher.model_label()).order_by("chunk_index"))
-    if not passages:
-        return
-    _load_cached_vectors(matcher, passages)
-    started = time.perf_counter()
-    result = matcher.match(snippet.post.text, [p.text for p in passages], strategy="exhaustive")
-    _store_vectors(matcher, passages, result.embedded)
-    timings = {**snippet.timings_ms, "refine": int((time.perf_counter() - started) * 1000)}
-    fields: dict[str, object] = {"scores": result.scores, "timings_ms": timings, "updated_at": timezone.now()}
-    pending = Snippet.objects.filter(
-        pk=snippet_id, state=Snippet.State.READY, confirmation=Snippet.Confirmation.PENDING
-    )
-    if not pending.update(passage=passages[result.best_index], similarity=result.best_score, **fields):
-        Snippet.objects.filter(pk=snippet_id, state=Snippet.State.READY).update(**fields)

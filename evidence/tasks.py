@@ -1,3 +1,6 @@
+"""Celery tasks of the evidence app (queue "cpu"). Thin: each calls the evidence.snippets service
+of the same name."""
+
 from __future__ import annotations
 
 from celery import shared_task
@@ -8,16 +11,16 @@ from django.conf import settings
 @shared_task(bind=True, acks_late=True, max_retries=None)
 def snippet_process(self, snippet_id: int) -> None:  # type: ignore[no-untyped-def]
     """Fetch, extract, chunk, embed and match one evidence source (retries transient network errors)."""
-    from evidence import services
+    from evidence import snippets
 
     retries = settings.EVIDENCE_FETCH_RETRIES
     try:
-        services.snippet_process(snippet_id=snippet_id, final_attempt=self.request.retries >= retries)
+        snippets.snippet_process(snippet_id=snippet_id, final_attempt=self.request.retries >= retries)
     except SoftTimeLimitExceeded:
-        services.snippet_fail(
+        snippets.snippet_fail(
             snippet_id=snippet_id, error_code="timeout", message="processing exceeded the task time limit"
         )
-    except services.TransientEvidenceError as exc:
+    except snippets.TransientEvidenceError as exc:
         countdown = settings.EVIDENCE_RETRY_BACKOFF * (2**self.request.retries)
         raise self.retry(exc=exc, countdown=countdown, max_retries=retries) from exc
 
@@ -25,6 +28,22 @@ def snippet_process(self, snippet_id: int) -> None:  # type: ignore[no-untyped-d
 @shared_task(acks_late=True)
 def snippet_refine(snippet_id: int) -> None:
     """Embed the passages the pre-filter skipped (runs after every queued snippet got its first answer)."""
-    from evidence import services
+    from evidence import snippets
 
-    services.snippet_refine(snippet_id=snippet_id)
+    snippets.snippet_refine(snippet_id=snippet_id)
+
+
+@shared_task(acks_late=True)
+def automation_run_step(run_id: int) -> None:
+    """One stage of "find evidence for me" (the service queues the next stage itself). Backend,
+    fetch and LLM failures are handled inside the flow (warnings, fallbacks); anything else is a
+    bug and fails the run visibly instead of looping."""
+    from evidence.search import services
+
+    try:
+        services.automation_run_step(run_id=run_id)
+    except SoftTimeLimitExceeded:
+        services.automation_run_fail(run_id=run_id, error="a stage exceeded the task time limit")
+    except Exception as exc:
+        services.automation_run_fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+        raise

@@ -2,7 +2,7 @@
 
 Pure module (no ORM): loaders read public Community Notes files into (text, label) pairs,
 `train` fits and evaluates on a held-out split, `save`/`load` keep versioned models on
-disk (joblib + JSON metadata). The embedding function is passed in (see judging.embed), so
+disk (joblib + JSON metadata). The embedding function is passed in (see evidence.embedding.encoder), so
 tests can use a cheap one.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -24,11 +23,13 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
 from sklearn.model_selection import StratifiedKFold, train_test_split
 
+from crowdnotes_site.hashing import sha256_hex
+from notes import status
 from notes.text_rules import find_urls
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
-HELPFUL, NOT_HELPFUL = "CURRENTLY_RATED_HELPFUL", "CURRENTLY_RATED_NOT_HELPFUL"
+HELPFUL, NOT_HELPFUL = status.CURRENTLY_RATED_HELPFUL, status.CURRENTLY_RATED_NOT_HELPFUL
 LATEST_FILE = "LATEST"
 
 
@@ -259,7 +260,7 @@ def train(
         },
     )
     final = _fit(x, y, c, seed)
-    digest = hashlib.sha256("\n".join(f"{ex.note_id}:{int(ex.helpful)}" for ex in examples).encode()).hexdigest()[:8]
+    digest = sha256_hex("\n".join(f"{ex.note_id}:{int(ex.helpful)}" for ex in examples))[:8]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S")
     version = f"helpfulness-lr-{stamp}-{digest}"
     meta = {

@@ -8,15 +8,15 @@ stage ended in error.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from judging import steps
+from crowdnotes_site.hashing import sha256_hex
 from judging.llm import LLMClient, LLMError
-from judging.prompts import PROMPT_VERSIONS, Evidence
+from judging.steps import PROMPT_VERSIONS, judges
+from judging.steps.common import Evidence, Similarity, StepResult
 from notes.text_rules import NOTE_MAX_CHARS, truncate_for_helpfulness
 
 RELEVANCE, CORRECTNESS, HELPFULNESS = "relevance", "correctness", "helpfulness"
@@ -33,7 +33,7 @@ class JudgeInput:
     snippets: tuple[Evidence, ...] = ()
 
 
-Judge = Callable[[JudgeInput], steps.StepResult]
+Judge = Callable[[JudgeInput], StepResult]
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def content_hash(inp: JudgeInput) -> str:
         "snippets": [[ev.text, ev.source] for ev in inp.snippets],
     }
     raw = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+    return sha256_hex(raw)
 
 
 def stage_input(stage: str, inp: JudgeInput, *, limit: int = NOTE_MAX_CHARS) -> tuple[JudgeInput, dict[str, Any]]:
@@ -133,7 +133,7 @@ def run_stage(
     `raise_llm_errors` (Celery retries the task instead)."""
     judged, inputs = stage_input(stage, inp)
     attempts = 0
-    result: steps.StepResult | None = None
+    result: StepResult | None = None
     while attempts < max_attempts:
         attempts += 1
         try:
@@ -208,8 +208,8 @@ def build_judges(
     *,
     client: LLMClient | None,
     backends: Mapping[str, str] | None = None,
-    similarity: steps.Similarity | None = None,
-    classifier: steps.HelpfulnessModel | None = None,
+    similarity: Similarity | None = None,
+    classifier: judges.HelpfulnessModel | None = None,
     similarity_name: str = "",
 ) -> dict[str, Judge]:
     """Pick a judge per stage. Backend "auto": the LLM when a client is configured; else, for
@@ -236,26 +236,26 @@ def _judge(
     stage: str,
     backend: str,
     client: LLMClient | None,
-    similarity: steps.Similarity | None,
-    classifier: steps.HelpfulnessModel | None,
+    similarity: Similarity | None,
+    classifier: judges.HelpfulnessModel | None,
     similarity_name: str = "",
 ) -> Judge:
     if backend == "llm":
         assert client is not None
         llm: Mapping[str, Judge] = {
-            RELEVANCE: lambda i: steps.relevance_llm(client, post=i.post, snippets=i.snippets),
-            CORRECTNESS: lambda i: steps.correctness_llm(client, post=i.post, note=i.note, snippets=i.snippets),
-            HELPFULNESS: lambda i: steps.helpfulness_llm(client, post=i.post, note=i.note, urls=i.urls),
+            RELEVANCE: lambda i: judges.relevance_llm(client, post=i.post, snippets=i.snippets),
+            CORRECTNESS: lambda i: judges.correctness_llm(client, post=i.post, note=i.note, snippets=i.snippets),
+            HELPFULNESS: lambda i: judges.helpfulness_llm(client, post=i.post, note=i.note, urls=i.urls),
         }
         return llm[stage]
     if backend == "classifier":
         assert classifier is not None
-        return lambda i: steps.helpfulness_classifier(classifier, post=i.post, note=i.note, urls=i.urls)
+        return lambda i: judges.helpfulness_classifier(classifier, post=i.post, note=i.note, urls=i.urls)
     baseline: Mapping[str, Judge] = {
-        RELEVANCE: lambda i: steps.relevance_baseline(
+        RELEVANCE: lambda i: judges.relevance_baseline(
             post=i.post, snippets=i.snippets, similarity=similarity, similarity_name=similarity_name
         ),
-        CORRECTNESS: lambda i: steps.correctness_baseline(post=i.post, note=i.note, snippets=i.snippets),
-        HELPFULNESS: lambda i: steps.helpfulness_baseline(post=i.post, note=i.note, urls=i.urls),
+        CORRECTNESS: lambda i: judges.correctness_baseline(post=i.post, note=i.note, snippets=i.snippets),
+        HELPFULNESS: lambda i: judges.helpfulness_baseline(post=i.post, note=i.note, urls=i.urls),
     }
     return baseline[stage]

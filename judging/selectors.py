@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from evidence.models import Snippet
 from judging.models import JudgeDecision, JudgeRun, Stage
 from judging.pipeline import STAGES, JudgeInput
-from judging.prompts import Evidence
+from judging.steps.common import Evidence
 from notes.models import Note, NoteStatus
 
 

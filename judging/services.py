@@ -22,13 +22,14 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from crowdnotes_site.queue import enqueue_on_commit
 from judging import classifier as clf
 from judging import pipeline
 from judging.llm import LLMClient, LLMConfig
 from judging.models import JudgeDecision, JudgeOverride, JudgeRun
 from judging.pipeline import JudgeInput, PipelineResult, StageResult
-from judging.prompts import Evidence
 from judging.selectors import decisions_for_run, judge_input_for_note
+from judging.steps.common import Evidence
 from notes.models import Note
 
 if TYPE_CHECKING:
@@ -58,11 +59,11 @@ _clients: dict[str, LLMClient] = {}
 
 @functools.lru_cache(maxsize=4)
 def _load_classifier(directory: str, version: str) -> clf.HelpfulnessClassifier | None:
-    from judging.embed import embedder
+    from evidence.embedding import encoder
 
     model = clf.load(Path(directory), version=version)
     if model is not None:
-        model.embed = embedder(model.embedding_model)
+        model.embed = encoder(model.embedding_model)
     return model
 
 
@@ -88,7 +89,7 @@ def judges_from_settings() -> dict[str, pipeline.Judge]:
         client is None and backends[pipeline.RELEVANCE] == "auto"
     )
     if needs_baseline_relevance and settings.JUDGE_BASELINE_SIMILARITY == "embedding":
-        from judging.embed import MINILM, cosine
+        from evidence.embedding import MINILM, cosine
 
         similarity, similarity_name = cosine, MINILM
     return pipeline.build_judges(
@@ -126,7 +127,7 @@ def judge_run_retry(*, run: JudgeRun) -> bool:
 def _enqueue_after_commit(run_id: int) -> None:
     from judging.tasks import judge_run_step
 
-    transaction.on_commit(lambda: judge_run_step.delay(run_id))
+    enqueue_on_commit(judge_run_step, run_id)
 
 
 def judge_run_claim(*, run_id: int) -> bool:

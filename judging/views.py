@@ -7,10 +7,10 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
 from judging.models import JudgeDecision
-from notes.access import AuthenticatedHttpRequest, endpoint
 
 VIEW = "judging.view_judgedecision"
 

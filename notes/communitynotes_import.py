@@ -6,7 +6,6 @@ noteId and ratings by (note, rater), so a re-import updates rows and never dupli
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,9 +21,9 @@ from django.db.models.functions import Coalesce
 from notes import communitynotes_io as cio
 from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating
 from notes.services import post_text_hash
+from notes.text_rules import find_urls
 
 T = TypeVar("T")
-URL_RE = re.compile(r"https?://[^\s<>\"')\]]+")
 BATCH = 5000
 
 
@@ -88,7 +87,7 @@ def import_notes(path: str | Path, report: ImportReport) -> None:
                 Note(
                     external_id=str(n.note_id), post_id=posts[n.tweet_id or "0"], author_id=people[n.author_id],
                     text=n.summary, classification=n.classification, created_at=_dt(n.created_at_ms),
-                    evidence_urls=URL_RE.findall(n.summary)[:10],
+                    evidence_urls=find_urls(n.summary, web_only=True)[:10],
                 )
                 for n in latest.values()
             ]  # fmt: skip

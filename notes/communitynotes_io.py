@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from notes import status as names
+
 csv.field_size_limit(sys.maxsize)
 
 HELPFUL = "HELPFUL"
@@ -25,7 +27,7 @@ NOT_HELPFUL = "NOT_HELPFUL"
 LEVEL_VALUES = {HELPFUL: 1.0, SOMEWHAT_HELPFUL: 0.5, NOT_HELPFUL: 0.0}
 NOT_MISLEADING = "NOT_MISLEADING"
 MISLEADING = "MISINFORMED_OR_POTENTIALLY_MISLEADING"
-STATUSES = {"NEEDS_MORE_RATINGS", "CURRENTLY_RATED_HELPFUL", "CURRENTLY_RATED_NOT_HELPFUL"}
+STATUSES = set(names.SHOWN)
 
 # Rating columns that are answers, not tags, although their names start like tags.
 _NOT_TAGS = {"helpful", "notHelpful", "helpfulnessLevel", "helpfulNum"}

@@ -19,6 +19,7 @@ from django.db import transaction
 from notes.models import Note, Participant, Post, Rating, RatingLevel
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
+from notes.text_rules import find_urls, strip_urls
 
 DEMO_PASSWORD = "crowdnotes-demo"  # noqa: S105 - published demo login, demo data only
 DEMO_USERS = {"demo-contributor": [CONTRIBUTOR], "demo-rater": [RATER], "demo-admin": [ADMIN, CONTRIBUTOR, RATER]}
@@ -26,7 +27,6 @@ HEALTH_WORDS = re.compile(
     r"vaccin|covid|virus|cancer|vitamin|ivermectin|\bmask|diet|disease|doctor|health|drug|pfizer|moderna|autism|\bflu\b|ozempic",
     re.IGNORECASE,
 )
-_URL = re.compile(r"https?://\S+")
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,8 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 40, seed: int 
             external_id=demo.note_id,
             defaults={
                 "post": post,
-                "text": _URL.sub("", demo.note_text).strip(),
-                "evidence_urls": _URL.findall(demo.note_text),
+                "text": strip_urls(demo.note_text, web_only=True),
+                "evidence_urls": find_urls(demo.note_text, web_only=True),
                 "classification": demo.classification,
                 "author": rng.choice(authors),
                 "created_at": demo.created,

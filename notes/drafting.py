@@ -11,9 +11,9 @@ from typing import Any
 
 from django.conf import settings
 
-from judging import steps
 from judging.llm import LLMClient, LLMConfig, LLMError
-from judging.prompts import Evidence
+from judging.steps.common import Evidence, sentences
+from judging.steps.drafting import draft_note_baseline, draft_note_llm
 from notes.text_rules import NOTE_MAX_CHARS, find_urls
 
 PROVENANCE_MIN_OVERLAP = 0.5
@@ -41,7 +41,7 @@ def draft_note(*, post: str, snippets: Sequence[tuple[str, str]]) -> Draft:
     config = LLMConfig.from_settings(settings)
     if config.configured:
         try:
-            result = steps.draft_note_llm(LLMClient(config), post=post, snippets=evidence, budget=budget)
+            result = draft_note_llm(LLMClient(config), post=post, snippets=evidence, budget=budget)
         except LLMError as exc:
             raise DraftError(f"The LLM endpoint failed ({exc}). Nothing was lost: try drafting again.") from exc
         if result.value is None:
@@ -50,7 +50,7 @@ def draft_note(*, post: str, snippets: Sequence[tuple[str, str]]) -> Draft:
                 "budget), so it was not used. Try again or write the note yourself."
             )
     else:
-        result = steps.draft_note_baseline(post=post, snippets=evidence, budget=budget)
+        result = draft_note_baseline(post=post, snippets=evidence, budget=budget)
         if result.value is None:
             raise DraftError("The confirmed passages had no sentence to draft from. Write the note yourself.")
     text = str(result.value)
@@ -62,7 +62,7 @@ def draft_note(*, post: str, snippets: Sequence[tuple[str, str]]) -> Draft:
 def sentence_provenance(text: str, snippets: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     """Which snippet each draft sentence came from: an exact copy, or the best word overlap."""
     out: list[dict[str, Any]] = []
-    for sentence in steps.sentences(text):
+    for sentence in sentences(text):
         words = set(_words(sentence))
         best_index, best_overlap, exact = None, 0.0, False
         for index, (_, passage) in enumerate(snippets):

@@ -10,9 +10,9 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.http import QueryDict
 
-from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, Rating, RatingLevel
+from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
-from notes.text_rules import NOTE_MAX_CHARS, note_length
+from notes.text_rules import NOTE_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, note_length
 
 _url_validator = URLValidator(schemes=["http", "https"])
 
@@ -75,9 +75,16 @@ class ContributeForm(forms.Form):
     )
     urls = forms.CharField(
         label="Evidence URLs",
+        required=False,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "https://www.who.int/...\nhttps://www.cdc.gov/..."}),
-        help_text="One per line. The server fetches each page and finds the passage that best matches the post.",
+        help_text="One per line. The server fetches each page and finds the passage that best matches the post. "
+        "Or leave it empty and let CrowdNotes find evidence for you.",
     )
+
+    def __init__(self, *args: object, finding: bool = False, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # "Find evidence for me": the URLs become optional (the contributor may still add some).
+        self.finding = finding
 
     def clean_text(self) -> str:
         text = self.cleaned_data["text"].strip()
@@ -89,7 +96,7 @@ class ContributeForm(forms.Form):
         return self.cleaned_data["author_handle"].strip().lstrip("@")
 
     def clean_urls(self) -> list[str]:
-        return parse_url_lines(self.cleaned_data["urls"])
+        return parse_url_lines(self.cleaned_data["urls"], required=not self.finding)
 
 
 class AddEvidenceForm(forms.Form):
@@ -104,15 +111,28 @@ class AddEvidenceForm(forms.Form):
 
 
 class NoteForm(forms.Form):
+    """The note editor. The live counter (static/js/note-editor.js) reads the limit and the URL
+    rule from the textarea's data attributes, so the browser counts as notes.text_rules does."""
+
+    max_chars = NOTE_MAX_CHARS
     text = forms.CharField(
         label="Your note",
-        widget=forms.Textarea(attrs={"rows": 4, "data-note-editor": "1"}),
+        widget=forms.Textarea(
+            attrs={
+                "rows": 4,
+                "data-note-editor": "1",
+                "data-limit": str(NOTE_MAX_CHARS),
+                "data-url-pattern": URL_RE.pattern,
+                "data-url-trailing": TRAILING_PUNCTUATION,
+            }
+        ),
         max_length=2000,
     )
 
     def __init__(self, *args: object, urls: list[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.urls = urls
+        self.fields["text"].widget.attrs["data-urls"] = str(len(urls))
 
     def clean_text(self) -> str:
         text = " ".join(self.cleaned_data["text"].split())
@@ -140,14 +160,33 @@ class RatingForm(forms.Form):
         label="What was not helpful about it?",
     )  # fmt: skip
 
+    # Each tag field: the tags it offers and how its error names them.
+    TAG_GROUPS = {
+        "helpful_tags": (HELPFUL_TAGS, "Helpful reasons"),
+        "not_helpful_tags": (NOT_HELPFUL_TAGS, "Not-helpful reasons"),
+    }
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         level = data.get("level")
-        if level == RatingLevel.HELPFUL and data.get("not_helpful_tags"):
-            self.add_error("not_helpful_tags", "Not-helpful reasons do not go with a Helpful rating.")
-        if level == RatingLevel.NOT_HELPFUL and data.get("helpful_tags"):
-            self.add_error("helpful_tags", "Helpful reasons do not go with a Not helpful rating.")
+        if level in TAGS_FOR_LEVEL:
+            for name, (_, words) in self.TAG_GROUPS.items():
+                if not set(data.get(name) or ()) <= TAGS_FOR_LEVEL[level]:
+                    self.add_error(name, f"{words} do not go with a {RatingLevel(level).label} rating.")
         return data
+
+    def _offers(self, name: str) -> bool:
+        level = self.chosen_level
+        return not level or bool(TAGS_FOR_LEVEL[level] & set(self.TAG_GROUPS[name][0]))
+
+    @property
+    def offers_helpful_tags(self) -> bool:
+        """The helpful tags go with the level picked so far (or no level is picked yet)."""
+        return self._offers("helpful_tags")
+
+    @property
+    def offers_not_helpful_tags(self) -> bool:
+        return self._offers("not_helpful_tags")
 
     @property
     def tags(self) -> list[str]:
@@ -157,12 +196,12 @@ class RatingForm(forms.Form):
     def chosen_level(self) -> str:
         """The level picked so far (bound data or initial), "" if none."""
         value = self["level"].value()
-        return value if value in TAGS_BY_LEVEL else ""
+        return value if value in TAGS_FOR_LEVEL else ""
 
     @classmethod
     def initial_for(cls, rating: Rating | None, choice: QueryDict | None = None) -> dict[str, Any]:
         """The rater's own rating, or a level being picked on the page (htmx GET with ?level=)."""
-        if choice is not None and choice.get("level") in TAGS_BY_LEVEL:
+        if choice is not None and choice.get("level") in TAGS_FOR_LEVEL:
             return {
                 "level": choice["level"],
                 "helpful_tags": choice.getlist("helpful_tags"),
@@ -175,6 +214,3 @@ class RatingForm(forms.Form):
             "helpful_tags": [t for t in rating.tags if t in HELPFUL_TAGS],
             "not_helpful_tags": [t for t in rating.tags if t in NOT_HELPFUL_TAGS],
         }
-
-
-TAGS_BY_LEVEL = {RatingLevel.HELPFUL.value, RatingLevel.SOMEWHAT_HELPFUL.value, RatingLevel.NOT_HELPFUL.value}

@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from notes import status as note_status
+
+if TYPE_CHECKING:
+    from judging.steps.common import Producer
 
 
 class Topic(models.TextChoices):
@@ -55,9 +62,9 @@ class Participant(models.Model):
 
 
 class NoteStatus(models.TextChoices):
-    NEEDS_MORE_RATINGS = "NEEDS_MORE_RATINGS", "Needs More Ratings"
-    HELPFUL = "CURRENTLY_RATED_HELPFUL", "Currently Rated Helpful"
-    NOT_HELPFUL = "CURRENTLY_RATED_NOT_HELPFUL", "Currently Rated Not Helpful"
+    NEEDS_MORE_RATINGS = note_status.NEEDS_MORE_RATINGS, note_status.LABELS[note_status.NEEDS_MORE_RATINGS]
+    HELPFUL = note_status.CURRENTLY_RATED_HELPFUL, note_status.LABELS[note_status.CURRENTLY_RATED_HELPFUL]
+    NOT_HELPFUL = note_status.CURRENTLY_RATED_NOT_HELPFUL, note_status.LABELS[note_status.CURRENTLY_RATED_NOT_HELPFUL]
 
 
 class Note(models.Model):
@@ -65,6 +72,9 @@ class Note(models.Model):
         HUMAN = "human", "Human"
         AUGMENTED = "augmented", "Augmented (human evidence, machine draft)"
         AUTOMATED = "automated", "Automated (machine evidence and draft)"
+        # Human and machine-proposed evidence together: neither "augmented" (human evidence only)
+        # nor "automated" (machine evidence only) would be true.
+        MIXED = "mixed", "Mixed (human and machine-proposed evidence)"
         SUPERNOTE = "supernote", "Supernote"
 
     class Classification(models.TextChoices):
@@ -104,6 +114,10 @@ class Note(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+    def can_be_rated_by(self, participant: Participant | None) -> bool:
+        """Anyone with a scoring identity may rate a note, except its author."""
+        return participant is not None and (self.author_id is None or self.author_id != participant.pk)
 
 
 class NoteStatusChange(models.Model):
@@ -146,6 +160,14 @@ NOT_HELPFUL_TAGS: dict[str, str] = {
     "notHelpfulIrrelevantSources": "Sources do not support the note",
     "notHelpfulOpinionSpeculation": "Opinion or speculation",
     "notHelpfulNoteNotNeeded": "Note not needed on this post",
+}
+
+
+# The tags a rating of each level may carry: Somewhat helpful takes both kinds.
+TAGS_FOR_LEVEL: dict[str, frozenset[str]] = {
+    RatingLevel.HELPFUL: frozenset(HELPFUL_TAGS),
+    RatingLevel.SOMEWHAT_HELPFUL: frozenset(HELPFUL_TAGS) | frozenset(NOT_HELPFUL_TAGS),
+    RatingLevel.NOT_HELPFUL: frozenset(NOT_HELPFUL_TAGS),
 }
 
 
@@ -197,3 +219,10 @@ class DraftJob(models.Model):
 
     def __str__(self) -> str:
         return f"draft {self.pk} ({self.state})"
+
+    @property
+    def draft_producer(self) -> Producer:
+        """Who wrote the draft ("llm" + model or "baseline" + name), parsed from draft_method."""
+        from judging.steps.common import Producer
+
+        return Producer.from_label(self.draft_method)

@@ -16,12 +16,13 @@ import numpy as np
 
 from notes import communitynotes_io as cio
 from notes import scoring
+from notes import status as names
 
 NOT_MISLEADING_UI_LAUNCH_MS = 1664755200000
 STATUS_CODES = {
-    "NEEDS_MORE_RATINGS": scoring.NEEDS_MORE_RATINGS,
-    "CURRENTLY_RATED_HELPFUL": scoring.CURRENTLY_RATED_HELPFUL,
-    "CURRENTLY_RATED_NOT_HELPFUL": scoring.CURRENTLY_RATED_NOT_HELPFUL,
+    names.NEEDS_MORE_RATINGS: scoring.NEEDS_MORE_RATINGS,
+    names.CURRENTLY_RATED_HELPFUL: scoring.CURRENTLY_RATED_HELPFUL,
+    names.CURRENTLY_RATED_NOT_HELPFUL: scoring.CURRENTLY_RATED_NOT_HELPFUL,
 }
 
 

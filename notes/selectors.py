@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from django.conf import settings
 from django.db import connection
 from django.db.models import (
     BigIntegerField,
@@ -25,14 +24,14 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Least
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 
 from evidence.models import Snippet
+from evidence.snippets import snippet_is_confirmed, snippet_refining
 from notes import scoring
 from notes.models import DraftJob, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
+    from django.contrib.auth.models import AnonymousUser, User
 
 
 def posts_for_home(*, limit: int = 50) -> QuerySet[Post]:
@@ -44,9 +43,16 @@ def posts_for_home(*, limit: int = 50) -> QuerySet[Post]:
     )
 
 
+# How often the draft page asks for news (htmx), and reloads itself without JavaScript: every
+# second while sources are processed or the draft is written (the contributor is waiting), every
+# 3 s while only the refine task runs (the contributor is reading the first passage).
+POLL_WAITING_S, POLL_READING_S, NOSCRIPT_REFRESH_S = 1, 3, 3
+
+
 @dataclass(frozen=True)
 class DraftGate:
-    """Whether a draft may be requested (and a note submitted), and if not, why not."""
+    """Whether a draft may be requested (and a note submitted), and if not, why not; and when
+    the draft page should look again."""
 
     can_draft: bool
     reasons: list[str]
@@ -55,17 +61,16 @@ class DraftGate:
     processing: list[Snippet]
     # Ready and unreviewed, while the refine task still compares the passages the pre-filter skipped.
     refining: list[Snippet] = field(default_factory=list)
+    # CrowdNotes is still looking for evidence ("find evidence for me").
+    finding: bool = False
+    # Seconds until the page polls again (None: nothing is running), and the no-JS refresh.
+    poll_seconds: int | None = None
+    refresh_seconds: int | None = None
 
-
-def snippet_is_confirmed(snippet: Snippet) -> bool:
-    """Confirmed, and the passage is still the one the contributor read."""
-    from notes.services import passage_hash
-
-    return (
-        snippet.confirmation == Snippet.Confirmation.CONFIRMED
-        and snippet.passage is not None
-        and snippet.confirmed_text_hash == passage_hash(snippet.passage.text)
-    )
+    @property
+    def urls(self) -> list[str]:
+        """The evidence links the note will carry: the confirmed sources, in order."""
+        return [s.url for s in self.confirmed]
 
 
 def draft_gate(*, job: DraftJob) -> DraftGate:
@@ -75,20 +80,38 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
     confirmed = [s for s in ready if snippet_is_confirmed(s)]
     rejected = [s for s in ready if s.confirmation == Snippet.Confirmation.REJECTED]
     pending = [s for s in ready if s not in confirmed and s not in rejected]
+    refining = [s for s in pending if snippet_refining(s)]
+    from evidence.search.selectors import automation_running
+
+    finding = automation_running(job=job)
     reasons: list[str] = []
+    if finding:
+        reasons.append("CrowdNotes is still looking for evidence: wait for its proposals.")
     if processing:
         reasons.append(f"{len(processing)} source(s) are still being processed: wait for them or remove them.")
     if pending:
         reasons.append(f"Review every snippet first: {len(pending)} still need your confirm or reject.")
-    if not confirmed:
+    if not confirmed and not finding:
         reasons.append("Confirm at least one snippet that supports the context you want to add.")
-    return DraftGate(not reasons, reasons, confirmed, pending, processing, [s for s in pending if snippet_refining(s)])
+    waiting = bool(processing) or finding or job.state == DraftJob.State.DRAFTING
+    return DraftGate(
+        can_draft=not reasons,
+        reasons=reasons,
+        confirmed=confirmed,
+        pending_review=pending,
+        processing=processing,
+        refining=refining,
+        finding=finding,
+        poll_seconds=POLL_WAITING_S if waiting else (POLL_READING_S if refining else None),
+        refresh_seconds=NOSCRIPT_REFRESH_S if waiting else None,
+    )
 
 
-def snippet_refining(snippet: Snippet) -> bool:
-    """The refine task has passages left to compare (recently enough that it is still running)."""
-    recent = timezone.now() - snippet.updated_at < timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
-    return settings.EVIDENCE_REFINE and recent and any(score is None for score in snippet.scores or [])
+def participant_of(*, user: User | AnonymousUser) -> Participant | None:
+    """The viewer's scoring identity (None for anonymous visitors and users who never had one)."""
+    if not user.is_authenticated:
+        return None
+    return Participant.objects.filter(user=user).first()
 
 
 def drafts_for_user(*, user: User) -> QuerySet[DraftJob]:
@@ -102,17 +125,6 @@ def drafts_for_user(*, user: User) -> QuerySet[DraftJob]:
 
 def notes_for_user(*, user: User) -> QuerySet[Note]:
     return Note.objects.filter(author__user=user).select_related("post").order_by("-created_at")
-
-
-def snippet_in_context(*, snippet: Snippet, margin: int = 2000) -> dict[str, object]:
-    """The chosen passage with the source text around it (by the passage's character offsets)."""
-    source, passage = snippet.source, snippet.passage
-    before = after = ""
-    if source is not None and passage is not None:
-        text = source.cleaned_text
-        before = text[max(passage.char_start - margin, 0) : passage.char_start]
-        after = text[passage.char_end : passage.char_end + margin]
-    return {"snippet": snippet, "source": source, "before": before, "after": after}
 
 
 # --- Ratings and scoring ---------------------------------------------------------------------
@@ -170,11 +182,8 @@ class ScoringInputs:
     previous_rater: dict[int, tuple[float | None, float | None]]
 
 
-_STATUS_CODE: dict[str, int] = {
-    NoteStatus.NEEDS_MORE_RATINGS: scoring.NEEDS_MORE_RATINGS,
-    NoteStatus.HELPFUL: scoring.CURRENTLY_RATED_HELPFUL,
-    NoteStatus.NOT_HELPFUL: scoring.CURRENTLY_RATED_NOT_HELPFUL,
-}
+# Stored status string -> the scorer's outcome code (the inverse of the scorer's names).
+_STATUS_CODE: dict[str, int] = {name: code for code, name in scoring.STATUS_NAMES.items()}
 _LEVEL_VALUE: dict[str, float] = {
     RatingLevel.HELPFUL: 1.0,
     RatingLevel.SOMEWHAT_HELPFUL: 0.5,

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from datetime import datetime
@@ -12,18 +11,19 @@ from django.db import connection, transaction
 from django.db.models import F, Model
 from django.utils import timezone
 
+from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.queue import enqueue_on_commit
+from evidence import snippets
 from evidence.models import Snippet
 from notes import scoring, selectors
 from notes.models import (
-    HELPFUL_TAGS,
-    NOT_HELPFUL_TAGS,
+    TAGS_FOR_LEVEL,
     DraftJob,
     Note,
     NoteStatusChange,
     Participant,
     Post,
     Rating,
-    RatingLevel,
 )
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def normalize_post_text(text: str) -> str:
 
 
 def post_text_hash(text: str) -> str:
-    return hashlib.sha256(normalize_post_text(text).encode()).hexdigest()
+    return sha256_hex(normalize_post_text(text))
 
 
 def participant_for_user(*, user: User) -> Participant:
@@ -101,27 +101,17 @@ def post_flag(
     return post, True
 
 
-def _enqueue_evidence(snippet_ids: list[int]) -> None:
-    from evidence.tasks import snippet_process
-
-    for snippet_id in snippet_ids:
-        transaction.on_commit(lambda sid=snippet_id: snippet_process.delay(sid))  # type: ignore[misc]
-
-
-def _add_snippets(job: DraftJob, urls: list[str]) -> list[Snippet]:
-    start = job.snippets.count()
-    snippets = [
-        Snippet.objects.create(post=job.post, draft_job=job, url=url, position=start + i) for i, url in enumerate(urls)
-    ]
-    _enqueue_evidence([s.pk for s in snippets])
-    return snippets
-
-
 @transaction.atomic
-def draft_job_start(*, post: Post, user: User, urls: list[str]) -> DraftJob:
-    """Open a draft for `post` and start fetching each evidence URL in the background."""
-    job = DraftJob.objects.create(post=post, contributor=user, mode=DraftJob.Mode.AUGMENTATION)
-    _add_snippets(job, urls)
+def draft_job_start(*, post: Post, user: User, urls: list[str], find_evidence: bool = False) -> DraftJob:
+    """Open a draft for `post` and start fetching each evidence URL in the background; with
+    find_evidence, CrowdNotes also searches for evidence and proposes sources for review."""
+    mode = DraftJob.Mode.AUTOMATION if find_evidence else DraftJob.Mode.AUGMENTATION
+    job = DraftJob.objects.create(post=post, contributor=user, mode=mode)
+    snippets.snippets_add(job=job, urls=urls)
+    if find_evidence:
+        from evidence.search.services import automation_run_start
+
+        automation_run_start(job=job)
     return job
 
 
@@ -129,70 +119,7 @@ def draft_job_start(*, post: Post, user: User, urls: list[str]) -> DraftJob:
 def draft_job_add_urls(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
     if job.state == DraftJob.State.SUBMITTED:
         raise FlowError("This note was already submitted.")
-    return _add_snippets(job, urls)
-
-
-def passage_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-STALE_REVIEW = "A closer passage was found for this source while you were reading: read it, then review again."
-
-
-@transaction.atomic
-def snippet_review(*, snippet: Snippet, user: User, confirmed: bool, passage_id: int | None = None) -> Snippet:
-    """Record that the contributor read the passage and confirmed (or rejected) it as support.
-
-    passage_id is the passage the page showed. The refine task may switch a pending snippet to a
-    better passage at any moment; a review of the passage that was replaced is refused, so nobody
-    confirms text they did not read. The update is conditional, so it serializes with the refine's.
-    """
-    if snippet.state != Snippet.State.READY or snippet.passage is None:
-        raise FlowError("This source has no passage to review yet.")
-    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
-        raise FlowError("This note was already submitted.")
-    if passage_id is not None and passage_id != snippet.passage.pk:
-        raise FlowError(STALE_REVIEW)
-    now = timezone.now()
-    # Conditional on the passage loaded above: a refine that swapped it since makes this update miss.
-    reviewed = Snippet.objects.filter(pk=snippet.pk, passage_id=snippet.passage.pk).update(
-        confirmation=Snippet.Confirmation.CONFIRMED if confirmed else Snippet.Confirmation.REJECTED,
-        confirmed_by=user,
-        confirmed_at=now,
-        confirmed_text_hash=passage_hash(snippet.passage.text),
-        updated_at=now,
-    )
-    if not reviewed:
-        raise FlowError(STALE_REVIEW)
-    snippet.refresh_from_db()
-    return snippet
-
-
-@transaction.atomic
-def snippet_retry(*, snippet: Snippet) -> Snippet:
-    """Fetch a failed source again. Its review starts over: the evidence may change."""
-    Snippet.objects.filter(pk=snippet.pk).update(
-        state=Snippet.State.QUEUED,
-        error_code="",
-        error_message="",
-        passage=None,
-        similarity=None,
-        confirmation=Snippet.Confirmation.PENDING,
-        confirmed_by=None,
-        confirmed_at=None,
-        confirmed_text_hash="",
-        updated_at=timezone.now(),
-    )
-    _enqueue_evidence([snippet.pk])
-    snippet.refresh_from_db()
-    return snippet
-
-
-@transaction.atomic
-def snippet_remove(*, snippet: Snippet) -> None:
-    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
-        raise FlowError("This note was already submitted.")
-    snippet.delete()
+    return snippets.snippets_add(job=job, urls=urls)
 
 
 @transaction.atomic
@@ -208,7 +135,7 @@ def draft_job_request_draft(*, job: DraftJob) -> DraftJob:
         raise FlowError("A draft is already being written, or the note was submitted.")
     from notes.tasks import draft_generate
 
-    transaction.on_commit(lambda: draft_generate.delay(job.pk))
+    enqueue_on_commit(draft_generate, job.pk)
     job.refresh_from_db()
     return job
 
@@ -224,8 +151,8 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
     confirmed = draft_gate(job=job).confirmed
     try:
         # Every confirmed snippet has a passage (snippet_is_confirmed checks it); the filter narrows the type.
-        snippets = [(s.url, s.passage.text) for s in confirmed if s.passage is not None]
-        draft = drafting.draft_note(post=job.post.text, snippets=snippets)
+        evidence = [(s.url, s.passage.text) for s in confirmed if s.passage is not None]
+        draft = drafting.draft_note(post=job.post.text, snippets=evidence)
     except drafting.DraftError as exc:
         DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
             state=DraftJob.State.FAILED, error=str(exc), updated_at=timezone.now()
@@ -244,6 +171,18 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
     return job
 
 
+def note_origin(*, confirmed: list[Snippet], drafted: bool) -> str:
+    """Who chose the evidence: automated (CrowdNotes proposed every confirmed source), mixed (some
+    proposed, some the contributor's), augmented (the contributor's only, with a machine draft),
+    human (the contributor's only, written by hand)."""
+    proposed = [s for s in confirmed if s.proposed_by_id is not None]
+    if proposed and len(proposed) < len(confirmed):
+        return Note.Origin.MIXED
+    if proposed:
+        return Note.Origin.AUTOMATED
+    return Note.Origin.AUGMENTED if drafted else Note.Origin.HUMAN
+
+
 @transaction.atomic
 def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     """Record the contributor's note with its evidence, confirmations and starting draft.
@@ -258,13 +197,12 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     gate = draft_gate(job=job)
     if not gate.can_draft:
         raise FlowError(" ".join(gate.reasons))
-    urls = [s.url for s in gate.confirmed]
     note = Note.objects.create(
         post=job.post,
         author=participant_for_user(user=user),
         text=text,
-        origin=Note.Origin.AUGMENTED if job.draft_text else Note.Origin.HUMAN,
-        evidence_urls=urls,
+        origin=note_origin(confirmed=gate.confirmed, drafted=bool(job.draft_text)),
+        evidence_urls=gate.urls,
         draft_job=job,
         draft_text=job.draft_text,
     )
@@ -280,11 +218,6 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
 
 # --- Ratings and scoring ---------------------------------------------------------------------
 
-TAGS_FOR_LEVEL: dict[str, set[str]] = {
-    RatingLevel.HELPFUL: set(HELPFUL_TAGS),
-    RatingLevel.SOMEWHAT_HELPFUL: set(HELPFUL_TAGS) | set(NOT_HELPFUL_TAGS),
-    RatingLevel.NOT_HELPFUL: set(NOT_HELPFUL_TAGS),
-}
 # The reference counts a rating towards its rater's reputation only if it came within 48 h of the
 # note (before the public data download could reveal outcomes). Here raters never see other
 # ratings or scores before rating, and "made before the note's latest status" still applies, so
@@ -301,7 +234,7 @@ class RatingError(Exception):
 @transaction.atomic
 def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[str] = ()) -> tuple[Rating, bool]:
     """Create or change this rater's one rating of the note. Returns (rating, created)."""
-    if note.author_id is not None and note.author_id == rater.pk:
+    if not note.can_be_rated_by(rater):
         raise RatingError("You cannot rate your own note.")
     if level not in TAGS_FOR_LEVEL:
         raise RatingError(f"Unknown rating level {level!r}.")
@@ -321,7 +254,7 @@ def notes_rescore_request() -> None:
     """Queue a rescoring on the cpu queue once the current transaction commits."""
     from notes.tasks import score_notes
 
-    transaction.on_commit(score_notes.delay)
+    enqueue_on_commit(score_notes)
 
 
 def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -411,12 +344,12 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
 
 def note_preflight(*, job: DraftJob, gate: selectors.DraftGate, text: str) -> Any:
     """The judges' verdicts on a draft before submission (stored nowhere, decides nothing)."""
-    from judging.prompts import Evidence
     from judging.services import preflight_run
+    from judging.steps.common import Evidence
 
     return preflight_run(
         post_text=job.post.text,
         note_text=text,
-        urls=[s.url for s in gate.confirmed],
+        urls=gate.urls,
         snippets=[Evidence(text=s.passage.text, source=s.url) for s in gate.confirmed if s.passage],
     )

@@ -7,7 +7,7 @@ Rule: a note may hold at most 280 characters, where every URL counts as one char
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 NOTE_MAX_CHARS = 280
@@ -15,21 +15,30 @@ NOTE_MAX_CHARS = 280
 # Schemes and bare "www." hosts; stops at whitespace. Trailing sentence punctuation is
 # not part of the URL ("see https://x.org." ends with a full stop).
 URL_RE = re.compile(r"(?:https?://|www\.)[^\s<>\"']+", re.IGNORECASE)
-_TRAILING_PUNCT = ".,;:!?)]}'\""
+TRAILING_PUNCTUATION = ".,;:!?)]}'\""
 
 
-def find_urls(text: str) -> list[str]:
-    """URLs found in `text`, in order, without trailing sentence punctuation."""
-    return [m.group(0).rstrip(_TRAILING_PUNCT) for m in URL_RE.finditer(text)]
+def _url_matches(text: str, web_only: bool) -> Iterator[re.Match[str]]:
+    for match in URL_RE.finditer(text):
+        # A bare "www." host counts as a URL for the length rule, but is no usable link.
+        if not web_only or match.group(0).lower().startswith(("http://", "https://")):
+            yield match
 
 
-def strip_urls(text: str) -> str:
-    """`text` with its URLs removed and whitespace collapsed to single spaces."""
+def find_urls(text: str, *, web_only: bool = False) -> list[str]:
+    """URLs found in `text`, in order, without trailing sentence punctuation.
+
+    `web_only`: only http(s) links (what can be stored as a note's evidence link)."""
+    return [m.group(0).rstrip(TRAILING_PUNCTUATION) for m in _url_matches(text, web_only)]
+
+
+def strip_urls(text: str, *, web_only: bool = False) -> str:
+    """`text` with its URLs (only http(s) ones if `web_only`) removed and whitespace collapsed."""
     out = []
     last = 0
-    for match in URL_RE.finditer(text):
+    for match in _url_matches(text, web_only):
         url = match.group(0)
-        kept = url.rstrip(_TRAILING_PUNCT)
+        kept = url.rstrip(TRAILING_PUNCTUATION)
         out.append(text[last : match.start()])
         out.append(url[len(kept) :])  # keep the punctuation that followed the URL
         last = match.end()
@@ -46,7 +55,7 @@ def note_length(text: str, urls: Sequence[str] = ()) -> int:
     inline = find_urls(text)
     length = len(text)
     for match in URL_RE.finditer(text):
-        url = match.group(0).rstrip(_TRAILING_PUNCT)
+        url = match.group(0).rstrip(TRAILING_PUNCTUATION)
         length -= len(url) - 1
     extra = [u for u in _dedupe(urls) if u not in inline]
     return length + len(extra)

@@ -7,9 +7,12 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
+from evidence import snippets
 from evidence.models import Snippet
+from evidence.search.selectors import automation_view
+from evidence.search.services import AutomationError, automation_run_start
 from notes import selectors, services
-from notes.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
 from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
 from notes.models import DraftJob, Participant, Post
 
@@ -23,7 +26,8 @@ def home(request: HttpRequest) -> HttpResponse:
 def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     post = get_object_or_404(Post, pk=post_id)
     notes = post.notes.select_related("author__user").order_by("-created_at")
-    return render(request, "notes/post_detail.html", {"post": post, "notes": notes})
+    viewer = selectors.participant_of(user=request.user)
+    return render(request, "notes/post_detail.html", {"post": post, "notes": notes, "viewer": viewer})
 
 
 @endpoint(methods=["GET", "POST"], permission=PUBLIC)
@@ -60,15 +64,14 @@ def _own_snippet(request: AuthenticatedHttpRequest, snippet_id: int) -> Snippet:
 
 def _workspace(request: HtmxHttpRequest, job: DraftJob, **extra: object) -> HttpResponse:
     gate = selectors.draft_gate(job=job)
-    context = {"job": job, "gate": gate, **extra}
+    context = {"job": job, "gate": gate, "automation": automation_view(job=job), **extra}
     if request.htmx:
         response = render(request, "notes/draft_detail.html#workspace", context)
         if request.GET.get("was") == DraftJob.State.DRAFTING and job.state != DraftJob.State.DRAFTING:
             response["HX-Refresh"] = "true"  # the editor needs the new draft text
         return response
     if "note_form" not in context:
-        urls = [s.url for s in gate.confirmed]
-        context["note_form"] = NoteForm(initial={"text": job.draft_text}, urls=urls)
+        context["note_form"] = NoteForm(initial={"text": job.draft_text}, urls=gate.urls)
     context.setdefault("add_form", AddEvidenceForm(existing=[]))
     return render(request, "notes/draft_detail.html", context)
 
@@ -77,7 +80,8 @@ def _workspace(request: HtmxHttpRequest, job: DraftJob, **extra: object) -> Http
 def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     post_id = request.GET.get("post", "")
     post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
-    form = ContributeForm(request.POST or None, initial={"text": post.text if post else ""})
+    finding = request.POST.get("action") == "find"
+    form = ContributeForm(request.POST or None, initial={"text": post.text if post else ""}, finding=finding)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         post, created = services.post_flag(
@@ -89,7 +93,7 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
         )
         if not created:
             messages.info(request, "This post was already flagged; your evidence was added to a note on it.")
-        job = services.draft_job_start(post=post, user=request.user, urls=data["urls"])
+        job = services.draft_job_start(post=post, user=request.user, urls=data["urls"], find_evidence=finding)
         return redirect("draft_detail", job_id=job.pk)
     return render(request, "notes/contribute.html", {"form": form})
 
@@ -112,6 +116,19 @@ def draft_add_urls(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
     return redirect("draft_detail", job_id=job.pk)
 
 
+@endpoint(methods=["POST"], permission="notes.change_draftjob")
+def automation_start(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
+    """ "Find evidence for me": queue the search; its progress and proposals appear on the draft page."""
+    job = _own_job(request, job_id)
+    try:
+        automation_run_start(job=job)
+    except AutomationError as exc:
+        messages.error(request, str(exc))
+    if request.htmx:
+        return _workspace(request, job)
+    return redirect(f"{reverse('draft_detail', args=[job.pk])}#automation")
+
+
 @endpoint(methods=["POST"], permission="evidence.change_snippet")
 def snippet_action(request: AuthenticatedHttpRequest, snippet_id: int, action: str) -> HttpResponse:
     snippet = _own_snippet(request, snippet_id)
@@ -120,19 +137,19 @@ def snippet_action(request: AuthenticatedHttpRequest, snippet_id: int, action: s
     try:
         if action in ("confirm", "reject"):
             shown = request.POST.get("passage", "")
-            services.snippet_review(
+            snippets.snippet_review(
                 snippet=snippet,
                 user=request.user,
                 confirmed=action == "confirm",
                 passage_id=int(shown) if shown.isdigit() else None,
             )
         elif action == "retry":
-            services.snippet_retry(snippet=snippet)
+            snippets.snippet_retry(snippet=snippet)
         elif action == "remove":
-            services.snippet_remove(snippet=snippet)
+            snippets.snippet_remove(snippet=snippet)
         else:
             raise Http404
-    except services.FlowError as exc:
+    except snippets.SnippetError as exc:
         if request.htmx:  # the swapped-in workspace shows it; a message would only appear on the next page
             return _workspace(request, job, flow_error=str(exc))
         messages.error(request, str(exc))
@@ -144,7 +161,7 @@ def snippet_action(request: AuthenticatedHttpRequest, snippet_id: int, action: s
 @endpoint(methods=["GET"], permission="notes.view_draftjob")
 def snippet_context(request: AuthenticatedHttpRequest, snippet_id: int) -> HttpResponse:
     snippet = _own_snippet(request, snippet_id)
-    return render(request, "notes/snippet_context.html", selectors.snippet_in_context(snippet=snippet))
+    return render(request, "notes/snippet_context.html", snippets.snippet_in_context(snippet=snippet))
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
@@ -162,8 +179,7 @@ def draft_request(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespons
 @endpoint(methods=["POST"], permission="notes.add_note")
 def note_submit(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
-    gate = selectors.draft_gate(job=job)
-    form = NoteForm(request.POST, urls=[s.url for s in gate.confirmed])
+    form = NoteForm(request.POST, urls=selectors.draft_gate(job=job).urls)
     if not form.is_valid():
         return _workspace(request, job, note_form=form)
     try:
@@ -195,7 +211,7 @@ def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
 def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     participant = _participant(request)
     note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
-    if note.author_id == participant.pk:
+    if not note.can_be_rated_by(participant):
         raise PermissionDenied("You cannot rate your own note.")
     form = RatingForm(request.POST or None, initial=RatingForm.initial_for(own, request.GET if request.htmx else None))
     saved = False
@@ -222,7 +238,7 @@ def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
     """Run the judges on the text in the editor and show their verdicts; submits nothing."""
     job = _own_job(request, job_id)
     gate = selectors.draft_gate(job=job)
-    form = NoteForm(request.POST, urls=[s.url for s in gate.confirmed])
+    form = NoteForm(request.POST, urls=gate.urls)
     if not form.is_valid():
         return _workspace(request, job, note_form=form)
     result = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"])

@@ -13,6 +13,14 @@ PY=.venv/bin/python
 mkdir -p var/log
 $PY manage.py migrate --noinput -v0
 $PY manage.py load_demo
+PAGES=../shared/data/webpages
+# The local evidence index behind "Find evidence for me": the real pages of the corpus, with their
+# original URLs and titles from the manifest; each proposal opens its copy served on $PAGES_PORT.
+# First run ~2-3 min (extraction and chunking); later runs skip it (delete the marker to re-index).
+if [ -d "$PAGES" ] && [ ! -f var/demo-index.done ]; then
+  $PY manage.py index_documents "$PAGES" --manifest "$PAGES/manifest.tsv" --base-url "http://127.0.0.1:$PAGES_PORT/" \
+    && touch var/demo-index.done
+fi
 # Unpack and load the embedding model and build its pre-filter table now (first run:
 # about 1-2 min), so the first snippet does not wait for it; later runs find it in var/models.
 $PY manage.py evidence_warmup
@@ -24,7 +32,6 @@ $PY -m celery -A crowdnotes_site worker --pool=solo -Q default,cpu,llm -l INFO >
 pids+=($!)
 $PY -m celery -A crowdnotes_site beat -s var/celerybeat-schedule -l INFO >var/log/beat.log 2>&1 &
 pids+=($!)
-PAGES=../shared/data/webpages
 if [ -d "$PAGES" ]; then
   $PY -m http.server "$PAGES_PORT" --bind 127.0.0.1 --directory "$PAGES" >var/log/pages.log 2>&1 &
   pids+=($!)
@@ -34,6 +41,7 @@ cat <<MSG
 CrowdNotes demo is starting at http://127.0.0.1:$PORT/
   logins (password crowdnotes-demo): demo-contributor, demo-rater, demo-admin
   evidence pages to paste: http://127.0.0.1:$PAGES_PORT/health/cdc.gov__about-sids.html (and the rest of $PAGES)
+  or press "Find evidence for me": CrowdNotes searches its index of those pages (offline baseline without an LLM)
   logs: var/log/worker.log, var/log/beat.log   (Ctrl-C stops everything)
 
 MSG

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import socket
 import time
@@ -22,7 +23,6 @@ from tests.support.worker import Worker, purge_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-SHARED = ROOT.parent / "shared"
 
 
 # --- No network but loopback -----------------------------------------------------------------
@@ -143,16 +143,60 @@ def llm_server(_llm_session: ScriptedLLM, settings: Any) -> Iterator[ScriptedLLM
 
 
 @pytest.fixture(scope="session")
-def web_server() -> Iterator[WebServer]:
+def _web_session() -> Iterator[WebServer]:
     server = WebServer()
     yield server
     server.close()
 
 
+@pytest.fixture
+def web_server(_web_session: WebServer) -> WebServer:
+    """The loopback web server (tests/support/web_server.py), emptied for this test: no pages,
+    no recorded requests or connections. Its pages are fetchable by the app under
+    EVIDENCE_ALLOW_LOOPBACK (test settings) and by test fetch policies (tests/evidence)."""
+    _web_session.reset()
+    return _web_session
+
+
+# --- Shared data -----------------------------------------------------------------------------
+def _shared_data_dir() -> Path:
+    # ../shared/data next to the checkout; a worktree (/work/wt/<name>) finds it one level further up.
+    for folder in ROOT.parents:
+        if (folder / "shared" / "data").is_dir():
+            return folder / "shared" / "data"
+    raise RuntimeError(f"no shared/data folder next to {ROOT} or above it: the tests read the real data there")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real data (`../shared/data`: communitynotes/, webpages/), resolved from the checkout."""
+    try:
+        return _shared_data_dir()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def cn_data(shared_data: Path) -> Path:
+    """The public Community Notes samples (`../shared/data/communitynotes`)."""
+    return shared_data / "communitynotes"
+
+
 # --- A real Celery worker ----------------------------------------------------------------------
 @pytest.fixture(scope="session")
+def _evidence_model_warm() -> None:
+    """Run `evidence_warmup` once per session, before any worker starts: it unpacks the embedding
+    model and builds its pre-filter table in MODEL_CACHE_DIR (which the workers share). Without
+    it the first snippet a worker processes pays for the table, and on a loaded machine a worker
+    test's wait ran out before the first answer."""
+    from django.core.management import call_command
+
+    call_command("evidence_warmup", stdout=io.StringIO())
+
+
+@pytest.fixture(scope="session")
 def _worker_session(
-    django_db_setup: None, django_db_blocker: Any, _llm_session: ScriptedLLM
+    django_db_setup: None, django_db_blocker: Any, _llm_session: ScriptedLLM, _evidence_model_warm: None
 ) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from notes.access import Access, AuthenticatedHttpRequest
+from crowdnotes_site.access import Access, AuthenticatedHttpRequest
 from notes.models import Note
 from notes.roles import ADMIN, CONTRIBUTOR, RATER, ROLE_PERMISSIONS
 from notes.services import post_create

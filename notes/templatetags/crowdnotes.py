@@ -8,6 +8,9 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from evidence import errors
+from notes.models import Note, Participant
+
 register = template.Library()
 
 STOPWORDS = frozenset(
@@ -15,23 +18,6 @@ STOPWORDS = frozenset(
     "its just more most no not of on or our out she so some than that the their them then there these they this to "
     "too up us was we were what when which who why will with you your".split()
 )
-
-ERROR_MESSAGES = {
-    "blocked_address": "This address points to a private or local network, which CrowdNotes never fetches.",
-    "bad_scheme": "Only http:// and https:// links can be used as evidence.",
-    "bad_port": "This link uses a port that CrowdNotes does not fetch.",
-    "bad_url": "This link is not a valid web address.",
-    "dns_error": "The site's name could not be found.",
-    "connection_error": "The site could not be reached.",
-    "timeout": "The site took too long to answer.",
-    "too_large": "The page is too large to fetch.",
-    "too_many_redirects": "The link redirects too many times.",
-    "http_error": "The site answered with an error instead of the page.",
-    "unsupported_type": "This link is not a web page, plain text or PDF.",
-    "empty_text": "No readable main text was found on this page.",
-    "block_page": "The site showed a block, consent or captcha page instead of its content.",
-    "internal_error": "Something went wrong on our side while processing this source.",
-}
 
 
 def _terms(query: str) -> set[str]:
@@ -56,10 +42,17 @@ def domain(url: str) -> str:
 
 @register.filter
 def error_text(code: str) -> str:
-    return ERROR_MESSAGES.get(code or "", "This source could not be used.")
+    """The contributor-facing sentence for an evidence error code (defined in evidence.errors)."""
+    return errors.error_text(code)
 
 
 @register.filter
 def scored_count(scores: list[float | None] | None) -> int:
     """How many passages have a similarity score yet (the pre-filter leaves the others None)."""
     return sum(score is not None for score in scores or [])
+
+
+@register.filter
+def can_be_rated_by(note: Note, participant: Participant | None) -> bool:
+    """`Note.can_be_rated_by` for templates (a template cannot pass an argument to a method)."""
+    return note.can_be_rated_by(participant)

@@ -1,11 +1,12 @@
 // Live character count under the Community Notes rule: each URL counts as one character.
+// The limit, the URL pattern and the trailing punctuation come from the textarea's data
+// attributes (notes.forms.NoteForm, from notes.text_rules), so there is one rule, in Python.
 (function () {
   "use strict";
-  var URL_RE = /(?:https?:\/\/|www\.)[^\s<>"']+/gi;
-  function noteLength(text, appended) {
+  function noteLength(text, appended, urlRe, trailingRe) {
     var length = text.length;
-    (text.match(URL_RE) || []).forEach(function (url) {
-      var kept = url.replace(/[.,;:!?)\]}'"]+$/, "");
+    (text.match(urlRe) || []).forEach(function (url) {
+      var kept = url.replace(trailingRe, "");
       length -= kept.length - 1;
     });
     return length + appended;
@@ -15,11 +16,13 @@
     var out = document.getElementById("note-count");
     var button = document.getElementById("submit-note");
     if (!area || !out) return;
-    var limit = parseInt(out.dataset.limit, 10);
-    var urls = parseInt(out.dataset.urls, 10) || 0;
+    var limit = parseInt(area.dataset.limit, 10);
+    var urls = parseInt(area.dataset.urls, 10) || 0;
+    var urlRe = new RegExp(area.dataset.urlPattern, "gi");
+    var trailingRe = new RegExp("[" + area.dataset.urlTrailing.replace(/[\]\\^-]/g, "\\$&") + "]+$");
     function update() {
       var text = area.value.replace(/\s+/g, " ").trim();
-      var n = noteLength(text, urls);
+      var n = noteLength(text, urls, urlRe, trailingRe);
       out.textContent = n;
       var over = n > limit;
       out.classList.toggle("over", over);

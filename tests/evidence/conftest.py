@@ -1,121 +1,26 @@
-"""Loopback web server and connection auditing for the evidence tests.
-
-The lead's tests/conftest.py will offer a shared `web_server`; this one is local to
-tests/evidence so the pure modules can be tested before the foundation lands.
-"""
+"""Evidence test helpers: a fetch policy for the loopback web server, connection auditing,
+documents (articles, PDFs, slow drips) and a MiniLM matcher loaded once per session."""
 
 from __future__ import annotations
 
-import socket
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from evidence.fetch import FetchPolicy
-
-Body = bytes | Callable[[], Iterable[bytes]]
-
-
-@dataclass
-class Route:
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    body: Body = b""
-    # Send Content-Length from the real body unless the route sets its own header.
-    auto_length: bool = True
-
-
-class LoopbackServer:
-    def __init__(self) -> None:
-        self.routes: dict[str, Route] = {}
-        self.requests: list[dict[str, str]] = []
-        self.connections = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                server.requests.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
-                route = server.routes.get(self.path.split("?")[0])
-                if route is None:
-                    route = Route(404, {"Content-Type": "text/html"}, b"<html><body><h1>Not found</h1></body></html>")
-                self.send_response(route.status)
-                for key, value in route.headers.items():
-                    self.send_header(key, value)
-                try:
-                    if callable(route.body):
-                        self.send_header("Connection", "close")
-                        self.end_headers()
-                        for piece in route.body():
-                            self.wfile.write(piece)
-                            self.wfile.flush()
-                    else:
-                        if route.auto_length and "Content-Length" not in route.headers:
-                            self.send_header("Content-Length", str(len(route.body)))
-                        self.send_header("Connection", "close")
-                        self.end_headers()
-                        self.wfile.write(route.body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-                self.close_connection = True
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def get_request(self) -> tuple[socket.socket, object]:
-                pair = super().get_request()
-                server.connections += 1
-                return pair
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def add(
-        self,
-        path: str,
-        body: Body = b"",
-        *,
-        status: int = 200,
-        content_type: str | None = "text/html; charset=utf-8",
-        headers: dict[str, str] | None = None,
-    ) -> str:
-        all_headers = dict(headers or {})
-        if content_type is not None:
-            all_headers.setdefault("Content-Type", content_type)
-        self.routes[path] = Route(status, all_headers, body)
-        return self.url(path)
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from evidence.models import Snippet
+from tests.evidence.corpus import corpus  # noqa: F401 - a fixture for tests/evidence/*
+from tests.support.web_server import WebServer
 
 
 @pytest.fixture
-def evidence_server() -> Iterator[LoopbackServer]:
-    server = LoopbackServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def test_policy(evidence_server: LoopbackServer) -> FetchPolicy:
+def test_policy(web_server: WebServer) -> FetchPolicy:
     return FetchPolicy(
         allow_loopback_for_tests=True,
-        allowed_ports=frozenset({80, 443, evidence_server.port}),
+        allowed_ports=frozenset({80, 443, web_server.port}),
         total_timeout=3.0,
         max_bytes=200_000,
     )
@@ -207,3 +112,17 @@ def article(paragraphs: list[str], title: str = "Test article", extra_head: str 
         f"<nav><a href='/'>Home</a> <a href='/about'>About</a></nav>"
         f"<article><h1>{title}</h1>{body}</article><footer>Copyright 2024 Example</footer></body></html>"
     )
+
+
+MEASLES = [
+    "Measles is a highly contagious viral disease that spreads through the air when an infected person coughs or sneezes.",
+    "Two doses of the measles, mumps and rubella vaccine are about 97 percent effective at preventing measles infection.",
+    "Volcanic ash clouds can disrupt air travel for days, and lava flows destroy roads and farmland on the slopes.",
+    "The football championship was decided by a penalty shootout after a goalless final at the national stadium.",
+    "Sourdough bread needs an active starter, a long cold fermentation and a very hot oven with steam.",
+]
+
+
+def snippets_for(job: Any, urls: list[str]) -> list[Snippet]:
+    """Snippet rows of a draft, queued, without starting their tasks."""
+    return [Snippet.objects.create(post=job.post, draft_job=job, url=url, position=i) for i, url in enumerate(urls)]

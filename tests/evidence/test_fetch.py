@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from evidence.fetch import FetchError, FetchPolicy, address_refusal, fetch
+from tests.support.web_server import WebServer
 
-from .conftest import ConnectAudit, LoopbackServer, slow_drip
+from .conftest import ConnectAudit, slow_drip
 
 PAGE = b"<!doctype html><html><head><title>T</title></head><body><p>Hello evidence.</p></body></html>"
 
@@ -99,11 +100,11 @@ def test_it_refuses_when_any_resolved_address_is_internal(connect_audit: Connect
     assert connect_audit.connects == []
 
 
-def test_it_refuses_loopback_server_by_default(evidence_server: LoopbackServer, connect_audit: ConnectAudit) -> None:
-    url = evidence_server.add("/page", PAGE)
-    policy = FetchPolicy(allowed_ports=frozenset({evidence_server.port}))
+def test_it_refuses_loopback_server_by_default(web_server: WebServer, connect_audit: ConnectAudit) -> None:
+    url = web_server.add("/page", PAGE)
+    policy = FetchPolicy(allowed_ports=frozenset({web_server.port}))
     assert _code(url, policy) == "blocked_address"
-    assert evidence_server.connections == 0
+    assert web_server.connections == 0
     assert connect_audit.connects == []
 
 
@@ -129,36 +130,34 @@ def test_it_refuses_bad_urls_before_connecting(url: str, code: str, connect_audi
     assert connect_audit.lookups == []
 
 
-def test_it_fetches_a_page_with_pinned_ip_and_host_header(
-    evidence_server: LoopbackServer, test_policy: FetchPolicy
-) -> None:
-    evidence_server.add("/page", PAGE)
+def test_it_fetches_a_page_with_pinned_ip_and_host_header(web_server: WebServer, test_policy: FetchPolicy) -> None:
+    web_server.add("/page", PAGE)
     calls: list[str] = []
     policy = FetchPolicy(**{**test_policy.__dict__, "resolver": _resolver({"news.example": ["127.0.0.1"]}, calls)})
-    result = fetch(f"http://news.example:{evidence_server.port}/page", policy)
+    result = fetch(f"http://news.example:{web_server.port}/page", policy)
     assert result.body == PAGE
     assert result.content_type == "text/html"
     assert result.peer_ip == "127.0.0.1"
     assert calls == ["news.example"]  # resolved once, then connected to that IP (no rebinding window)
-    assert evidence_server.requests[0]["host"] == f"news.example:{evidence_server.port}"
-    assert "CrowdNotes" in evidence_server.requests[0]["user-agent"]
+    assert web_server.requests[0]["host"] == f"news.example:{web_server.port}"
+    assert "CrowdNotes" in web_server.requests[0]["user-agent"]
 
 
 def test_it_ignores_environment_proxies(
-    evidence_server: LoopbackServer, test_policy: FetchPolicy, monkeypatch: pytest.MonkeyPatch
+    web_server: WebServer, test_policy: FetchPolicy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", "http://10.9.9.9:3128")
     monkeypatch.setenv("http_proxy", "http://10.9.9.9:3128")
-    url = evidence_server.add("/page", PAGE)
+    url = web_server.add("/page", PAGE)
     assert fetch(url, test_policy).body == PAGE
 
 
-def test_it_follows_redirects_and_records_them(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
-    evidence_server.add("/final", PAGE)
-    evidence_server.add("/a", status=302, headers={"Location": "/final"})
-    result = fetch(evidence_server.url("/a"), test_policy)
-    assert result.final_url == evidence_server.url("/final")
-    assert result.redirects == [evidence_server.url("/a")]
+def test_it_follows_redirects_and_records_them(web_server: WebServer, test_policy: FetchPolicy) -> None:
+    web_server.add("/final", PAGE)
+    web_server.add("/a", status=302, headers={"Location": "/final"})
+    result = fetch(web_server.url("/a"), test_policy)
+    assert result.final_url == web_server.url("/final")
+    assert result.redirects == [web_server.url("/a")]
 
 
 @pytest.mark.parametrize(
@@ -173,56 +172,54 @@ def test_it_follows_redirects_and_records_them(evidence_server: LoopbackServer, 
     ],
 )
 def test_it_rechecks_every_redirect_hop(
-    location: str, evidence_server: LoopbackServer, test_policy: FetchPolicy, connect_audit: ConnectAudit
+    location: str, web_server: WebServer, test_policy: FetchPolicy, connect_audit: ConnectAudit
 ) -> None:
     policy = FetchPolicy(**{**test_policy.__dict__, "resolver": _resolver({"internal.example": ["192.168.7.7"]})})
-    evidence_server.add("/r", status=301, headers={"Location": location})
-    assert _code(evidence_server.url("/r"), policy) in ("blocked_address", "bad_scheme")
+    web_server.add("/r", status=301, headers={"Location": location})
+    assert _code(web_server.url("/r"), policy) in ("blocked_address", "bad_scheme")
     (address,) = connect_audit.connects  # only the loopback test server itself
     assert isinstance(address, tuple) and address[0] == "127.0.0.1"
 
 
-def test_it_caps_redirects(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+def test_it_caps_redirects(web_server: WebServer, test_policy: FetchPolicy) -> None:
     for i in range(5):
-        evidence_server.add(f"/r{i}", status=302, headers={"Location": f"/r{i + 1}"})
-    evidence_server.add("/r5", PAGE)
-    assert _code(evidence_server.url("/r0"), test_policy) == "too_many_redirects"
-    assert fetch(evidence_server.url("/r2"), test_policy).body == PAGE  # exactly 3 redirects is fine
+        web_server.add(f"/r{i}", status=302, headers={"Location": f"/r{i + 1}"})
+    web_server.add("/r5", PAGE)
+    assert _code(web_server.url("/r0"), test_policy) == "too_many_redirects"
+    assert fetch(web_server.url("/r2"), test_policy).body == PAGE  # exactly 3 redirects is fine
 
 
-def test_it_refuses_oversized_content_length_without_reading(
-    evidence_server: LoopbackServer, test_policy: FetchPolicy
-) -> None:
-    evidence_server.add("/big", b"x" * 10, headers={"Content-Length": "999999999"})
-    assert _code(evidence_server.url("/big"), test_policy) == "too_large"
+def test_it_refuses_oversized_content_length_without_reading(web_server: WebServer, test_policy: FetchPolicy) -> None:
+    web_server.add("/big", b"x" * 10, headers={"Content-Length": "999999999"})
+    assert _code(web_server.url("/big"), test_policy) == "too_large"
 
 
-def test_it_caps_the_stream_when_length_is_absent(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+def test_it_caps_the_stream_when_length_is_absent(web_server: WebServer, test_policy: FetchPolicy) -> None:
     def endless():
         yield b"<html><body>"
         for _ in range(10_000):
             yield b"<p>" + b"a" * 1000 + b"</p>"
 
-    evidence_server.add("/stream", endless)
-    assert _code(evidence_server.url("/stream"), test_policy) == "too_large"
+    web_server.add("/stream", endless)
+    assert _code(web_server.url("/stream"), test_policy) == "too_large"
 
 
-def test_it_caps_decompressed_size_of_gzip_bombs(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+def test_it_caps_decompressed_size_of_gzip_bombs(web_server: WebServer, test_policy: FetchPolicy) -> None:
     bomb = gzip.compress(b"<html><body>" + b" " * 5_000_000)
     assert len(bomb) < test_policy.max_bytes
-    evidence_server.add("/bomb", bomb, headers={"Content-Encoding": "gzip"})
-    assert _code(evidence_server.url("/bomb"), test_policy) == "too_large"
+    web_server.add("/bomb", bomb, headers={"Content-Encoding": "gzip"})
+    assert _code(web_server.url("/bomb"), test_policy) == "too_large"
 
 
-def test_it_hits_the_total_deadline_on_a_slow_drip(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
-    evidence_server.add("/drip", slow_drip(pieces=200, delay=0.05))
+def test_it_hits_the_total_deadline_on_a_slow_drip(web_server: WebServer, test_policy: FetchPolicy) -> None:
+    web_server.add("/drip", slow_drip(pieces=200, delay=0.05))
     policy = FetchPolicy(**{**test_policy.__dict__, "total_timeout": 1.0})
-    assert _code(evidence_server.url("/drip"), policy) == "timeout"
+    assert _code(web_server.url("/drip"), policy) == "timeout"
 
 
-def test_it_reports_http_errors(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+def test_it_reports_http_errors(web_server: WebServer, test_policy: FetchPolicy) -> None:
     with pytest.raises(FetchError) as info:
-        fetch(evidence_server.url("/missing"), test_policy)
+        fetch(web_server.url("/missing"), test_policy)
     assert info.value.error_code == "http_error"
     assert info.value.status == 404
 
@@ -237,40 +234,40 @@ def test_it_reports_connection_refused(test_policy: FetchPolicy) -> None:
     assert _code(f"http://127.0.0.1:{port}/", policy) == "connection_error"
 
 
-def test_it_refuses_declared_unsupported_types(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
-    evidence_server.add("/img", b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, content_type="image/png")
-    assert _code(evidence_server.url("/img"), test_policy) == "unsupported_type"
+def test_it_refuses_declared_unsupported_types(web_server: WebServer, test_policy: FetchPolicy) -> None:
+    web_server.add("/img", b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, content_type="image/png")
+    assert _code(web_server.url("/img"), test_policy) == "unsupported_type"
 
 
-def test_it_refuses_binaries_lying_about_their_type(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
+def test_it_refuses_binaries_lying_about_their_type(web_server: WebServer, test_policy: FetchPolicy) -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("a.bin", bytes(range(256)) * 50)
-    evidence_server.add("/zip", buffer.getvalue(), content_type="text/html")
-    evidence_server.add("/png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10, content_type="text/plain")
-    evidence_server.add("/notpdf", PAGE, content_type="application/pdf")
+    web_server.add("/zip", buffer.getvalue(), content_type="text/html")
+    web_server.add("/png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 10, content_type="text/plain")
+    web_server.add("/notpdf", PAGE, content_type="application/pdf")
     for path in ("/zip", "/png", "/notpdf"):
-        assert _code(evidence_server.url(path), test_policy) == "unsupported_type", path
+        assert _code(web_server.url(path), test_policy) == "unsupported_type", path
 
 
 def test_it_sniffs_html_and_pdf_behind_generic_or_wrong_headers(
-    evidence_server: LoopbackServer, test_policy: FetchPolicy
+    web_server: WebServer, test_policy: FetchPolicy
 ) -> None:
-    evidence_server.add("/octet", PAGE, content_type="application/octet-stream")
-    evidence_server.add("/none", PAGE, content_type=None)
-    evidence_server.add("/pdf-as-html", b"%PDF-1.4\n" + b"0" * 2000, content_type="text/html")
-    assert fetch(evidence_server.url("/octet"), test_policy).content_type == "text/html"
-    assert fetch(evidence_server.url("/none"), test_policy).content_type == "text/html"
-    assert fetch(evidence_server.url("/pdf-as-html"), test_policy).content_type == "application/pdf"
+    web_server.add("/octet", PAGE, content_type="application/octet-stream")
+    web_server.add("/none", PAGE, content_type=None)
+    web_server.add("/pdf-as-html", b"%PDF-1.4\n" + b"0" * 2000, content_type="text/html")
+    assert fetch(web_server.url("/octet"), test_policy).content_type == "text/html"
+    assert fetch(web_server.url("/none"), test_policy).content_type == "text/html"
+    assert fetch(web_server.url("/pdf-as-html"), test_policy).content_type == "application/pdf"
 
 
-def test_it_reports_declared_charset(evidence_server: LoopbackServer, test_policy: FetchPolicy) -> None:
-    evidence_server.add(
+def test_it_reports_declared_charset(web_server: WebServer, test_policy: FetchPolicy) -> None:
+    web_server.add(
         "/latin",
         "<html><body><p>Caf\u00e9</p></body></html>".encode("latin-1"),
         content_type="text/html; charset=ISO-8859-1",
     )
-    result = fetch(evidence_server.url("/latin"), test_policy)
+    result = fetch(web_server.url("/latin"), test_policy)
     assert result.charset == "iso-8859-1"
 
 

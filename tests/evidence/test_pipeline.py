@@ -5,8 +5,9 @@ import pytest
 from evidence.fetch import FetchPolicy
 from evidence.matching import Matcher
 from evidence.pipeline import retrieve_and_match
+from tests.support.web_server import WebServer
 
-from .conftest import LoopbackServer, article, make_pdf, slow_drip
+from .conftest import article, make_pdf, slow_drip
 
 HEALTH = [
     "Measles is a highly contagious viral disease that spreads through the air when an infected person coughs or sneezes.",
@@ -22,9 +23,9 @@ def _run(url: str, matcher: Matcher, policy: FetchPolicy):
 
 
 def test_it_runs_retrieve_and_match_on_a_page(
-    evidence_server: LoopbackServer, test_policy: FetchPolicy, minilm_matcher: Matcher
+    web_server: WebServer, test_policy: FetchPolicy, minilm_matcher: Matcher
 ) -> None:
-    url = evidence_server.add("/article", article(HEALTH, title="Measles").encode())
+    url = web_server.add("/article", article(HEALTH, title="Measles").encode())
     stages: list[str] = []
     result = retrieve_and_match(url, POST, matcher=minilm_matcher, policy=test_policy, on_stage=stages.append)
     assert result.ok and result.error_code is None
@@ -37,8 +38,8 @@ def test_it_runs_retrieve_and_match_on_a_page(
     assert isinstance(timings, dict) and set(timings) >= {"fetch", "extract", "match"}
 
 
-def test_it_matches_a_pdf(evidence_server: LoopbackServer, test_policy: FetchPolicy, minilm_matcher: Matcher) -> None:
-    url = evidence_server.add("/doc.pdf", make_pdf(HEALTH[:4] * 2), content_type="application/pdf")
+def test_it_matches_a_pdf(web_server: WebServer, test_policy: FetchPolicy, minilm_matcher: Matcher) -> None:
+    url = web_server.add("/doc.pdf", make_pdf(HEALTH[:4] * 2), content_type="application/pdf")
     result = _run(url, minilm_matcher, test_policy)
     assert result.ok
     assert result.fetched.content_type == "application/pdf"
@@ -70,10 +71,10 @@ def test_it_matches_a_pdf(evidence_server: LoopbackServer, test_policy: FetchPol
     ],
 )
 def test_it_reports_each_failure_as_an_error_code(
-    setup, code: str, evidence_server: LoopbackServer, test_policy: FetchPolicy, minilm_matcher: Matcher
+    setup, code: str, web_server: WebServer, test_policy: FetchPolicy, minilm_matcher: Matcher
 ) -> None:
     policy = FetchPolicy(**{**test_policy.__dict__, "total_timeout": 1.5})
-    result = _run(setup(evidence_server), minilm_matcher, policy)
+    result = _run(setup(web_server), minilm_matcher, policy)
     assert not result.ok
     assert result.error_code == code
     assert result.match is None

@@ -10,8 +10,6 @@ import pytest
 from judging import classifier
 from judging.classifier import LabelledNote
 
-DATA = Path("/work/shared/data/communitynotes")
-
 
 def hashed_bow(texts: Sequence[str]) -> np.ndarray:
     """A cheap deterministic embedding for tests: hashed bag of words, L2-normalised."""
@@ -79,9 +77,9 @@ def test_it_drops_duplicate_notes_before_splitting() -> None:
     assert [r.note_id for r in classifier.dedupe(rows)] == ["1"]
 
 
-def test_it_joins_public_note_texts_with_scorer_statuses() -> None:
-    statuses = classifier.load_statuses(DATA)
-    rows = classifier.load_status_labelled_notes(DATA)
+def test_it_joins_public_note_texts_with_scorer_statuses(cn_data: Path) -> None:
+    statuses = classifier.load_statuses(cn_data)
+    rows = classifier.load_status_labelled_notes(cn_data)
     assert sum(r.helpful for r in rows) > 50 and sum(not r.helpful for r in rows) > 10
     for row in rows:
         if row.source == "colin-fraser+status":

@@ -3,7 +3,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from judging import steps
 from judging.llm import LLMClient, LLMConfig
 from judging.pipeline import (
     JudgeInput,
@@ -13,7 +12,8 @@ from judging.pipeline import (
     next_stage,
     run_pipeline,
 )
-from judging.prompts import Evidence
+from judging.steps import judges
+from judging.steps.common import Evidence
 from tests.judging.llm_answers import stage_of
 from tests.support.llm_server import Reply, ScriptedLLM
 
@@ -215,7 +215,7 @@ def _stop_after_relevance() -> dict[str, Any]:
         raise AssertionError("later stages are not part of this test")
 
     return {
-        "correctness": lambda i: steps.correctness_baseline(post=i.post, note="zzz", snippets=()),
+        "correctness": lambda i: judges.correctness_baseline(post=i.post, note="zzz", snippets=()),
         "helpfulness": never,
     }
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from evidence.models import EvidenceSource, Passage, Snippet
+from evidence.services import url_hash
 from notes.models import DraftJob, Post
 from notes.services import post_create
 
@@ -21,7 +21,7 @@ def make_job(user: Any, post: Post | None = None) -> DraftJob:
 def make_ready_snippet(job: DraftJob, url: str, passage_text: str, similarity: float = 0.6) -> Snippet:
     source = EvidenceSource.objects.create(
         url=url,
-        url_hash=hashlib.sha256(url.encode()).hexdigest(),
+        url_hash=url_hash(url),
         final_url=url,
         title=f"Page at {url}",
         cleaned_text=f"Intro text. {passage_text} Closing text.",

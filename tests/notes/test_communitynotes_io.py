@@ -11,18 +11,14 @@ import pytest
 from notes import communitynotes_io as cio
 from notes import scoring_tsv, synthetic
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "communitynotes"
-if not DATA.exists():  # running from /work/main rather than a worktree
-    DATA = Path("/work/shared/data/communitynotes")
-
 
 def _data_lines(path: Path) -> int:
     with path.open() as fh:
         return sum(1 for _ in fh) - 1
 
 
-def test_it_reads_old_notes_by_header_name() -> None:
-    path = DATA / "colin-fraser" / "notes-00000.tsv"
+def test_it_reads_old_notes_by_header_name(cn_data: Path) -> None:
+    path = cn_data / "colin-fraser" / "notes-00000.tsv"
     report: cio.ReadReport = cio.ReadReport()
     rows = list(report.rows(cio.read_notes(path)))
     assert len(rows) == _data_lines(path) == 4880
@@ -35,8 +31,8 @@ def test_it_reads_old_notes_by_header_name() -> None:
     assert {r.classification for r in rows} == {cio.MISLEADING, cio.NOT_MISLEADING}
 
 
-def test_it_reads_v1_ratings_and_reports_skips() -> None:
-    path = DATA / "colin-fraser" / "ratings-00000.tsv"
+def test_it_reads_v1_ratings_and_reports_skips(cn_data: Path) -> None:
+    path = cn_data / "colin-fraser" / "ratings-00000.tsv"
     report: cio.ReadReport = cio.ReadReport()
     rows = list(report.rows(cio.read_ratings(path)))
     assert report.read + sum(report.skipped.values()) == _data_lines(path)
@@ -48,8 +44,8 @@ def test_it_reads_v1_ratings_and_reports_skips() -> None:
     assert all("helpful" not in r.tags and "notHelpful" not in r.tags for r in rows)
 
 
-def test_it_reads_ratings_split_across_a_folder(tmp_path: Path) -> None:
-    src = DATA / "colin-fraser" / "ratings-00000.tsv"
+def test_it_reads_ratings_split_across_a_folder(tmp_path: Path, cn_data: Path) -> None:
+    src = cn_data / "colin-fraser" / "ratings-00000.tsv"
     lines = src.read_text().splitlines(keepends=True)
     (tmp_path / "ratings-00000.tsv").write_text("".join(lines[:5000]))
     (tmp_path / "ratings-00001.tsv").write_text(lines[0] + "".join(lines[5000:]))
@@ -67,8 +63,8 @@ def test_it_reads_new_helpfulness_levels(tmp_path: Path) -> None:
     assert sorted({r.value for r in rows}) == sorted(set(data.value.tolist()))
 
 
-def test_it_reads_old_status_history() -> None:
-    path = DATA / "mcroston" / "noteStatusHistory-00000.tsv"
+def test_it_reads_old_status_history(cn_data: Path) -> None:
+    path = cn_data / "mcroston" / "noteStatusHistory-00000.tsv"
     report: cio.ReadReport = cio.ReadReport()
     rows = list(report.rows(cio.read_status_history(path)))
     assert len(rows) == _data_lines(path) == 36118
@@ -81,8 +77,8 @@ def test_it_reads_old_status_history() -> None:
 
 
 @pytest.mark.parametrize("name", ["scoredNotes_2022-12-10.tsv", "scoredNotes_2023-02-18.tsv"])
-def test_it_reads_reference_scored_notes(name: str) -> None:
-    path = DATA / "shiruken" / name
+def test_it_reads_reference_scored_notes(name: str, cn_data: Path) -> None:
+    path = cn_data / "shiruken" / name
     rows = list(cio.ReadReport().rows(cio.read_scored_notes(path)))
     assert len(rows) == _data_lines(path)
     helpful = [r for r in rows if r.status == "CURRENTLY_RATED_HELPFUL"]
@@ -129,11 +125,11 @@ def test_it_writes_reference_column_names(tmp_path: Path) -> None:
         ]
 
 
-def test_it_scores_the_public_sample_files(tmp_path: Path) -> None:
-    shutil.copy(DATA / "colin-fraser" / "notes-00000.tsv", tmp_path / "notes.tsv")
+def test_it_scores_the_public_sample_files(tmp_path: Path, cn_data: Path) -> None:
+    shutil.copy(cn_data / "colin-fraser" / "notes-00000.tsv", tmp_path / "notes.tsv")
     summary = scoring_tsv.score_files(
         notes_path=tmp_path / "notes.tsv",
-        ratings_path=DATA / "colin-fraser" / "ratings-00000.tsv",
+        ratings_path=cn_data / "colin-fraser" / "ratings-00000.tsv",
         outdir=tmp_path / "out",
     )
     assert summary["notes_written"] == 4880
@@ -157,9 +153,9 @@ def test_it_scores_the_public_sample_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("make", ["sample", "synthetic"])
-def test_it_reads_the_same_ratings_on_the_fast_path(make: str, tmp_path: Path) -> None:
+def test_it_reads_the_same_ratings_on_the_fast_path(make: str, tmp_path: Path, cn_data: Path) -> None:
     if make == "sample":
-        path = DATA / "colin-fraser" / "ratings-00000.tsv"
+        path = cn_data / "colin-fraser" / "ratings-00000.tsv"
     else:
         _, path = synthetic.write_tsv(synthetic.generate(3_000, seed=2), tmp_path)
     slow: cio.ReadReport = cio.ReadReport()

@@ -55,7 +55,7 @@ def test_it_links_a_duplicate_post_instead_of_creating_it_twice(
         ({"text": "A claim", "urls": "ftp://example.org/file"}, "is not a valid http(s) URL"),
         ({"text": "A claim", "urls": "https://a.org/1\nhttps://a.org/1"}, "is listed twice"),
         ({"text": "A claim", "urls": "\n".join(f"https://a.org/{i}" for i in range(6))}, "At most 5 evidence URLs"),
-        ({"text": "A claim", "urls": ""}, "This field is required"),
+        ({"text": "A claim", "urls": ""}, "Paste at least one evidence URL"),  # unless "Find evidence for me"
     ],
 )
 def test_it_rejects_bad_input_with_a_clear_message_and_keeps_what_was_typed(

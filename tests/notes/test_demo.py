@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,9 +13,10 @@ from notes.models import Note, NoteStatus, Post, Rating
 pytestmark = pytest.mark.django_db
 
 
-def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any) -> None:
+def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any, cn_data: Path) -> None:
+    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
     out = StringIO()
-    call_command("load_demo", stdout=out)
+    call_command("load_demo", "--source", str(source), stdout=out)
     posts, notes, ratings = Post.objects.count(), Note.objects.count(), Rating.objects.count()
     assert posts == 25
     assert notes > posts
@@ -27,6 +29,6 @@ def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any) -> None:
     assert get_user_model().objects.get(username="demo-rater").has_perm("notes.add_rating")
     assert get_user_model().objects.get(username="demo-admin").has_perm("judging.view_judgedecision")
 
-    call_command("load_demo", stdout=StringIO())
+    call_command("load_demo", "--source", str(source), stdout=StringIO())
     assert (Post.objects.count(), Note.objects.count(), Rating.objects.count()) == (posts, notes, ratings)
     assert "demo content" in anon_client.get("/").content.decode()

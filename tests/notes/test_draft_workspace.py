@@ -251,3 +251,52 @@ def test_it_shows_no_refine_notice_when_every_passage_is_scored_or_refine_is_off
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "passages so far" not in html
     assert "hx-trigger" not in html
+
+
+def test_it_polls_while_sources_are_processed_and_slower_while_only_the_refine_runs(
+    contributor_client: Any, job: Any
+) -> None:
+    from notes.selectors import draft_gate
+
+    queued = Snippet.objects.create(post=job.post, draft_job=job, url="https://a.example/q")
+    gate = draft_gate(job=job)
+    assert (gate.poll_seconds, gate.refresh_seconds) == (1, 3)
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert 'hx-trigger="every 1s"' in html and '<meta http-equiv="refresh" content="3">' in html
+    queued.delete()
+    refining = make_ready_snippet(job, "https://a.example/r", PASSAGE)
+    Snippet.objects.filter(pk=refining.pk).update(scores=[0.5, None])
+    gate = draft_gate(job=job)
+    assert gate.refining == [refining] and (gate.poll_seconds, gate.refresh_seconds) == (3, None)
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert 'hx-trigger="every 3s"' in html and "http-equiv" not in html
+    _review(contributor_client, refining, "confirm")
+    gate = draft_gate(job=job)
+    assert (gate.poll_seconds, gate.refresh_seconds) == (None, None)
+    assert gate.urls == ["https://a.example/r"]
+    assert "hx-trigger" not in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+
+
+def test_it_gives_the_note_editor_its_limit_and_url_rule_from_the_text_rules(contributor_client: Any, job: Any) -> None:
+    from notes.text_rules import NOTE_MAX_CHARS, URL_RE
+
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    _review(contributor_client, snippet, "confirm")
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert f'data-limit="{NOTE_MAX_CHARS}"' in html and 'data-urls="1"' in html
+    assert f"/ {NOTE_MAX_CHARS} characters" in html
+    assert "data-url-pattern" in html and URL_RE.pattern.split("[")[0].replace("\\", "") in html.replace("\\", "")
+
+
+def test_it_names_the_producer_of_the_draft(contributor_client: Any, job: Any) -> None:
+    from judging.steps.common import Producer
+
+    DraftJob.objects.filter(pk=job.pk).update(
+        state=DraftJob.State.DRAFTED, draft_text="A draft.", draft_method="llm:gpt-4.1-mini"
+    )
+    job.refresh_from_db()
+    assert job.draft_producer == Producer("llm", "gpt-4.1-mini")
+    assert "the LLM gpt-4.1-mini" in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    DraftJob.objects.filter(pk=job.pk).update(draft_method="baseline:extractive-lexical-v1")
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "the offline baseline (baseline:extractive-lexical-v1), not an LLM" in html

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from evidence import snippets
 from notes import services
 from notes.models import DraftJob
 from tests.conftest import wait_for
@@ -20,8 +21,8 @@ def _ready_job(user: Any) -> DraftJob:
     job = make_job(user)
     keep = make_ready_snippet(job, "https://a.example/trials", PASSAGE)
     drop = make_ready_snippet(job, "https://b.example/roses", OTHER)
-    services.snippet_review(snippet=keep, user=user, confirmed=True)
-    services.snippet_review(snippet=drop, user=user, confirmed=False)
+    snippets.snippet_review(snippet=keep, user=user, confirmed=True)
+    snippets.snippet_review(snippet=drop, user=user, confirmed=False)
     return job
 
 

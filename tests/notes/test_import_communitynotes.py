@@ -12,9 +12,7 @@ from django.core.management import call_command
 from notes import synthetic
 from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
 
-DATA = Path("/work/shared/data/communitynotes")
-CF = DATA / "colin-fraser"
-HISTORY = DATA / "mcroston" / "noteStatusHistory-00000.tsv"
+HISTORY = Path("mcroston") / "noteStatusHistory-00000.tsv"  # under the communitynotes data
 
 
 def _import(*args: str) -> str:
@@ -28,9 +26,14 @@ def _counts() -> tuple[int, ...]:
 
 
 @pytest.mark.django_db
-def test_it_imports_the_public_samples_idempotently() -> None:
-    args = ("--notes", str(CF / "notes-00000.tsv"), "--ratings", str(CF / "ratings-00000.tsv"))
-    output = _import(*args, "--status-history", str(HISTORY))
+def test_it_imports_the_public_samples_idempotently(cn_data: Path) -> None:
+    args = (
+        "--notes",
+        str(cn_data / "colin-fraser" / "notes-00000.tsv"),
+        "--ratings",
+        str(cn_data / "colin-fraser" / "ratings-00000.tsv"),
+    )
+    output = _import(*args, "--status-history", str(cn_data / HISTORY))
     assert "notes upserted: 4880" in output
     assert "ratings upserted: 13300" in output
     assert "skipped (ratings: no helpfulness answer): 259" in output
@@ -45,7 +48,7 @@ def test_it_imports_the_public_samples_idempotently() -> None:
     assert rated.num_ratings == Rating.objects.filter(note=rated).count() > 0
     assert Note.objects.exclude(status=NoteStatus.NEEDS_MORE_RATINGS).exists()  # statuses from the history
     first = _counts()
-    again = _import(*args, "--status-history", str(HISTORY))
+    again = _import(*args, "--status-history", str(cn_data / HISTORY))
     assert "notes upserted: 4880" in again
     assert _counts() == first
 
@@ -72,8 +75,8 @@ def test_it_updates_on_reimport(tmp_path: Path) -> None:
 
 
 @pytest.mark.django_db
-def test_it_records_status_history_with_times(tmp_path: Path) -> None:
-    with HISTORY.open() as fh:
+def test_it_records_status_history_with_times(tmp_path: Path, cn_data: Path) -> None:
+    with (cn_data / HISTORY).open() as fh:
         rows = [
             r for r in csv.DictReader(fh, delimiter="\t") if r["timestampMillisOfFirstNonNMRStatus"] not in ("", "-1")
         ]
@@ -86,7 +89,7 @@ def test_it_records_status_history_with_times(tmp_path: Path) -> None:
             for i, r in enumerate(picked)
         )
     )
-    _import("--notes", str(notes), "--status-history", str(HISTORY))
+    _import("--notes", str(notes), "--status-history", str(cn_data / HISTORY))
     for r in picked:
         note = Note.objects.get(external_id=r["noteId"])
         assert note.status == r["currentStatus"]
@@ -95,7 +98,7 @@ def test_it_records_status_history_with_times(tmp_path: Path) -> None:
         assert first.status == r["firstNonNMRStatus"]
         assert int(first.changed_at.timestamp() * 1000) == int(r["timestampMillisOfFirstNonNMRStatus"])
     before = NoteStatusChange.objects.count()
-    _import("--notes", str(notes), "--status-history", str(HISTORY))
+    _import("--notes", str(notes), "--status-history", str(cn_data / HISTORY))
     assert NoteStatusChange.objects.count() == before
 
 
@@ -110,11 +113,11 @@ def test_it_skips_ratings_of_unknown_notes(tmp_path: Path) -> None:
     assert not Rating.objects.exists()
 
 
-def test_it_scores_files_without_the_database(tmp_path: Path) -> None:
+def test_it_scores_files_without_the_database(tmp_path: Path, cn_data: Path) -> None:
     # No django_db mark: any database access would fail this test.
     out = io.StringIO()
     call_command(
-        "score_communitynotes", "--notes", str(CF / "notes-00000.tsv"), "--ratings", str(CF / "ratings-00000.tsv"),
+        "score_communitynotes", "--notes", str(cn_data / "colin-fraser" / "notes-00000.tsv"), "--ratings", str(cn_data / "colin-fraser" / "ratings-00000.tsv"),
         "--outdir", str(tmp_path), stdout=out,
     )  # fmt: skip
     assert "notes_written: 4880" in out.getvalue()

@@ -170,6 +170,17 @@ def test_it_offers_the_rating_link_to_raters_only(contributor_client: Any, rater
     assert f"/rate/{note.pk}/" in rater_client.get(f"/posts/{note.post_id}/").content.decode()
 
 
+def test_it_never_offers_raters_their_own_notes(make_user: Any, rater_client: Any, rater: Any, note: Note) -> None:
+    own = Note.objects.create(post=note.post, author=participant_for_user(user=rater), text="My own note.")
+    html = rater_client.get(f"/posts/{note.post_id}/").content.decode()
+    assert f"/rate/{note.pk}/" in html and f"/rate/{own.pk}/" not in html
+    assert rater_client.get(f"/rate/{own.pk}/").status_code == 403
+    with pytest.raises(RatingError, match="your own note"):
+        rating_submit(rater=participant_for_user(user=rater), note=own, level=RatingLevel.HELPFUL)
+    assert own.can_be_rated_by(participant_for_user(user=make_user("other", RATER)))
+    assert not own.can_be_rated_by(None)
+
+
 def test_it_shows_the_tags_of_the_chosen_level_with_htmx(rater_client: Any, note: Note) -> None:
     full = rater_client.get(f"/rate/{note.pk}/").content.decode()
     assert "Cites high-quality sources" in full and "Incorrect information" in full  # no JS: both groups

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from crowdnotes_site.celery import app
+from crowdnotes_site.queue import Enqueued
 from notes import scoring, selectors, services, synthetic
 from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
 from notes.tasks import score_notes
@@ -111,7 +112,7 @@ def test_it_queues_rescoring_from_the_admin(admin_client: Any, django_capture_on
         response = admin_client.post(url, {"action": "rescore_notes", "_selected_action": [note.pk], "index": 0})
     assert response.status_code == 302
     assert "Rescoring queued" in admin_client.get(response["Location"]).content.decode()
-    assert len(callbacks) == 1 and callbacks[0] == score_notes.delay
+    assert callbacks == [Enqueued(score_notes)]
 
 
 @pytest.mark.django_db
@@ -120,7 +121,7 @@ def test_it_queues_rescoring_from_the_button(admin_client: Any, django_capture_o
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = admin_client.post("/scoring/rescore/")
     assert response.status_code == 302
-    assert callbacks == [score_notes.delay]
+    assert callbacks == [Enqueued(score_notes)]
 
 
 @pytest.mark.django_db

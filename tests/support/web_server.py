@@ -1,37 +1,89 @@
-"""A loopback web server for evidence pages: tests register paths with bodies or custom handlers."""
+"""The one loopback web server of the test suite: evidence pages, redirects, slow drips, lies.
+
+Tests register a path with a body (bytes, text, or a callable yielding chunks that are streamed
+without a Content-Length), a status, a content type and headers; unknown paths answer 404. Every
+request is recorded (`requests`: path plus lower-cased headers) and every accepted connection is
+counted (`connections`), so a test can prove a refused URL was never contacted. One server runs
+per test session; the `web_server` fixture (tests/conftest.py) clears it before each test.
+"""
 
 from __future__ import annotations
 
+import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any
+
+Body = bytes | Callable[[], Iterable[bytes]]
+Handler = Callable[[BaseHTTPRequestHandler], None]
+NOT_FOUND = b"<html><body><h1>Not found</h1></body></html>"
 
 
 @dataclass
-class Page:
-    body: bytes
-    content_type: str = "text/html; charset=utf-8"
+class Route:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
-
-
-Handler = Callable[[BaseHTTPRequestHandler], None]
+    body: Body = b""
 
 
 class WebServer:
     def __init__(self) -> None:
-        self.pages: dict[str, Page | Handler] = {}
-        self.hits: list[str] = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.routes: dict[str, Route | Handler] = {}
+        self.requests: list[dict[str, str]] = []
+        self.connections = 0
+        server = self
 
-    @property
-    def port(self) -> int:
-        return int(self.server.server_address[1])
+        class RequestHandler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def end_headers(self) -> None:
+                # One request per connection, said out loud: a client that believed the connection
+                # stays open would reuse a socket this server has closed and see a spurious error.
+                self.send_header("Connection", "close")
+                super().end_headers()
+
+            def do_GET(self) -> None:
+                server.requests.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+                route = server.routes.get(self.path.split("?")[0])
+                if route is None:
+                    route = Route(404, {"Content-Type": "text/html"}, NOT_FOUND)
+                if not isinstance(route, Route):
+                    route(self)
+                    self.close_connection = True
+                    return
+                self.send_response(route.status)
+                for key, value in route.headers.items():
+                    self.send_header(key, value)
+                try:
+                    if callable(route.body):
+                        self.end_headers()
+                        for piece in route.body():
+                            self.wfile.write(piece)
+                            self.wfile.flush()
+                    else:
+                        if "Content-Length" not in route.headers:
+                            self.send_header("Content-Length", str(len(route.body)))
+                        self.end_headers()
+                        self.wfile.write(route.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def get_request(self) -> tuple[socket.socket, object]:
+                pair = super().get_request()
+                server.connections += 1
+                return pair
+
+        self.httpd = Server(("127.0.0.1", 0), RequestHandler)
+        self.port = int(self.httpd.server_address[1])
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -39,51 +91,29 @@ class WebServer:
     def add(
         self,
         path: str,
-        body: bytes | str,
-        content_type: str = "text/html; charset=utf-8",
+        body: Body | str = b"",
+        *,
         status: int = 200,
-        **headers: str,
+        content_type: str | None = "text/html; charset=utf-8",
+        headers: dict[str, str] | None = None,
     ) -> str:
-        data = body.encode() if isinstance(body, str) else body
-        self.pages[path] = Page(data, content_type, status, headers)
+        """Serve `body` at `path`; returns its URL. `content_type=None` sends no Content-Type."""
+        all_headers = dict(headers or {})
+        if content_type is not None:
+            all_headers.setdefault("Content-Type", content_type)
+        self.routes[path] = Route(status, all_headers, body.encode() if isinstance(body, str) else body)
         return self.url(path)
-
-    def add_file(self, path: str, file: Path, content_type: str) -> str:
-        return self.add(path, file.read_bytes(), content_type)
 
     def add_handler(self, path: str, handler: Handler) -> str:
-        """Full control of the response (slow drips, lying headers, redirects...)."""
-        self.pages[path] = handler
+        """Full control of the response (for what `add` cannot say)."""
+        self.routes[path] = handler
         return self.url(path)
 
+    def reset(self) -> None:
+        self.routes.clear()
+        self.requests.clear()
+        self.connections = 0
+
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        outer = self
-
-        class RequestHandler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                outer.hits.append(self.path)
-                page = outer.pages.get(self.path.split("?")[0])
-                if page is None:
-                    self.send_error(404)
-                    return
-                if callable(page):
-                    page(self)
-                    return
-                self.send_response(page.status)
-                self.send_header("Content-Type", page.content_type)
-                self.send_header("Content-Length", str(len(page.body)))
-                for key, value in page.headers.items():
-                    self.send_header(key.replace("_", "-"), value)
-                self.end_headers()
-                self.wfile.write(page.body)
-
-            do_HEAD = do_GET
-
-        return RequestHandler
+        self.httpd.shutdown()
+        self.httpd.server_close()

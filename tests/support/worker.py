@@ -40,6 +40,8 @@ class Worker:
                 "SECRET_KEY": settings.SECRET_KEY,
                 "EVIDENCE_ALLOW_LOOPBACK": "1",
                 "EMBEDDING_MODEL": settings.EMBEDDING_MODEL,
+                # Where the session warmed the model and its pre-filter table (tests/conftest.py).
+                "MODEL_CACHE_DIR": str(settings.MODEL_CACHE_DIR),
                 "LLM_BASE_URL": settings.LLM_BASE_URL,
                 "LLM_MODEL": "scripted-model",
                 "HF_HUB_OFFLINE": "1",

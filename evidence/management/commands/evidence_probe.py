@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evidence import services
@@ -39,6 +40,6 @@ class Command(BaseCommand):
         if options["timeout"]:
             policy = replace(policy, total_timeout=options["timeout"])
         result = retrieve_and_match(
-            options["url"], post, matcher=matcher, policy=policy, min_words=services.settings.EVIDENCE_MIN_WORDS
+            options["url"], post, matcher=matcher, policy=policy, min_words=settings.EVIDENCE_MIN_WORDS
         )
         self.stdout.write(json.dumps(result.summary(), ensure_ascii=False))

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from judging.services import preflight_run
+from notes.text_rules import NOTE_MAX_CHARS
 
 
 class Command(BaseCommand):
@@ -17,7 +18,11 @@ class Command(BaseCommand):
         parser.add_argument("--post", required=True, help="the post's text")
         parser.add_argument("--note", required=True, help="the note's text")
         parser.add_argument(
-            "--url", action="extend", nargs="+", default=[], help="attached URL(s); each counts 1 for the 280 rule"
+            "--url",
+            action="extend",
+            nargs="+",
+            default=[],
+            help=f"attached URL(s); each counts 1 for the {NOTE_MAX_CHARS}-character rule",
         )
         parser.add_argument(
             "--snippet", action="extend", nargs="+", default=[], help="evidence snippet text(s); no fetching"

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from judging import classifier as clf
-from judging import steps
+from judging.steps import judges
 from notes.models import Note, NoteStatus
 from notes.text_rules import find_urls
 
@@ -26,7 +26,7 @@ def _app_notes() -> list[clf.LabelledNote]:
 
 
 def _heuristic(text: str) -> bool:
-    return bool(steps.helpfulness_baseline(post="", note=text, urls=find_urls(text)).value)
+    return bool(judges.helpfulness_baseline(post="", note=text, urls=find_urls(text)).value)
 
 
 class Command(BaseCommand):
@@ -47,7 +47,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        from judging.embed import embedder
+        from evidence.embedding import encoder
 
         data_dir: Path = opts["data_dir"]
         if not data_dir.is_dir():
@@ -59,7 +59,7 @@ class Command(BaseCommand):
         try:
             model, metrics = clf.train(
                 examples,
-                embed=embedder(opts["embedding_model"]),
+                embed=encoder(opts["embedding_model"]),
                 embedding_model=opts["embedding_model"],
                 test_size=opts["test_size"],
                 seed=opts["seed"],

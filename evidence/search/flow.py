@@ -1,0 +1,293 @@
+"""Automation mode as one flow: queries → search → pool → utility rounds (pure: no ORM, no
+settings; the LLM client, the backends, the similarity function and the categorizer are passed in).
+
+Two callers run the same stages: `evidence.search.services.find_evidence` runs them all in one go
+(the `find_evidence` command and the benchmark), and the Celery run
+(`evidence.search.services.automation_run_step`) runs one stage per task and stores the state
+(`SearchState.to_json`) between them, then fetches the chosen sources for the snippet review.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from typing import Any
+
+from evidence.search.backends import Backend, BackendError, SearchHit
+from evidence.search.categories import DEFAULT_RELIABILITY_PRIOR, OTHER
+from evidence.search.pool import Candidate, build_pool
+from judging.llm import LLMClient, LLMError
+from judging.steps import search as steps
+from judging.steps.common import Similarity, StepResult
+
+# (url) -> (registered domain, category)
+Categorize = Callable[[str], tuple[str, str]]
+# Adds what is known about URLs fetched before (final URL, content hash) to web results.
+Enrich = Callable[[list[SearchHit]], list[SearchHit]]
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    tau: int = 3
+    cutoff: date | None = None
+    single_query: bool = False  # ablation: one query instead of diverse queries
+    rank_order: bool = False  # ablation: search rank order instead of utility judgment
+    query_count: int = 5
+    query_temperature: float = 0.7
+    k_per_query: int = 8
+    pool_limit: int = 40
+    pick_attempts: int = 2
+    prior: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RELIABILITY_PRIOR))
+    prior_weight: float = 0.2
+    snippet_chars: int = 300
+
+
+@dataclass
+class Deps:
+    backends: Sequence[Backend]
+    client: LLMClient | None = None
+    similarity: Similarity | None = None
+    categorize: Categorize | None = None
+    enrich: Enrich | None = None
+
+
+@dataclass
+class Round:
+    number: int
+    shown: list[int]  # pool indices, in the order the judge saw them
+    chosen: int | None  # pool index
+    producer: str
+    reasoning: str
+    prompt_version: str = ""
+    prompt: str = ""
+    raw_output: str = ""
+    attempts: int = 1
+    fallback: bool = False
+    error: str = ""
+    latency_ms: int = 0
+
+
+@dataclass
+class Choice:
+    pool_index: int
+    round: int
+    reason: str
+    producer: str
+    dropped: str = ""  # why it was dropped after fetching (duplicate, fetch failed)
+
+
+@dataclass
+class SearchState:
+    post: str
+    queries: list[str] = field(default_factory=list)
+    query_producer: str = ""
+    query_reasoning: str = ""
+    query_prompt: str = ""
+    query_raw: str = ""
+    searched: list[dict[str, Any]] = field(default_factory=list)  # per query and backend: hits or error
+    results: list[list[dict[str, Any]]] = field(default_factory=list)
+    pool: list[Candidate] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+    choices: list[Choice] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    pooled: bool = False
+
+    @property
+    def active(self) -> list[Choice]:
+        return [c for c in self.choices if not c.dropped]
+
+    def remaining(self) -> list[int]:
+        taken = {c.pool_index for c in self.choices}
+        return [i for i in range(len(self.pool)) if i not in taken]
+
+    def done_choosing(self, cfg: SearchConfig) -> bool:
+        return self.pooled and (len(self.active) >= cfg.tau or not self.remaining())
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["pool"] = [c.to_json() for c in self.pool]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SearchState:
+        values = dict(data)
+        values["pool"] = [Candidate.from_json(c) for c in values.get("pool", [])]
+        values["rounds"] = [Round(**r) for r in values.get("rounds", [])]
+        values["choices"] = [Choice(**c) for c in values.get("choices", [])]
+        return cls(**values)
+
+    def summary(self) -> dict[str, Any]:
+        """The `find_evidence --json` object."""
+        return {
+            "queries": self.queries,
+            "pool_size": len(self.pool),
+            "chosen": [
+                {
+                    "url": self.pool[c.pool_index].url,
+                    "title": self.pool[c.pool_index].title,
+                    "reason": c.reason,
+                    "category": self.pool[c.pool_index].category,
+                    "producer": c.producer,
+                }
+                for c in self.active
+            ],
+            "warnings": self.warnings,
+        }
+
+
+# --- Stages ---------------------------------------------------------------------------------------
+
+
+def write_queries(state: SearchState, cfg: SearchConfig, deps: Deps) -> None:
+    """The search queries: one (ablation) or cfg.query_count diverse ones, by the LLM when one is
+    configured (falling back visibly to the offline baseline), near-duplicates dropped."""
+    n = 1 if cfg.single_query else cfg.query_count
+    result: StepResult | None = None
+    if deps.client is not None:
+        try:
+            result = steps.search_queries_llm(deps.client, post=state.post, n=n, temperature=cfg.query_temperature)
+        except LLMError as exc:
+            state.warnings.append(f"The LLM could not write queries ({exc}); the offline baseline wrote them.")
+        if result is not None and not result.value:
+            state.warnings.append("The LLM's queries could not be read; the offline baseline wrote them.")
+            result = None
+    llm_result = result
+    if result is None:
+        result = steps.search_queries_baseline(post=state.post, n=n, similarity=deps.similarity)
+    queries = list(result.value or [])
+    if llm_result is not None:
+        queries, dropped = steps.drop_near_duplicates(queries, similarity=deps.similarity)
+        if dropped:
+            state.warnings.append(f"Dropped near-duplicate queries: {'; '.join(dropped)}")
+    state.queries = queries[:n] or [state.post[:200]]
+    state.query_producer = result.producer.label
+    state.query_reasoning = result.reasoning
+    state.query_prompt = result.prompt
+    state.query_raw = result.raw_output
+
+
+def run_searches(state: SearchState, cfg: SearchConfig, deps: Deps) -> None:
+    """Every query on every backend; a failing backend leaves a warning and the others go on."""
+    state.results, state.searched = [], []
+    failed: dict[str, str] = {}
+    for query in state.queries:
+        for backend in deps.backends:
+            if backend.name in failed:
+                continue
+            started = time.monotonic()
+            try:
+                hits = backend.search(query, k=cfg.k_per_query, cutoff=cfg.cutoff)
+            except BackendError as exc:
+                failed[backend.name] = str(exc)
+                state.searched.append({"query": query, "backend": backend.name, "hits": 0, "error": str(exc)})
+                continue
+            if deps.enrich is not None:
+                hits = deps.enrich(hits)
+            state.results.append([_hit_json(h) for h in hits])
+            state.searched.append(
+                {
+                    "query": query,
+                    "backend": backend.name,
+                    "hits": len(hits),
+                    "ms": int((time.monotonic() - started) * 1000),
+                }
+            )
+    for name, error in failed.items():
+        working = [b.name for b in deps.backends if b.name not in failed]
+        rest = f"results come from {', '.join(working)}" if working else "no backend answered"
+        state.warnings.append(f"Search backend {name} failed ({error}); {rest}.")
+
+
+def make_pool(state: SearchState, cfg: SearchConfig, deps: Deps) -> None:
+    hits = [[_hit_from_json(h) for h in results] for results in state.results]
+    state.pool = build_pool(hits, limit=cfg.pool_limit)
+    if deps.categorize is not None:
+        for candidate in state.pool:
+            domain, category = deps.categorize(candidate.final_url or candidate.url)
+            candidate.domain = domain
+            candidate.category = candidate.category or category
+    state.pooled = True
+    if not state.pool:
+        state.warnings.append("The search found nothing: no source to propose.")
+
+
+def choose_one(state: SearchState, cfg: SearchConfig, deps: Deps) -> Round:
+    """One utility round over the remaining candidates: the LLM (robust parsing, retried, then a
+    visible fallback), the offline baseline, or the rank-order ablation."""
+    remaining = state.remaining()
+    number = len(state.rounds) + 1
+    shown = [state.pool[i] for i in remaining]
+    items = [(c.title, c.snippet[: cfg.snippet_chars], c.url) for c in shown]
+    if cfg.rank_order:
+        first = state.pool[remaining[0]]
+        why = f"Rank-order ablation: the highest-ranked remaining result (rank {first.best_rank})."
+        return _record(state, Round(number, remaining, remaining[0], "ablation:rank-order", why))
+    record: Round | None = None
+    errors: list[str] = []
+    attempts = 0
+    if deps.client is not None:
+        for attempts in range(1, cfg.pick_attempts + 1):
+            started = time.monotonic()
+            try:
+                result = steps.pick_most_useful_llm(deps.client, post=state.post, candidates=items)
+            except LLMError as exc:
+                errors.append(str(exc))
+                break
+            if result.value is not None:
+                record = Round(
+                    number, remaining, remaining[result.value], result.producer.label,
+                    steps.pick_reasoning(result.raw_output), result.prompt_version, result.prompt,
+                    result.raw_output, attempts, latency_ms=int((time.monotonic() - started) * 1000),
+                )  # fmt: skip
+                break
+            errors.append(f"attempt {attempts}: no valid index in {result.raw_output[:200]!r}")
+    if record is None:
+        prime = getattr(deps.similarity, "prime", None)
+        if prime is not None:  # one batch instead of one model call per candidate
+            prime([state.post, *(f"{t}. {s}" for t, s, _ in items)])
+        priors = [(c.category or OTHER, cfg.prior.get(c.category or OTHER, 0.0)) for c in shown]
+        result = steps.pick_most_useful_baseline(
+            post=state.post, candidates=items, similarity=deps.similarity, priors=priors, prior_weight=cfg.prior_weight
+        )
+        record = Round(
+            number, remaining, remaining[result.value], result.producer.label, result.reasoning,
+            result.prompt_version, attempts=attempts or 1, fallback=deps.client is not None, error="; ".join(errors),
+            latency_ms=int(result.latency_s * 1000),
+        )  # fmt: skip
+        if deps.client is not None:
+            state.warnings.append(
+                f"Round {number}: the LLM gave no usable answer ({'; '.join(errors)[:300]}); the offline baseline chose."
+            )
+    return _record(state, record)
+
+
+def _record(state: SearchState, record: Round) -> Round:
+    state.rounds.append(record)
+    if record.chosen is not None:
+        reason = record.reasoning or "Chosen as the most useful remaining result (the judge gave no reason)."
+        state.choices.append(Choice(record.chosen, record.number, reason, record.producer))
+    return record
+
+
+def run_all(state: SearchState, cfg: SearchConfig, deps: Deps) -> SearchState:
+    """Every stage in one go (no fetching): what `find_evidence` prints."""
+    write_queries(state, cfg, deps)
+    run_searches(state, cfg, deps)
+    make_pool(state, cfg, deps)
+    while not state.done_choosing(cfg):
+        choose_one(state, cfg, deps)
+    return state
+
+
+def _hit_json(hit: SearchHit) -> dict[str, Any]:
+    data = asdict(hit)
+    data["published"] = hit.published.isoformat() if hit.published else None
+    return data
+
+
+def _hit_from_json(data: dict[str, Any]) -> SearchHit:
+    values = dict(data)
+    values["published"] = date.fromisoformat(values["published"]) if values.get("published") else None
+    return SearchHit(**values)

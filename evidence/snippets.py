@@ -1,0 +1,309 @@
+"""Snippets: one evidence URL of a draft, from queued to a reviewed passage. Services (writes)
+and selectors (reads) of the Snippet model, all here.
+
+Lifecycle: `snippets_add` (queued, a `snippet_process` task per URL) → `snippet_claim` →
+`snippet_process` (evidence.pipeline: fetch → extract → match, through the shared source cache
+of evidence.services) → ready or failed (error texts: evidence.errors) → `snippet_refine` (the
+passages the pre-filter skipped) → the contributor's `snippet_review` (confirm/reject),
+`snippet_retry` or `snippet_remove`. `snippet_is_confirmed` is what the draft gate counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.queue import enqueue_on_commit
+from evidence import pipeline, services
+from evidence.errors import ExtractionError, FetchError
+from evidence.models import AutomationRun, Snippet
+from notes.models import DraftJob
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+log = logging.getLogger(__name__)
+
+RUNNING = [Snippet.State.FETCHING, Snippet.State.EXTRACTING, Snippet.State.EMBEDDING]
+STALE_REVIEW = "A closer passage was found for this source while you were reading: read it, then review again."
+SUBMITTED = "This note was already submitted."
+
+
+class SnippetError(Exception):
+    """A snippet action that is not allowed in the current state; the message is for the user."""
+
+
+class TransientEvidenceError(Exception):
+    """A network failure worth retrying; the snippet was put back to queued."""
+
+
+# --- Selectors ---------------------------------------------------------------------------------
+
+
+def snippet_is_confirmed(snippet: Snippet) -> bool:
+    """Confirmed, and the passage is still the one the contributor read."""
+    return (
+        snippet.confirmation == Snippet.Confirmation.CONFIRMED
+        and snippet.passage is not None
+        and snippet.confirmed_text_hash == sha256_hex(snippet.passage.text)
+    )
+
+
+def snippet_refining(snippet: Snippet) -> bool:
+    """The refine task has passages left to compare (recently enough that it is still running)."""
+    recent = timezone.now() - snippet.updated_at < timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+    return settings.EVIDENCE_REFINE and recent and any(score is None for score in snippet.scores or [])
+
+
+def snippet_in_context(*, snippet: Snippet, margin: int = 2000) -> dict[str, object]:
+    """The chosen passage with the source text around it (by the passage's character offsets)."""
+    source, passage = snippet.source, snippet.passage
+    before = after = ""
+    if source is not None and passage is not None:
+        text = source.cleaned_text
+        before = text[max(passage.char_start - margin, 0) : passage.char_start]
+        after = text[passage.char_end : passage.char_end + margin]
+    return {"snippet": snippet, "source": source, "before": before, "after": after}
+
+
+# --- Contributor actions -------------------------------------------------------------------------
+
+
+def _enqueue_processing(snippet_id: int) -> None:
+    from evidence.tasks import snippet_process
+
+    enqueue_on_commit(snippet_process, snippet_id)
+
+
+def _refuse_if_submitted(snippet: Snippet) -> None:
+    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
+        raise SnippetError(SUBMITTED)
+
+
+@transaction.atomic
+def snippets_add(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
+    """Attach evidence URLs to a draft, each queued for processing once the transaction commits."""
+    start = job.snippets.count()
+    snippets = [
+        Snippet.objects.create(post=job.post, draft_job=job, url=url, position=start + i) for i, url in enumerate(urls)
+    ]
+    for snippet in snippets:
+        _enqueue_processing(snippet.pk)
+    return snippets
+
+
+@transaction.atomic
+def snippets_propose(*, job: DraftJob, run: AutomationRun, proposals: list[tuple[str, str]]) -> list[str]:
+    """Add CrowdNotes' chosen sources (url, reason) to the draft's review, labelled as proposed.
+    A URL the draft already has is skipped (returned), never added twice."""
+    existing = set(job.snippets.values_list("url", flat=True))
+    start = job.snippets.count()
+    added: list[Snippet] = []
+    skipped: list[str] = []
+    for url, reason in proposals:
+        if url in existing:
+            skipped.append(url)
+            continue
+        existing.add(url)
+        added.append(
+            Snippet.objects.create(
+                post=job.post, draft_job=job, url=url, position=start + len(added), proposed_by=run,
+                proposal_reason=reason,
+            )
+        )  # fmt: skip
+    for snippet in added:
+        _enqueue_processing(snippet.pk)
+    return skipped
+
+
+@transaction.atomic
+def snippet_review(*, snippet: Snippet, user: User, confirmed: bool, passage_id: int | None = None) -> Snippet:
+    """Record that the contributor read the passage and confirmed (or rejected) it as support.
+
+    passage_id is the passage the page showed. The refine task may switch a pending snippet to a
+    better passage at any moment; a review of the passage that was replaced is refused, so nobody
+    confirms text they did not read. The update is conditional, so it serializes with the refine's.
+    """
+    if snippet.state != Snippet.State.READY or snippet.passage is None:
+        raise SnippetError("This source has no passage to review yet.")
+    _refuse_if_submitted(snippet)
+    if passage_id is not None and passage_id != snippet.passage.pk:
+        raise SnippetError(STALE_REVIEW)
+    now = timezone.now()
+    # Conditional on the passage loaded above: a refine that swapped it since makes this update miss.
+    reviewed = Snippet.objects.filter(pk=snippet.pk, passage_id=snippet.passage.pk).update(
+        confirmation=Snippet.Confirmation.CONFIRMED if confirmed else Snippet.Confirmation.REJECTED,
+        confirmed_by=user,
+        confirmed_at=now,
+        confirmed_text_hash=sha256_hex(snippet.passage.text),
+        updated_at=now,
+    )
+    if not reviewed:
+        raise SnippetError(STALE_REVIEW)
+    snippet.refresh_from_db()
+    return snippet
+
+
+@transaction.atomic
+def snippet_retry(*, snippet: Snippet) -> Snippet:
+    """Fetch a failed source again. Its review starts over: the evidence may change."""
+    Snippet.objects.filter(pk=snippet.pk).update(
+        state=Snippet.State.QUEUED,
+        error_code="",
+        error_message="",
+        passage=None,
+        similarity=None,
+        confirmation=Snippet.Confirmation.PENDING,
+        confirmed_by=None,
+        confirmed_at=None,
+        confirmed_text_hash="",
+        updated_at=timezone.now(),
+    )
+    _enqueue_processing(snippet.pk)
+    snippet.refresh_from_db()
+    return snippet
+
+
+@transaction.atomic
+def snippet_remove(*, snippet: Snippet) -> None:
+    _refuse_if_submitted(snippet)
+    snippet.delete()
+
+
+# --- Processing (Celery: evidence.tasks) ---------------------------------------------------------
+
+
+def _set_state(snippet_id: int, state: str, **fields: object) -> None:
+    Snippet.objects.filter(pk=snippet_id).update(state=state, updated_at=timezone.now(), **fields)
+
+
+def snippet_claim(*, snippet_id: int) -> bool:
+    """Compare-and-set queued -> fetching, so each snippet is processed once even if delivered twice.
+
+    A snippet stuck in a running state longer than the hard task time limit belonged to a lost
+    worker and may be claimed again.
+    """
+    stale = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    claimed = Snippet.objects.filter(pk=snippet_id, state=Snippet.State.QUEUED).update(
+        state=Snippet.State.FETCHING, updated_at=timezone.now(), error_code="", error_message=""
+    )
+    if not claimed:
+        claimed = Snippet.objects.filter(pk=snippet_id, state__in=RUNNING, updated_at__lt=stale).update(
+            state=Snippet.State.FETCHING, updated_at=timezone.now()
+        )
+    return bool(claimed)
+
+
+def snippet_fail(*, snippet_id: int, error_code: str, message: str, timings: dict[str, int] | None = None) -> None:
+    """Mark a snippet failed with an error code (evidence.errors has the text the contributor reads)."""
+    fields: dict[str, object] = {"error_code": error_code, "error_message": message[:2000]}
+    if timings is not None:
+        fields["timings_ms"] = timings
+    _set_state(snippet_id, Snippet.State.FAILED, **fields)
+
+
+def snippet_process(*, snippet_id: int, final_attempt: bool = True) -> None:
+    """Fetch, extract, chunk, embed and match one snippet's URL, recording each stage.
+
+    Failures end as state=failed with an error code; transient network errors raise
+    TransientEvidenceError (snippet back to queued) unless this is the final attempt.
+    """
+    if not snippet_claim(snippet_id=snippet_id):
+        log.info("snippet %s already claimed or done", snippet_id)
+        return
+    snippet = Snippet.objects.select_related("post").filter(pk=snippet_id).first()
+    if snippet is None:  # removed by the contributor meanwhile
+        return
+    matcher = services.get_matcher()
+    run = pipeline.PipelineResult()
+    timings = run.timings_ms
+
+    def on_stage(state: str) -> None:
+        if state != Snippet.State.FETCHING:  # the claim already set it
+            _set_state(snippet_id, state)
+
+    total = time.perf_counter()
+    source = services.source_fresh(url=snippet.url, model_label=matcher.model_label())
+    if source is not None:
+        timings["cache_hit"] = 1
+    else:
+        try:
+            pipeline.retrieve(
+                snippet.url,
+                run,
+                policy=services.fetch_policy(),
+                min_words=settings.EVIDENCE_MIN_WORDS,
+                on_stage=on_stage,
+            )
+        except FetchError as exc:
+            if services.is_transient(exc) and not final_attempt:
+                _set_state(
+                    snippet_id,
+                    Snippet.State.QUEUED,
+                    error_code=exc.error_code,
+                    error_message=f"retrying: {exc.message}",
+                    timings_ms=timings,
+                )
+                raise TransientEvidenceError(exc.error_code) from exc
+            snippet_fail(snippet_id=snippet_id, error_code=exc.error_code, message=exc.message, timings=timings)
+            return
+        except ExtractionError as exc:
+            snippet_fail(snippet_id=snippet_id, error_code=exc.error_code, message=exc.message, timings=timings)
+            return
+        assert run.fetched is not None and run.extracted is not None
+        source = services.source_store(
+            url=snippet.url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=timings
+        )
+    _set_state(snippet_id, Snippet.State.EMBEDDING, source=source)
+    passages = services.passages_for(source=source, matcher=matcher)
+    try:
+        result = pipeline.match(snippet.post.text, [p.text for p in passages], run, matcher=matcher)
+    except ExtractionError as exc:
+        snippet_fail(snippet_id=snippet_id, error_code=exc.error_code, message=exc.message, timings=timings)
+        return
+    services.passage_vectors_store(matcher=matcher, passages=passages, indices=result.embedded)
+    timings["total"] = int((time.perf_counter() - total) * 1000)
+    _set_state(
+        snippet_id,
+        Snippet.State.READY,
+        source=source,
+        passage=passages[result.best_index],
+        similarity=result.best_score,
+        scores=result.scores,
+        timings_ms=timings,
+        error_code="",
+        error_message="",
+    )
+    if settings.EVIDENCE_REFINE and any(score is None for score in result.scores):
+        from evidence.tasks import snippet_refine
+
+        enqueue_on_commit(snippet_refine, snippet_id)
+
+
+def snippet_refine(*, snippet_id: int) -> None:
+    """Embed the passages the pre-filter skipped, so every score is stored and the best passage is
+    the exhaustive one. A passage the contributor already reviewed is kept; only scores change."""
+    snippet = Snippet.objects.select_related("post", "source").filter(pk=snippet_id, state=Snippet.State.READY).first()
+    if snippet is None or snippet.source is None:
+        return
+    matcher = services.get_matcher()
+    passages = services.passages_for(source=snippet.source, matcher=matcher)
+    if not passages:
+        return
+    run = pipeline.PipelineResult()
+    result = pipeline.match(snippet.post.text, [p.text for p in passages], run, matcher=matcher, strategy="exhaustive")
+    services.passage_vectors_store(matcher=matcher, passages=passages, indices=result.embedded)
+    timings = {**snippet.timings_ms, "refine": run.timings_ms["match"]}
+    fields: dict[str, object] = {"scores": result.scores, "timings_ms": timings, "updated_at": timezone.now()}
+    pending = Snippet.objects.filter(
+        pk=snippet_id, state=Snippet.State.READY, confirmation=Snippet.Confirmation.PENDING
+    )
+    if not pending.update(passage=passages[result.best_index], similarity=result.best_score, **fields):
+        Snippet.objects.filter(pk=snippet_id, state=Snippet.State.READY).update(**fields)

@@ -1,0 +1,171 @@
+"""Health-topic labels of a post or note: prompt, LLM step and keyword baseline.
+(Not wired into a flow yet.)"""
+
+from __future__ import annotations
+
+import time
+
+from judging.llm import LLMClient, parse_single_integer
+from judging.steps.common import Messages, StepResult, baseline_result, llm_step, messages
+
+VERSIONS: dict[str, str] = {
+    "topic": "topic-v1",
+}
+
+
+TOPIC_LABELS: tuple[str, ...] = (
+    "diseases or conditions",
+    "drugs, vaccines, treatments and tests",
+    "public-health guidance or policy",
+    "wellness products, diets and supplements",
+    "healthcare professionals or systems",
+    "biological or epidemiological concepts",
+    "health conspiracies or hoaxes",
+    "not health",
+)
+
+
+def topic_prompt(text: str) -> Messages:
+    options = "\n".join(f"{i}. {label}" for i, label in enumerate(TOPIC_LABELS, start=1))
+    return messages(
+        "You classify social media posts by health topic.",
+        f"Text:\n{text.strip()}\n\nCategories:\n{options}\n\n"
+        "Which category fits the text best? Reply with the category number only.",
+    )
+
+
+TOPIC_KEYWORDS: dict[str, tuple[str, ...]] = {
+    TOPIC_LABELS[0]: (
+        "cancer",
+        "diabetes",
+        "disease",
+        "covid",
+        "flu",
+        "influenza",
+        "autism",
+        "measles",
+        "infection",
+        "syndrome",
+        "heart attack",
+        "stroke",
+        "dementia",
+        "obesity",
+        "symptom",
+    ),
+    TOPIC_LABELS[1]: (
+        "vaccine",
+        "vaccin",
+        "drug",
+        "ivermectin",
+        "hydroxychloroquine",
+        "treatment",
+        "medication",
+        "pill",
+        "dose",
+        "test",
+        "pcr",
+        "antibiotic",
+        "mrna",
+        "jab",
+        "booster",
+        "therapy",
+    ),
+    TOPIC_LABELS[2]: (
+        "mandate",
+        "lockdown",
+        "guidance",
+        "policy",
+        "cdc",
+        "who ",
+        "public health",
+        "mask",
+        "quarantine",
+        "fda",
+        "regulation",
+        "recommend",
+    ),
+    TOPIC_LABELS[3]: (
+        "supplement",
+        "diet",
+        "vitamin",
+        "detox",
+        "keto",
+        "wellness",
+        "herbal",
+        "superfood",
+        "fasting",
+        "essential oil",
+        "cleanse",
+    ),
+    TOPIC_LABELS[4]: (
+        "doctor",
+        "nurse",
+        "hospital",
+        "physician",
+        "healthcare",
+        "insurance",
+        "medicare",
+        "nhs",
+        "pharma",
+    ),
+    TOPIC_LABELS[5]: (
+        "immunity",
+        "virus",
+        "gene",
+        "dna",
+        "transmission",
+        "herd",
+        "mutation",
+        "variant",
+        "antibod",
+        "epidemi",
+        "pandemic",
+        "spike protein",
+    ),
+    TOPIC_LABELS[6]: (
+        "hoax",
+        "plandemic",
+        "conspiracy",
+        "depopulation",
+        "microchip",
+        "bill gates",
+        "cover-up",
+        "coverup",
+        "5g",
+        "they don't want you",
+    ),
+}
+
+
+def topic_label_llm(client: LLMClient, *, text: str) -> StepResult:
+    def parse(answer: str) -> str | None:
+        idx = parse_single_integer(answer, lo=1, hi=len(TOPIC_LABELS))
+        return TOPIC_LABELS[idx - 1] if idx is not None else None
+
+    return llm_step(
+        client,
+        task="topic",
+        prompt_version=VERSIONS["topic"],
+        messages=topic_prompt(text),
+        parse=parse,
+    )
+
+
+def topic_label_baseline(*, text: str) -> StepResult:
+    """Keyword counts per category; "not health" when no keyword matches. Ties go to the
+    earlier category except that conspiracy keywords win (they co-occur with others)."""
+    started = time.monotonic()
+    low = f" {text.lower()} "
+    counts = {label: sum(low.count(k) for k in keys) for label, keys in TOPIC_KEYWORDS.items()}
+    if counts[TOPIC_LABELS[6]]:
+        label = TOPIC_LABELS[6]
+    elif any(counts.values()):
+        label = max(TOPIC_LABELS[:6], key=lambda lbl: counts[lbl])
+    else:
+        label = TOPIC_LABELS[7]
+    reasoning = (
+        "Keyword matches: " + ", ".join(f"{k}={v}" for k, v in counts.items() if v)
+        if any(counts.values())
+        else "No health keyword."
+    )
+    return baseline_result("keywords-v1", VERSIONS["topic"], label, reasoning, started)
