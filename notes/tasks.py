@@ -27,3 +27,18 @@ def draft_generate(job_id: int) -> None:
 )
 def score_notes() -> dict[str, Any]:
     return services.notes_rescore()
+
+
+# Routed to the "llm" queue (CELERY_TASK_ROUTES "notes.tasks.supernote_*"): mostly LLM calls.
+@shared_task(name="notes.tasks.supernote_run_execute", acks_late=True, soft_time_limit=3000, time_limit=3060)
+def supernote_run_execute(run_id: int) -> None:
+    from notes.supernotes import services as supernotes
+
+    supernotes.supernote_run_execute(run_id=run_id)
+
+
+@shared_task(name="notes.tasks.supernote_runs_start_stuck")
+def supernote_runs_start_stuck() -> int:
+    from notes.supernotes import services as supernotes
+
+    return supernotes.supernote_runs_start_stuck()

@@ -21,4 +21,7 @@ urlpatterns = [
     path("rate/", views.rating_queue, name="rating_queue"),
     path("rate/<int:note_id>/", views.rate_note, name="rate_note"),
     path("scoring/rescore/", views.rescore, name="rescore"),
+    path("supernotes/stuck/", views.stuck_posts, name="stuck_posts"),
+    path("supernotes/posts/<int:post_id>/generate/", views.supernote_generate, name="supernote_generate"),
+    path("supernotes/runs/<int:run_id>/", views.supernote_run, name="supernote_run"),
 ]
