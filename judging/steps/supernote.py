@@ -41,7 +41,10 @@ _INJECTION_MARKUP = (
     re.compile(r"</?\s*(?:notes?|system|assistant|user|instructions?|im_start|im_end)\b[^>]*>", re.IGNORECASE),
     re.compile(r"(?im)^\s*(?:system|assistant|user|developer)\s*:"),
     re.compile(r"`{3,}"),
-    re.compile(r"(?m)^\s*#{1,6}\s*"),
+    re.compile(r"#{2,}"),
+    re.compile(r"(?m)^\s*#\s+"),
+    # Our own "Instructions:" heading, which a note could imitate.
+    re.compile(r"\binstructions?\s*:", re.IGNORECASE),
 )
 
 

@@ -76,8 +76,13 @@ def evaluate_synthetic(
     started = time.monotonic()
     hits = 0
     for k, g in enumerate(groups):
+        group_emb = emb[g]
+
+        def probs_for(jurors: np.ndarray, group_emb: np.ndarray = group_emb) -> np.ndarray:
+            return model.probabilities(group_emb, None, pri[jurors], prf[jurors])
+
         scores = jury.jury_scores(
-            lambda jurors, g=g: model.probabilities(emb[g], None, pri[jurors], prf[jurors]),
+            probs_for,
             pri, prf, mu=train_fit.mu, ratings_per_note=ratings_per_note, jury_size=jury_size, seed=seed + k,
         )  # fmt: skip
         hits += int(np.argmax(scores.intercept) == np.argmax(full.note_intercept[g]))
