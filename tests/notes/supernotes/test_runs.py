@@ -66,7 +66,7 @@ def phm_dir(tmp_path: Any, settings: Any) -> Any:
 
 
 def test_stuck_posts_lists_eligible_posts_with_counts(contributor_client: Any, db: None) -> None:
-    post, notes, _ = _stuck_post()
+    post, _notes, _ = _stuck_post()
     other = post_create(text="Not stuck: one note")
     Note.objects.create(post=other, text="Only one note")
     helped = post_create(text="Has a helpful note")
@@ -107,7 +107,7 @@ def test_offline_run_proposes_an_extractive_supernote_scored_by_the_jury(
     phm_dir: Any, settings: Any, admin_client: Any, db: None
 ) -> None:
     settings.LLM_BASE_URL = ""
-    post, notes, _ = _stuck_post()
+    post, _notes, _ = _stuck_post()
     model = services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
     assert model.meta.trained_on == "database ratings (237 app)"
     run = SupernoteRun.objects.create(post=post, n_candidates=12, jury_size=50, seed=3)
@@ -139,7 +139,7 @@ def test_offline_run_proposes_an_extractive_supernote_scored_by_the_jury(
 def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
     phm_dir: Any, llm_server: ScriptedLLM, db: None
 ) -> None:
-    post, notes, raters = _stuck_post()
+    post, notes, _raters = _stuck_post()
     services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
     good = "Large studies of millions of children found no link between vaccines and autism. https://cdc.gov/autism"
 
