@@ -85,6 +85,8 @@ def _enqueue_processing(snippet_id: int) -> None:
 def _refuse_if_submitted(snippet: Snippet) -> None:
     if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
         raise SnippetError(SUBMITTED)
+    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.DISCARDED:
+        raise SnippetError("This draft was discarded.")
 
 
 @transaction.atomic
