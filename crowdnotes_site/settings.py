@@ -161,7 +161,6 @@ CELERY_BEAT_SCHEDULE["outbox-dispatch"] = {
 # the work being queued again: WORK_LEASE_S + WORK_SWEEP_INTERVAL_S = 60 + 30 = 90 s (< 2 min).
 WORK_LEASE_S = env_int("WORK_LEASE_S", 60, minimum=3)
 WORK_SWEEP_INTERVAL_S = env_int("WORK_SWEEP_INTERVAL_S", 30, minimum=1)
-WORK_MAX_CLAIMS = env_int("WORK_MAX_CLAIMS", 5, minimum=1)  # poison bound: a job that kills its worker
 CELERY_BEAT_SCHEDULE["work-sweep"] = {
     "task": "crowdnotes_site.tasks.work_sweep",
     "schedule": WORK_SWEEP_INTERVAL_S,

@@ -1,4 +1,4 @@
-"""Site-wide periodic tasks (beat): the outbox dispatcher."""
+"""Site-wide periodic tasks (beat): the outbox dispatcher and the sweeper of expired work leases."""
 
 from __future__ import annotations
 
@@ -13,3 +13,12 @@ def outbox_dispatch() -> dict[str, int]:
     result = queue.outbox_dispatch()
     queue.outbox_prune()
     return result
+
+
+@shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
+def work_sweep() -> dict[str, list[int]]:
+    """Re-queue snippet processing and drafts whose worker was lost (their lease expired)."""
+    from evidence.snippets import snippets_sweep
+    from notes.services import draft_jobs_sweep
+
+    return {"snippets": snippets_sweep(), "drafts": draft_jobs_sweep()}

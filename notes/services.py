@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
-from django.db.models import F, Model
+from django.db.models import F, Model, Q
 from django.utils import timezone
 
 from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import snippets
 from evidence.models import Snippet
@@ -237,12 +238,39 @@ def draft_job_request_draft(*, job: DraftJob, seen_round: int | None = None) -> 
 
 def draft_job_generate(*, job_id: int) -> DraftJob:
     """Write the draft (runs in a worker). An unreachable LLM leaves a visible, retryable failure."""
+
+    now = timezone.now()
+    unclaimed = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+    claimed = DraftJob.objects.filter(unclaimed, pk=job_id, state=DraftJob.State.DRAFTING).update(
+        lease_until=lease_deadline()
+    )
+    job = DraftJob.objects.select_related("post").get(pk=job_id)
+    if not claimed:
+        return job  # done, cancelled, or another worker holds a live lease (a duplicate delivery)
+    with heartbeat(DraftJob, job_id):
+        return _draft_claimed(job)
+
+
+def draft_jobs_sweep() -> list[int]:
+    """Re-queue drafts whose worker stopped renewing its lease (beat: work_sweep)."""
+    from notes.tasks import draft_generate
+
+    requeued: list[int] = []
+    expired = DraftJob.objects.filter(state=DraftJob.State.DRAFTING, lease_until__lt=timezone.now())
+    for job_id in expired.values_list("pk", flat=True):
+        with transaction.atomic():
+            if DraftJob.objects.filter(pk=job_id, state=DraftJob.State.DRAFTING, lease_until__lt=timezone.now()).update(
+                lease_until=None
+            ):
+                enqueue_on_commit(draft_generate, job_id)
+                requeued.append(job_id)
+    return requeued
+
+
+def _draft_claimed(job: DraftJob) -> DraftJob:
     from notes import drafting
     from notes.selectors import draft_gate
 
-    job = DraftJob.objects.select_related("post").get(pk=job_id)
-    if job.state != DraftJob.State.DRAFTING:
-        return job  # already done (a duplicate delivery) or cancelled
     confirmed = draft_gate(job=job).confirmed
     try:
         # Every confirmed snippet has a passage (snippet_is_confirmed checks it); the filter narrows the type.
@@ -250,7 +278,7 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
         draft = drafting.draft_note(post=job.post.text, snippets=evidence)
     except drafting.DraftError as exc:
         DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
-            state=DraftJob.State.FAILED, error=str(exc), updated_at=timezone.now()
+            state=DraftJob.State.FAILED, error=str(exc), lease_until=None, updated_at=timezone.now()
         )
         job.refresh_from_db()
         return job
@@ -260,6 +288,7 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
         draft_method=draft.method,
         draft_provenance=draft.provenance,
         progress=100,
+        lease_until=None,
         updated_at=timezone.now(),
     )
     job.refresh_from_db()
@@ -437,14 +466,16 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
     }
 
 
-def note_preflight(*, job: DraftJob, gate: selectors.DraftGate, text: str) -> Any:
-    """The judges' verdicts on a draft before submission (stored nowhere, decides nothing)."""
-    from judging.services import preflight_run
+def note_preflight(*, job: DraftJob, gate: selectors.DraftGate, text: str, user: User) -> Any:
+    """Queue the judges' verdicts on a draft before submission (advice only, decides nothing)."""
+    from judging.services import preflight_request
     from judging.steps.common import Evidence
 
-    return preflight_run(
+    return preflight_request(
+        user=user,
         post_text=job.post.text,
         note_text=text,
         urls=gate.urls,
         snippets=[Evidence(text=s.passage.text, source=s.url) for s in gate.confirmed if s.passage],
+        draft_job_id=job.pk,
     )

@@ -260,11 +260,11 @@ def rescore(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @endpoint(methods=["POST"], permission="notes.add_note")
 def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
-    """Run the judges on the text in the editor and show their verdicts; submits nothing."""
+    """Queue the judges on the text in the editor; the page polls their verdicts. Submits nothing."""
     job = _own_job(request, job_id)
     gate = selectors.draft_gate(job=job)
     form = NoteForm(request.POST, urls=gate.urls)
     if not form.is_valid():
         return _workspace(request, job, note_form=form)
-    result = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"])
-    return _workspace(request, job, note_form=form, preflight=result)
+    check = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"], user=request.user)
+    return _workspace(request, job, note_form=form, preflight_check=check)

@@ -36,7 +36,11 @@ def test_a_contribution_with_the_broker_down_is_kept_and_delivered_when_it_is_ba
     job = DraftJob.objects.get()
     snippet = Snippet.objects.get()
     message = OutboxMessage.objects.get()
-    assert (message.task_name, message.args, message.delivered_at) == ("evidence.tasks.snippet_process", [snippet.pk], None)
+    assert (message.task_name, message.args, message.delivered_at) == (
+        "evidence.tasks.snippet_process",
+        [snippet.pk],
+        None,
+    )
     assert message.attempts == 1 and message.last_error  # the on-commit attempt failed and said why
 
     page = contributor_client.get(response["Location"]).content.decode()
@@ -72,8 +76,15 @@ def test_a_rolled_back_transaction_leaves_nothing_in_the_outbox() -> None:
 
     from notes.tasks import draft_generate
 
-    with pytest.raises(RuntimeError), transaction.atomic():
-        queue.enqueue_on_commit(draft_generate, 123)
-        assert OutboxMessage.objects.count() == 1
-        raise RuntimeError("rolled back")
+    seen: list[int] = []
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            queue.enqueue_on_commit(draft_generate, 123)
+            seen.append(OutboxMessage.objects.count())
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        enqueue_then_fail()
+    assert seen == [1]
     assert OutboxMessage.objects.count() == 0
