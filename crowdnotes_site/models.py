@@ -14,19 +14,14 @@ class OutboxMessage(models.Model):
     task_name = models.CharField(max_length=200)
     args = models.JSONField(default=list)
     kwargs = models.JSONField(default=dict)
-    # task name + arguments: an identical intent that is still undelivered is not stored twice.
-    key = models.CharField(max_length=300)
+    # task name + arguments: what a page looks up to say its work is still waiting for the broker.
+    key = models.CharField(max_length=300, db_index=True)
     created_at = models.DateTimeField(default=timezone.now)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["key"], condition=models.Q(delivered_at__isnull=True), name="one_undelivered_outbox_per_key"
-            )
-        ]
         indexes = [
             models.Index(fields=["created_at"], condition=models.Q(delivered_at__isnull=True), name="outbox_pending")
         ]

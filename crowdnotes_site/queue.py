@@ -5,9 +5,10 @@ as an `OutboxMessage` row in the caller's transaction, so it exists exactly when
 works on exist (a rolled-back transaction queues nothing). After the commit, one attempt sends
 it to the broker; if the broker is unreachable the row stays pending and the periodic dispatcher
 (`outbox_dispatch`, a beat task) delivers it once the broker is back. Nothing raises into the
-request: the page says the work will start when the worker queue is reachable. An identical
-intent (same task and arguments) that is still pending is stored once, so a retry never doubles
-it; tasks are idempotent (claims and leases), so a message sent twice after a crash is harmless.
+request: the page says the work will start when the worker queue is reachable. User actions are
+idempotent themselves (a retried contribution reuses its draft and skips known URLs, so it adds
+no intent), and tasks are idempotent (claims and leases), so a message sent twice after a crash
+is harmless.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -39,8 +40,7 @@ def outbox_key(task_name: str, args: Iterable[Any] = (), kwargs: dict[str, Any] 
 
 @dataclass(frozen=True)
 class Enqueued:
-    """The on-commit callback: which task, with which arguments (tests compare it), and its outbox
-    row (None when an identical intent was already pending: the dispatcher delivers that one)."""
+    """The on-commit callback: which task, with which arguments (tests compare it), and its outbox row."""
 
     task: Any
     args: tuple[Any, ...] = ()
@@ -50,13 +50,20 @@ class Enqueued:
     def __call__(self) -> None:
         if self.message_id is None:
             return
-        try:
-            # `task.delay` is looked up at commit time, so a test that patches it sees the call.
-            self.task.delay(*self.args, **self.kwargs)
-        except Exception as exc:  # any broker failure: the dispatcher retries, the request goes on
-            _record_failure([self.message_id], exc)
-            return
-        _mark_delivered([self.message_id])
+        # The row is locked while it is sent, so the dispatcher (SKIP LOCKED) never sends it too.
+        with transaction.atomic():
+            pending = OutboxMessage.objects.select_for_update(skip_locked=True).filter(
+                pk=self.message_id, delivered_at__isnull=True
+            )
+            if not pending.exists():
+                return  # the dispatcher has it
+            try:
+                # `task.delay` is looked up at commit time, so a test that patches it sees the call.
+                self.task.delay(*self.args, **self.kwargs)
+            except Exception as exc:  # any broker failure: the dispatcher retries, the request goes on
+                _record_failure([self.message_id], exc)
+                return
+            _mark_delivered([self.message_id])
 
 
 def _record_failure(ids: list[int], exc: BaseException) -> None:
@@ -72,13 +79,9 @@ def _mark_delivered(ids: list[int]) -> None:
     )
 
 
-def _store(task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+def _store(task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     key = outbox_key(task_name, args, kwargs)
-    try:
-        with transaction.atomic():  # a savepoint: a duplicate leaves the caller's transaction usable
-            return OutboxMessage.objects.create(task_name=task_name, args=list(args), kwargs=kwargs, key=key).pk
-    except IntegrityError:
-        return None  # the same intent is already pending
+    return OutboxMessage.objects.create(task_name=task_name, args=list(args), kwargs=kwargs, key=key).pk
 
 
 def enqueue_on_commit(task: Any, *args: Any, **kwargs: Any) -> Enqueued:
