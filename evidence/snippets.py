@@ -168,6 +168,7 @@ def snippet_retry(*, snippet: Snippet) -> Snippet:
         confirmed_by=None,
         confirmed_at=None,
         confirmed_text_hash="",
+        lease_until=None,
         updated_at=timezone.now(),
     )
     _enqueue_processing(snippet.pk)

@@ -80,7 +80,8 @@ def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
             snippets=form.snippet_list(),
         )
         if request.htmx:
-            return render(request, "judging/preflight.html#result-section", {"form": form, "check": check})
+            context = {"form": form, "check": check, "queue_waiting": selectors.preflight_queue_waiting(check=check)}
+            return render(request, "judging/preflight.html#result-section", context)
         return redirect("judging:preflight_detail", check_id=check.pk)
     template = "judging/preflight.html" + ("#form-section" if request.htmx else "")
     return render(request, template, {"form": form}, status=400 if form.errors and not request.htmx else 200)
@@ -90,6 +91,7 @@ def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
 def preflight_detail(request: AuthenticatedHttpRequest, check_id: int) -> HttpResponse:
     """The pre-flight's result page (polled by htmx while the judges work; refreshes without JS)."""
     check = get_object_or_404(PreflightCheck, pk=check_id, requested_by=request.user)
+    context = {"check": check, "queue_waiting": selectors.preflight_queue_waiting(check=check)}
     if request.htmx:
-        return render(request, "judging/preflight.html#result-section", {"check": check})
-    return render(request, "judging/preflight_detail.html", {"check": check})
+        return render(request, "judging/preflight.html#result-section", context)
+    return render(request, "judging/preflight_detail.html", context)

@@ -267,4 +267,7 @@ def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
     if not form.is_valid():
         return _workspace(request, job, note_form=form)
     check = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"], user=request.user)
-    return _workspace(request, job, note_form=form, preflight_check=check)
+    from judging.selectors import preflight_queue_waiting
+
+    waiting = preflight_queue_waiting(check=check)
+    return _workspace(request, job, note_form=form, preflight_check=check, queue_waiting=waiting)

@@ -88,3 +88,15 @@ def test_a_rolled_back_transaction_leaves_nothing_in_the_outbox() -> None:
         enqueue_then_fail()
     assert seen == [1]
     assert OutboxMessage.objects.count() == 0
+
+
+def test_a_preflight_with_the_broker_down_says_it_waits_for_the_queue(
+    contributor_client: Any, broker_down: Any
+) -> None:
+    data = {"post_text": "Garlic cures flu", "note_text": "No trial shows that.", "urls": "", "snippets": "Weather."}
+    response = contributor_client.post("/judging/preflight/", data)
+    assert response.status_code == 302
+    page = contributor_client.get(response["Location"]).content.decode()
+    assert "Queued: this check will start when the worker queue is reachable" in page
+    broker_down.restore()
+    assert queue.outbox_dispatch()["sent"] == 0  # younger than the grace period: left to its own attempt
