@@ -295,8 +295,9 @@ def _run_context(run: SupernoteRun | None) -> dict[str, object]:
         if failed:
             name = str(failed[0]["filter"])
             rejected[name] = rejected.get(name, 0) + 1
-    chosen = next((c for c in candidates if run.proposed_note and c.text == run.proposed_note.text), None)
     scored = sorted((c for c in candidates if c.jury_intercept is not None), key=lambda c: -(c.jury_intercept or 0))
+    # The proposal is the best-scored candidate (several candidates can share its text).
+    chosen = scored[0] if run.proposed_note and scored and scored[0].text == run.proposed_note.text else None
     return {
         "sources": supernote_selectors.source_notes(run=run),
         "candidates": candidates,

@@ -137,7 +137,7 @@ def test_offline_run_proposes_an_extractive_supernote_scored_by_the_jury(
 
 
 def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
-    phm_dir: Any, llm_server: ScriptedLLM, db: None
+    phm_dir: Any, llm_server: ScriptedLLM, admin_client: Any, db: None
 ) -> None:
     post, notes, _raters = _stuck_post()
     services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
@@ -169,6 +169,8 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
     assert note.evidence_urls == ["https://cdc.gov/autism"] and note.status == NoteStatus.NEEDS_MORE_RATINGS
     assert JudgeRun.objects.filter(note=note).exists()
     assert set(run.source_note_ids) == {n.pk for n in notes}
+    page = admin_client.get(reverse("post_detail", args=[post.pk])).content.decode()
+    assert f"simulated jury intercept {best.jury_intercept:.3f} ± {best.jury_intercept_sd:.3f}" in page
 
 
 def test_run_without_phm_stops_after_filters(phm_dir: Any, settings: Any, db: None) -> None:
