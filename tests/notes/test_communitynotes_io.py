@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from notes import communitynotes_io as cio
-from notes import scoring_tsv, synthetic
+from notes import scoring, scoring_tsv, synthetic
 
 
 def _data_lines(path: Path) -> int:
@@ -137,8 +137,18 @@ def test_it_scores_the_public_sample_files(tmp_path: Path, cn_data: Path) -> Non
     assert summary["not_helpful"] > 0  # type: ignore[operator]
     with (tmp_path / "out" / "scored_notes.tsv").open() as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
-    assert list(rows[0]) == cio.SCORED_NOTES_COLUMNS
+    assert list(rows[0]) == cio.SCORED_NOTES_COLUMNS + list(scoring_tsv.EXTRA_COLUMNS)
+    # Every note says why: the deciding rule is the last active rule and the sentence names the status.
+    labels = {"NEEDS_MORE_RATINGS": "Needs More Ratings", "CURRENTLY_RATED_HELPFUL": "Currently Rated Helpful",
+              "CURRENTLY_RATED_NOT_HELPFUL": "Currently Rated Not Helpful"}  # fmt: skip
+    for r in rows:
+        assert r["activeRules"].split(",")[-1] == r["decidedBy"]
+        assert r["explanation"].startswith(labels[r["coreRatingStatus"]] + ":")
+    helpful = [r for r in rows if r["coreRatingStatus"] == "CURRENTLY_RATED_HELPFUL"]
+    assert helpful and all(r["decidedBy"] in ("GeneralCRH", "GeneralCRHInertia") for r in helpful)
+    assert all(int(r["negFactorRatingCount"]) + int(r["posFactorRatingCount"]) <= int(r["numRatings"]) for r in rows)
     scored = [r for r in rows if r["coreNoteIntercept"]]
+    assert all(float(r["noteInterceptMax"]) >= float(r["coreNoteIntercept"]) for r in scored)
     assert scored
     assert all(int(r["numRatings"]) >= 5 for r in scored)
     assert {r["coreRatingStatus"] for r in rows} <= {
@@ -168,6 +178,9 @@ def test_it_reads_the_same_ratings_on_the_fast_path(make: str, tmp_path: Path, c
     assert cols.value == [r.value for r in rows]
     assert cols.incorrect == ["notHelpfulIncorrect" in r.tags for r in rows]
     assert cols.any_not_helpful_tag == [any(t.startswith("notHelpful") for t in r.tags) for r in rows]
+    assert cols.not_helpful_tags == [sum(bit for tag, bit in scoring.TAG_BIT.items() if tag in r.tags) for r in rows]
+    if make == "sample":
+        assert sum(1 for m in cols.not_helpful_tags if m) > 100  # the 2021 sample has tagged ratings
 
 
 def test_it_keeps_the_last_of_duplicate_ratings(tmp_path: Path) -> None:
