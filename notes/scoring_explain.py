@@ -146,3 +146,34 @@ def explain(why: NoteWhy, cfg: scoring.ScoringConfig | None = None) -> str:
         f"{label}: intercept {_f(i)} is between the Not Helpful line {_f(crnh_line)} and the "
         f"{cfg.crh_intercept:.2f} needed for Helpful ({_sides(why)})."
     )
+
+
+def explain_plain(why: NoteWhy, cfg: scoring.ScoringConfig | None = None) -> str:
+    """The same reason without the model's numbers (for readers who do not see intercepts)."""
+    cfg = cfg or scoring.ScoringConfig()
+    label = names.LABELS.get(why.status, why.status)
+    rule = why.rules[-1] if why.rules else "InitialNMR"
+    if rule == "Locked":
+        return f"{label}: kept, because the note is older than {cfg.lock_after_days:g} days and its status is locked."
+    if rule == "GeneralCRH":
+        return f"{label}: raters who usually disagree with each other both found it helpful."
+    if rule == "GeneralCRHInertia":
+        return f"{label}: it was already rated helpful and its support has held."
+    if rule in ("GeneralCRNH", "RatioCRNH"):
+        return f"{label}: raters across perspectives found it not helpful."
+    if rule == "UcbCRNH":
+        return f"{label}: raters found it not helpful, and one more helpful rating could not change that."
+    if rule == "NmCRNH":
+        return f"{label}: it says the post is not misleading, and raters did not find that helpful."
+    if rule in ("TagOutlier", "IncorrectOutlier", "LowDiligence"):
+        reason = {
+            "TagOutlier": "raters flagged the same problem with it far more often than usual",
+            "IncorrectOutlier": "raters who usually agree with its supporters flagged it as incorrect",
+            "LowDiligence": "raters flagged its sources or accuracy often",
+        }[rule]
+        return f"{label}: held back because {reason}."
+    if rule in ("LargeFactor", "MinMinorityRaters", "RaterBalance"):
+        return f"{label}: its support so far comes mostly from raters on one side; it needs raters from the other side."
+    if why.num_ratings < cfg.min_ratings_for_status or why.intercept is None:
+        return explain(why, cfg)  # counts only, no model numbers
+    return f"{label}: raters do not yet agree that it is helpful or not helpful."

@@ -180,6 +180,7 @@ class ScoringInputs:
     previous_factor: list[float | None]
     previous_num_ratings: list[int]
     previous_rater: dict[int, tuple[float | None, float | None]]
+    previous_explanation: list[str] = field(default_factory=list)
 
 
 # Stored status string -> the scorer's outcome code (the inverse of the scorer's names).
@@ -205,7 +206,7 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
     rows = list(
         Note.objects.order_by("pk").values_list(
             "pk", "author_id", "created_at", "classification", "status", "intercept", "factor", "num_ratings",
-            "scored_at",
+            "scored_at", "score_explanation",
         )
     )  # fmt: skip
     note_pks = np.array([r[0] for r in rows], dtype=np.int64)
@@ -243,6 +244,7 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
         previous_factor=[r[6] for r in rows],
         previous_num_ratings=[r[7] for r in rows],
         previous_rater={p[0]: (p[1], p[2]) for p in people},
+        previous_explanation=[r[9] for r in rows],
     )
 
 
@@ -259,14 +261,22 @@ def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Rat
             incorrect=ExpressionWrapper(Q(tags_text__contains='"notHelpfulIncorrect"'), output_field=BooleanField()),
             any_nh=ExpressionWrapper(Q(tags_text__contains='"notHelpful'), output_field=BooleanField()),
             created_ms=EpochMillis("created_at"),
+            # The not-helpful tags as the scorer's bit mask (tag-outlier filter).
+            nh_bits=sum(
+                (
+                    Case(When(tags_text__contains=f'"{tag}"', then=Value(bit)), default=Value(0))
+                    for tag, bit in scoring.TAG_BIT.items()
+                ),
+                start=Value(0),
+            ),
         )
-        .values_list("rater_id", "note_id", "value", "incorrect", "any_nh", "created_ms")
+        .values_list("rater_id", "note_id", "value", "incorrect", "any_nh", "created_ms", "nh_bits")
     )
     with connection.cursor() as cursor:
         sql, params = query.query.sql_with_params()
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    rater, note, value, incorrect, any_nh, created = zip(*rows, strict=True) if rows else ((),) * 6
+    rater, note, value, incorrect, any_nh, created, nh_bits = zip(*rows, strict=True) if rows else ((),) * 7
     n = len(rows)
     return scoring.Ratings(
         rater=np.fromiter((person[u] for u in rater), dtype=np.int64, count=n),
@@ -275,6 +285,7 @@ def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Rat
         created_at_ms=np.asarray(created, dtype=np.int64),
         incorrect_tag=np.asarray(incorrect, dtype=bool),
         any_not_helpful_tag=np.asarray(any_nh, dtype=bool),
+        not_helpful_tags=np.asarray(nh_bits, dtype=np.uint16),
     )
 
 
