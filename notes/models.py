@@ -206,6 +206,20 @@ class Rating(models.Model):
         return f"{self.rater_id} rated note {self.note_id}: {self.level}"
 
 
+class ImportCheckpoint(models.Model):
+    """How far an interrupted bulk import of one ratings file got (deleted when the file is done).
+
+    Written in the same transaction as the rows it counts, so a resumed import starts exactly
+    after the last committed chunk (notes/communitynotes_import.py)."""
+
+    key = models.CharField(max_length=512, unique=True)  # file path, size and mtime
+    lines_done = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.lines_done} lines"
+
+
 class DraftJob(models.Model):
     """A contributor's work on one note: evidence gathering, machine draft, edits, submission."""
 
