@@ -226,3 +226,27 @@ def test_it_stores_why_each_note_has_its_status_and_shows_it(admin_client: Any, 
     assert helpful.score_explanation not in public  # no intercepts for readers without view_scores
     # An unchanged rescoring rewrites nothing (the explanation is compared too).
     assert services.notes_rescore(now=now + timedelta(minutes=1))["notes_updated"] == 0
+
+
+@pytest.mark.django_db
+def test_binary_copy_reads_the_same_arrays_as_the_query_path() -> None:
+    _load_synthetic(n_ratings=3000, seed=6)
+    first = Rating.objects.order_by("pk")[:50]
+    tagged = [r.pk for r in first]
+    Rating.objects.filter(pk__in=tagged[:25]).update(tags=["notHelpfulIncorrect", "notHelpfulOffTopic"])
+    Rating.objects.filter(pk__in=tagged[25:]).update(tags=["helpfulClear", "notHelpfulSpamHarassmentOrAbuse"])
+    people = np.array(sorted(Participant.objects.values_list("pk", flat=True)), dtype=np.int64)
+    notes = np.array(sorted(Note.objects.values_list("pk", flat=True)), dtype=np.int64)
+    copied = selectors._rating_arrays_copy(people, notes)
+    queried = selectors._rating_arrays(
+        {int(p): i for i, p in enumerate(people)}, {int(n): i for i, n in enumerate(notes)}
+    )
+    assert len(copied.value) == Rating.objects.count() == len(queried.value)
+
+    def rows(r: scoring.Ratings) -> list[tuple[object, ...]]:
+        cols = (r.rater, r.note, r.value, r.created_at_ms, r.incorrect_tag, r.any_not_helpful_tag, r.not_helpful_tags)
+        return sorted(zip(*(np.asarray(c).tolist() for c in cols), strict=True))
+
+    assert rows(copied) == rows(queried)
+    assert copied.not_helpful_tags is not None
+    assert int((copied.not_helpful_tags == scoring.TAG_BIT["notHelpfulSpamHarassmentOrAbuse"]).sum()) == 25
