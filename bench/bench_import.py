@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench-import")
     parser.add_argument("--orm", action="store_true", help="the batched ORM path instead of COPY")
     parser.add_argument("--chunk-lines", type=int, default=250_000)
+    parser.add_argument("--rescore", action="store_true", help="then time notes_rescore() from the database")
     args = parser.parse_args()
 
     import django
@@ -41,6 +42,7 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
     from django.db import connection
+    from django.utils import timezone
 
     from notes import communitynotes_import as cni
     from notes import synthetic
@@ -66,6 +68,20 @@ def main() -> None:
         elapsed = time.perf_counter() - t0
         n = report.counts["ratings upserted"]
         rows.append((label, n, elapsed, n / elapsed, report.counts["ratings inserted or changed"]))
+    rescore = []
+    if args.rescore:
+        from notes import selectors, services
+
+        t0 = time.perf_counter()
+        inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
+        t_read = time.perf_counter() - t0
+        # The synthetic notes are from 2023: from the second run on their statuses are locked
+        # (older than 14 days), which changes their explanation once; the third run is unchanged.
+        for label in ("first rescoring", "second (statuses now locked)", "unchanged rescoring"):
+            t0 = time.perf_counter()
+            summary = services.notes_rescore()
+            rescore.append((label, time.perf_counter() - t0, summary["notes_updated"], _peak_mb()))
+        del inputs
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT relname, pg_total_relation_size(oid) FROM pg_class "
@@ -78,6 +94,12 @@ def main() -> None:
     for label, n, elapsed, rate, written in rows:
         print(f"| {label} | {n:,} | {elapsed:.1f} | {rate:,.0f} | {written:,} | {_peak_mb():.0f} |")
     print("table sizes: " + ", ".join(f"{name} {size / 2**20:.0f} MB" for name, size in sizes))
+    if rescore:
+        print(f"\nrescoring from PostgreSQL (binary COPY of the ratings: {t_read:.1f} s for scoring_inputs)")
+        print("| run | seconds | notes written | peak MB (process) |")
+        print("|---|---:|---:|---:|")
+        for label, elapsed, written, peak in rescore:
+            print(f"| {label} | {elapsed:.1f} | {written:,} | {peak:.0f} |")
 
 
 if __name__ == "__main__":
