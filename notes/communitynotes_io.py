@@ -266,6 +266,16 @@ class RatingColumns:
 def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
     """Same rows and skip reasons as read_ratings, about three times faster."""
     cols = RatingColumns()
+    for chunk in iter_rating_columns(path, report):
+        for name in RatingColumns.__dataclass_fields__:
+            getattr(cols, name).extend(getattr(chunk, name))
+    return cols
+
+
+def iter_rating_columns(path: str | Path, report: ReadReport, chunk_rows: int = 1_000_000) -> Iterator[RatingColumns]:
+    """read_rating_columns in chunks of at most `chunk_rows` ratings, so a caller can turn each
+    chunk into compact arrays and memory stays flat in the file size."""
+    cols = RatingColumns()
     ones = {"1", "1.0"}
     for file in tsv_files(path):
         with file.open(encoding="utf-8", newline="") as fh:
@@ -318,7 +328,11 @@ def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
                 cols.incorrect.append(i_incorrect is not None and f[i_incorrect] in ones)
                 cols.any_not_helpful_tag.append(any(f[i] in ones for i in nh_tags))
                 cols.not_helpful_tags.append(sum(bit for i, bit in tag_bits if f[i] in ones))
-    return cols
+                if len(cols.value) >= chunk_rows:
+                    yield cols
+                    cols = RatingColumns()
+    if cols.value:
+        yield cols
 
 
 def read_status_history(path: str | Path) -> Iterator[StatusHistoryRow | Skipped]:

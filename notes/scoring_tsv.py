@@ -112,11 +112,26 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
             if h.locked_status in STATUS_CODES:
                 locked[i] = STATUS_CODES[h.locked_status]
     ratings_report: cio.ReadReport = cio.ReadReport()
-    cols = cio.read_rating_columns(ratings_path, ratings_report)
     get_note, get_person = notes_idx.get, people.get
-    note = np.fromiter((get_note(n) for n in cols.note_id), dtype=np.int64, count=len(cols.note_id))
-    rater = np.fromiter((get_person(u) for u in cols.rater_id), dtype=np.int64, count=len(cols.rater_id))
-    del cols.note_id, cols.rater_id
+    # Each chunk of parsed rows becomes compact arrays at once (~30 bytes per rating), so the
+    # Python objects of only one chunk are alive at a time.
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("note", "rater", "value", "created", "inc", "nh", "tags")}
+    for cols in cio.iter_rating_columns(ratings_path, ratings_report):
+        count = len(cols.value)
+        parts["note"].append(np.fromiter((get_note(i) for i in cols.note_id), dtype=np.int32, count=count))
+        parts["rater"].append(np.fromiter((get_person(u) for u in cols.rater_id), dtype=np.int32, count=count))
+        parts["value"].append(np.asarray(cols.value, dtype=np.float32))
+        parts["created"].append(np.asarray(cols.created_at_ms, dtype=np.int64))
+        parts["inc"].append(np.asarray(cols.incorrect, dtype=bool))
+        parts["nh"].append(np.asarray(cols.any_not_helpful_tag, dtype=bool))
+        parts["tags"].append(np.asarray(cols.not_helpful_tags, dtype=np.uint16))
+        del cols
+
+    def joined(key: str, dtype: type) -> np.ndarray:
+        return np.concatenate(parts.pop(key)) if parts[key] else np.zeros(0, dtype=dtype)
+
+    note = joined("note", np.int32).astype(np.int64)
+    rater = joined("rater", np.int32).astype(np.int64)
     n_notes = len(notes_idx.ids)
     # Duplicate (note, rater) pairs keep their last row.
     pair = note * max(len(people.ids), 1) + rater
@@ -148,11 +163,11 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
     ratings = scoring.Ratings(
         rater=rater[keep],
         note=note[keep],
-        value=np.asarray(cols.value, dtype=np.float64)[keep],
-        created_at_ms=np.asarray(cols.created_at_ms, dtype=np.int64)[keep],
-        incorrect_tag=np.asarray(cols.incorrect, dtype=bool)[keep],
-        any_not_helpful_tag=np.asarray(cols.any_not_helpful_tag, dtype=bool)[keep],
-        not_helpful_tags=np.asarray(cols.not_helpful_tags, dtype=np.uint16)[keep],
+        value=joined("value", np.float32)[keep].astype(np.float64),
+        created_at_ms=joined("created", np.int64)[keep],
+        incorrect_tag=joined("inc", bool)[keep],
+        any_not_helpful_tag=joined("nh", bool)[keep],
+        not_helpful_tags=joined("tags", np.uint16)[keep],
     )
     meta = scoring.NotesMeta(
         n_notes=n_notes,

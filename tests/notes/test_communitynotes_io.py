@@ -198,3 +198,14 @@ def test_it_keeps_the_last_of_duplicate_ratings(tmp_path: Path) -> None:
     assert data.dropped["duplicate rating"] == 1
     by_rater = dict(zip([data.participant_ids[u] for u in data.ratings.rater], data.ratings.value, strict=True))
     assert by_rater == {"B": 0.0, "C": 1.0}
+
+
+def test_it_reads_ratings_in_chunks_without_losing_rows(cn_data: Path) -> None:
+    path = cn_data / "colin-fraser" / "ratings-00000.tsv"
+    whole = cio.read_rating_columns(path, cio.ReadReport())
+    report: cio.ReadReport = cio.ReadReport()
+    chunks = list(cio.iter_rating_columns(path, report, chunk_rows=1000))
+    assert [len(c.value) for c in chunks[:-1]] == [1000] * (len(chunks) - 1) and 0 < len(chunks[-1].value) <= 1000
+    assert [n for c in chunks for n in c.note_id] == whole.note_id
+    assert [t for c in chunks for t in c.not_helpful_tags] == whole.not_helpful_tags
+    assert report.read == len(whole.value)
