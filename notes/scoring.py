@@ -677,7 +677,10 @@ def tag_aggregates(
     note = ratings.note[has]
     bits = np.asarray(ratings.not_helpful_tags)[has]
     total = np.bincount(note, w, n_notes)
+    present = int(np.bitwise_or.reduce(bits)) if len(bits) else 0
     for k in range(n_tags):
+        if not present & (1 << k):
+            continue  # nobody used this tag: its column stays zero
         sel = (bits & (1 << k)) != 0
         adjusted[:, k] = np.bincount(note[sel], w[sel], n_notes)
     with np.errstate(invalid="ignore", divide="ignore"):
