@@ -284,7 +284,10 @@ def _copy_chunk(header: list[str], lines: list[str], report: ImportReport) -> No
         cursor.execute("SET LOCAL synchronous_commit = off")
         cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS cn_stage (seq bigserial, {staged}) ON COMMIT DROP")
         names = ", ".join(_ident(h) for h in header)
-        with cursor.copy(f"COPY cn_stage ({names}) FROM STDIN") as copy:  # type: ignore[attr-defined]
+        # CSV with tabs and a quote character that never occurs: fields arrive verbatim (text
+        # format would read backslashes as escapes); empty fields arrive as NULL.
+        copy_sql = f"COPY cn_stage ({names}) FROM STDIN (FORMAT csv, DELIMITER E'\\t', QUOTE E'\\x01')"
+        with cursor.copy(copy_sql) as copy:  # type: ignore[attr-defined]
             for start in range(0, len(lines), 20_000):
                 copy.write("".join(lines[start : start + 20_000]))
         # Parse in SQL; the reasons and their order are the readers' (communitynotes_io). Header

@@ -205,3 +205,23 @@ def test_copy_import_resumes_after_an_interruption_and_is_idempotent(tmp_path: P
     assert _ratings_table() == table  # idempotent: nothing new, nothing changed
     # Only the duplicated pair is written: its first row (chunk 1), then its later row (last chunk).
     assert again.counts["ratings inserted or changed"] == 2
+
+
+@pytest.mark.django_db
+def test_copy_import_keeps_backslashes_and_quotes_verbatim(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.tsv"
+    notes.write_text(
+        "noteId\tnoteAuthorParticipantId\tcreatedAtMillis\ttweetId\tclassification\tsummary\n"
+        "1\tA\t1700000000000\t9\tMISINFORMED_OR_POTENTIALLY_MISLEADING\tx\n"
+    )
+    ratings = tmp_path / "ratings.tsv"
+    ratings.write_text(
+        "noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\tnotHelpfulIncorrect\n"
+        '1\tB\\N\t1700000000001\tNOT_HELPFUL\t1\n1\t"C\t1700000000002\tHELPFUL\t\n'
+    )
+    _import("--notes", str(notes))
+    report = cni.ImportReport()
+    cni.import_ratings_copy(ratings, report)
+    rows = set(Rating.objects.values_list("rater__external_id", "level"))
+    assert rows == {("B\\N", RatingLevel.NOT_HELPFUL), ('"C', RatingLevel.HELPFUL)}
+    assert Rating.objects.get(rater__external_id="B\\N").tags == ["notHelpfulIncorrect"]
