@@ -233,6 +233,11 @@ class DraftJob(models.Model):
         DRAFTED = "drafted", "Draft ready"
         FAILED = "failed", "Failed"
         SUBMITTED = "submitted", "Submitted"
+        # The owner gave up on it (e.g. an orphan left by an outage); kept, but no longer open.
+        DISCARDED = "discarded", "Discarded"
+
+    # No longer open: a new contribution on the same post starts a new draft job.
+    CLOSED_STATES = (State.SUBMITTED, State.DISCARDED)
 
     post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="draft_jobs")
     contributor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="draft_jobs")
@@ -245,11 +250,23 @@ class DraftJob(models.Model):
     draft_method = models.CharField(max_length=120, blank=True)
     # Per draft sentence, the snippet it came from (when the method knows it).
     draft_provenance = models.JSONField(default=list, blank=True)
+    # How many drafts were requested: a request names the round it saw, so a double click (or two
+    # tabs) asking for the same round queues one draft task.
+    draft_round = models.PositiveIntegerField(default=0)
+    # The drafting worker's lease, renewed by its heartbeat; past it, the sweeper re-queues the job.
+    lease_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["contributor", "post"],
+                condition=~models.Q(state__in=["submitted", "discarded"]),
+                name="one_open_draft_job_per_contributor_post",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"draft {self.pk} ({self.state})"

@@ -25,6 +25,7 @@ from django.db.models import (
 from django.db.models.functions import Cast, Least
 from django.shortcuts import get_object_or_404
 
+from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from evidence.snippets import snippet_is_confirmed, snippet_refining
 from notes import scoring
@@ -66,6 +67,8 @@ class DraftGate:
     # Seconds until the page polls again (None: nothing is running), and the no-JS refresh.
     poll_seconds: int | None = None
     refresh_seconds: int | None = None
+    # Some of this draft's work is stored in the outbox but the broker has not taken it yet.
+    queue_waiting: bool = False
 
     @property
     def urls(self) -> list[str]:
@@ -94,7 +97,13 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
     if not confirmed and not finding:
         reasons.append("Confirm at least one snippet that supports the context you want to add.")
     waiting = bool(processing) or finding or job.state == DraftJob.State.DRAFTING
+    queue_waiting = False
+    if processing or job.state == DraftJob.State.DRAFTING:
+        keys = [outbox_key("evidence.tasks.snippet_process", [s.pk]) for s in processing]
+        keys.append(outbox_key("notes.tasks.draft_generate", [job.pk]))
+        queue_waiting = bool(outbox_waiting(keys))
     return DraftGate(
+        queue_waiting=queue_waiting,
         can_draft=not reasons,
         reasons=reasons,
         confirmed=confirmed,
@@ -117,7 +126,7 @@ def participant_of(*, user: User | AnonymousUser) -> Participant | None:
 def drafts_for_user(*, user: User) -> QuerySet[DraftJob]:
     return (
         DraftJob.objects.filter(contributor=user)
-        .exclude(state=DraftJob.State.SUBMITTED)
+        .exclude(state__in=DraftJob.CLOSED_STATES)
         .select_related("post")
         .order_by("-updated_at")
     )
