@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import snippets
 from evidence.models import Snippet
-from notes import scoring, selectors
+from notes import scoring, scoring_explain, selectors
 from notes.models import (
     TAGS_FOR_LEVEL,
     DraftJob,
@@ -420,22 +421,26 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
     result = scoring.score(
         inputs.ratings, inputs.meta, len(inputs.participant_pks), cfg, now_ms=int(now.timestamp() * 1000)
     )
-    names = scoring.STATUS_NAMES
     note_rows: list[tuple[Any, ...]] = []
     changes: list[NoteStatusChange] = []
+    whys = scoring_explain.why_rows(result)
     for i, pk in enumerate(inputs.note_pks.tolist()):
-        intercept = None if np.isnan(result.note_intercept[i]) else float(result.note_intercept[i])
-        factor = None if np.isnan(result.note_factor[i]) else float(result.note_factor[i])
-        status, count = names[int(result.status[i])], int(result.num_ratings[i])
+        why = whys[i]
+        intercept, factor, status, count = why.intercept, why.factor, why.status, why.num_ratings
+        explanation = scoring_explain.explain(why, cfg)
         old_status = inputs.previous_status[i]
         if (
             status == old_status
             and count == inputs.previous_num_ratings[i]
             and not _changed(inputs.previous_intercept[i], intercept)
             and not _changed(inputs.previous_factor[i], factor)
+            and explanation == inputs.previous_explanation[i]
         ):
             continue
-        note_rows.append((status, intercept, factor, count, now, pk))
+        note_rows.append(
+            (status, intercept, factor, count, now, json.dumps(list(why.rules)), why.intercept_max, why.neg_count,
+             why.pos_count, explanation, pk)
+        )  # fmt: skip
         if status != old_status:
             changes.append(
                 NoteStatusChange(
@@ -443,7 +448,12 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
                     changed_at=now,
                 )
             )  # fmt: skip
-    _update_rows(Note, ["status", "intercept", "factor", "num_ratings", "scored_at"], note_rows)
+    _update_rows(
+        Note,
+        ["status", "intercept", "factor", "num_ratings", "scored_at", "score_rules", "intercept_max",
+         "neg_side_ratings", "pos_side_ratings", "score_explanation"],
+        note_rows,
+    )  # fmt: skip
     NoteStatusChange.objects.bulk_create(changes, batch_size=2000)
     rater_rows: list[tuple[Any, ...]] = []
     for u, pk in enumerate(inputs.participant_pks.tolist()):
