@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.db.models import QuerySet
@@ -185,3 +186,17 @@ def decision_csv_row(d: JudgeDecision) -> list[Any]:
         d.judge_kind, d.judge_name, d.prompt_version, d.latency_ms, d.prompt_tokens, d.completion_tokens,
         d.content_hash, d.created_at.isoformat(), d.reasoning, d.note.status,
     ]  # fmt: skip
+
+
+def benchmark_latest() -> dict[str, Any] | None:
+    """The table of the most recently updated benchmark run under BENCHMARK_DIR (or None)."""
+    from django.conf import settings
+
+    from judging.benchmark.runner import latest_table
+    from judging.benchmark.table import MODE_TEXT
+
+    data = latest_table(Path(settings.BENCHMARK_DIR))
+    if data is not None:
+        for row in data["modes"]:
+            row["mode_text"] = MODE_TEXT.get(row["mode"], row["mode"])
+    return data

@@ -81,3 +81,12 @@ def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
         )
     template = "judging/preflight.html" + ("#result-section" if request.htmx else "")
     return render(request, template, {"form": form, "result": result})
+
+
+@endpoint(methods=["GET"], permission=VIEW)
+def benchmark_results(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The latest `run_benchmark` run's table (read from its out dir under BENCHMARK_DIR)."""
+    from django.conf import settings
+
+    context = {"run": selectors.benchmark_latest(), "benchmark_dir": settings.BENCHMARK_DIR}
+    return render(request, "judging/benchmark.html", context)
