@@ -141,8 +141,8 @@ class NoteForm(forms.Form):
         length = note_length(text, self.urls)
         if length > NOTE_MAX_CHARS:
             raise ValidationError(
-                f"The note is {length} characters under the Community Notes rule (each URL counts as 1); "
-                f"the limit is {NOTE_MAX_CHARS}. Shorten it by {length - NOTE_MAX_CHARS}."
+                f"{length - NOTE_MAX_CHARS} characters over the {NOTE_MAX_CHARS} limit: the note counts {length} "
+                "(each link counts as 1 character). Shorten it."
             )
         return text
 
