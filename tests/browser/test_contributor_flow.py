@@ -83,7 +83,7 @@ def test_it_walks_from_signup_to_a_submitted_note(
     page.fill("#id_text", draft)
     assert page.is_enabled("#submit-note")
     page.click("#submit-note")
-    page.wait_for_url(re.compile(r".*/posts/\d+/#note-\d+$"))
+    page.wait_for_url(re.compile(r".*/me/notes/\d+/$"))
     note = Note.objects.get()
     assert note.text == draft
     assert note.evidence_urls == [good]
