@@ -126,7 +126,9 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
     ]
     counts = {"posts": 0, "notes": 0, "ratings": 0}
     posts: dict[str, Post] = {}
+    loaded_at = datetime.now(tz=UTC)
     for index, demo in enumerate(read_demo_notes(source, n_posts)):
+        near = index % NEAR_THRESHOLD_EVERY == 0
         post = posts.get(demo.post_text)
         if post is None:
             post, created = Post.objects.get_or_create(
@@ -144,12 +146,14 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
                 "evidence_urls": find_urls(demo.note_text, web_only=True),
                 "classification": demo.classification,
                 "author": rng.choice(authors),
-                "created_at": demo.created,
+                # Near-threshold notes are dated at load time: older ones would be locked in
+                # their status by the scorer's 14-day rule, and could never change in the demo.
+                "created_at": loaded_at - timedelta(hours=1) if near else demo.created,
                 "is_demo": True,
             },
         )
         counts["notes"] += created
-        if index % NEAR_THRESHOLD_EVERY == 0:
+        if near:
             # Near the threshold: liked by both camps but rated by too few raters for a status yet,
             # so a handful of new Helpful ratings from both camps makes it Currently Rated Helpful.
             for k, (rater, _camp) in enumerate(raters[:NEAR_THRESHOLD_RATINGS]):
