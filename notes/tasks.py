@@ -25,5 +25,7 @@ def draft_generate(job_id: int) -> None:
     retry_backoff=10,
     max_retries=3,
 )
-def score_notes() -> dict[str, Any]:
-    return services.notes_rescore()
+def score_notes(run_id: int | None = None) -> dict[str, Any]:
+    """Score every note; the run (asked for by an admin, or a new scheduled one) is recorded."""
+    run = services.scoring_run_execute(run_id=run_id)
+    return dict(run.summary)
