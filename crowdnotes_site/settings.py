@@ -7,9 +7,11 @@ filesystem Celery broker) so the demo needs no server; tests, CI and production 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from crowdnotes_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
@@ -215,6 +217,11 @@ BENCHMARK_DIR = Path(env_str("BENCHMARK_DIR", str(VAR_DIR / "benchmark")))
 
 # --- Evidence -------------------------------------------------------------------------
 EMBEDDING_MODEL = env_choice("EMBEDDING_MODEL", "all-mpnet-base-v2", ("all-mpnet-base-v2", "all-MiniLM-L6-v2"))
+# The torch device the embedding model loads on (evidence/embedding.py): "cpu", or "cuda" /
+# "cuda:N" / "mps" for a cpu-queue worker on a machine with a GPU (set it in that worker's env).
+EMBEDDING_DEVICE = env_str("EMBEDDING_DEVICE", "cpu")
+if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", EMBEDDING_DEVICE):
+    raise ImproperlyConfigured(f"EMBEDDING_DEVICE must be cpu, cuda, cuda:N or mps, not {EMBEDDING_DEVICE!r}")
 PASSAGE_TOKENS = env_int("PASSAGE_TOKENS", 512, minimum=16)
 PASSAGE_OVERLAP = env_int("PASSAGE_OVERLAP", 128, minimum=0)
 MAX_EVIDENCE_URLS = env_int("MAX_EVIDENCE_URLS", 5, minimum=1)

@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from evidence.models import Snippet
-from judging.models import JudgeDecision, JudgeRun, PreflightCheck, Stage
+from judging.models import JudgeDecision, JudgeKind, JudgeRun, PreflightCheck, Stage
 from judging.pipeline import STAGES, JudgeInput
 from judging.steps.common import Evidence
 from notes.models import Note, NoteStatus
@@ -209,3 +209,79 @@ def benchmark_latest() -> dict[str, Any] | None:
         for row in data["modes"]:
             row["mode_text"] = MODE_TEXT.get(row["mode"], row["mode"])
     return data
+
+
+# --- The contributor's view of their notes' judging ------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageView:
+    """One stage as the contributor sees it: its verdict (after any override) or why there is none."""
+
+    stage: str
+    label: str
+    state: str  # "yes", "no", "error", "waiting" (queued or running), "not_reached" (an earlier stage said no)
+    reasoning: str = ""
+    judge_kind: str = ""
+    judge_name: str = ""
+    overridden: bool = False
+
+
+@dataclass(frozen=True)
+class JudgingView:
+    run_state: str
+    run_state_label: str
+    stages: list[StageView]
+    helpful: bool | None
+    error: str
+
+    @property
+    def running(self) -> bool:
+        return self.run_state in (JudgeRun.State.QUEUED, JudgeRun.State.RUNNING)
+
+
+def judging_for_notes(notes: list[Note]) -> dict[int, JudgingView]:
+    """For each note, its latest judge run (the note's current version) stage by stage."""
+    ids = [n.pk for n in notes]
+    latest: dict[int, JudgeRun] = {}
+    for run in JudgeRun.objects.filter(note_id__in=ids).order_by("note_id", "-created_at", "-id"):
+        latest.setdefault(run.note_id, run)
+    decisions: dict[tuple[int, str, str], JudgeDecision] = {
+        (d.note_id, d.content_hash, d.stage): d
+        for d in JudgeDecision.objects.filter(
+            note_id__in=ids, content_hash__in=[r.content_hash for r in latest.values()]
+        )
+    }
+    kinds = dict(JudgeKind.choices)
+    views: dict[int, JudgingView] = {}
+    for note_id, run in latest.items():
+        stages: list[StageView] = []
+        stopped = False
+        for stage in STAGES:
+            label = Stage(stage).label
+            d = decisions.get((note_id, run.content_hash, stage))
+            if d is not None:
+                stages.append(
+                    StageView(
+                        stage=stage,
+                        label=label,
+                        state=d.effective_verdict,
+                        reasoning=d.reasoning or d.error,
+                        judge_kind=str(kinds.get(d.judge_kind, d.judge_kind)),
+                        judge_name=d.judge_name,
+                        overridden=bool(d.override_verdict),
+                    )
+                )
+                stopped = stopped or d.effective_verdict != JudgeDecision.Verdict.YES
+            elif stopped or run.state in (JudgeRun.State.DONE, JudgeRun.State.FAILED):
+                stages.append(StageView(stage=stage, label=label, state="not_reached"))
+            else:
+                stages.append(StageView(stage=stage, label=label, state="waiting"))
+        views[note_id] = JudgingView(
+            run_state=run.state,
+            run_state_label=JudgeRun.State(run.state).label,
+            stages=stages,
+            helpful=run.helpful,
+            error=run.error,
+        )
+    return views

@@ -140,9 +140,10 @@ class NoteForm(forms.Form):
             raise ValidationError("The note is empty.")
         length = note_length(text, self.urls)
         if length > NOTE_MAX_CHARS:
+            over = length - NOTE_MAX_CHARS
             raise ValidationError(
-                f"The note is {length} characters under the Community Notes rule (each URL counts as 1); "
-                f"the limit is {NOTE_MAX_CHARS}. Shorten it by {length - NOTE_MAX_CHARS}."
+                f"{over} character{'s' if over != 1 else ''} over the {NOTE_MAX_CHARS} limit: the note counts "
+                f"{length} (each link counts as 1 character). Shorten it."
             )
         return text
 

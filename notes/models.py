@@ -72,6 +72,8 @@ class Note(models.Model):
     class Origin(models.TextChoices):
         HUMAN = "human", "Human"
         AUGMENTED = "augmented", "Augmented (human evidence, machine draft)"
+        # Machine-proposed evidence, but the contributor rewrote the machine draft (or wrote without one).
+        HUMAN_MACHINE_EVIDENCE = "human_machine_evidence", "Human-written with machine evidence"
         AUTOMATED = "automated", "Automated (machine evidence and draft)"
         # Human and machine-proposed evidence together: neither "augmented" (human evidence only)
         # nor "automated" (machine evidence only) would be true.
@@ -88,7 +90,7 @@ class Note(models.Model):
     )
     external_id = models.CharField(max_length=64, unique=True, null=True, blank=True)
     text = models.TextField()
-    origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.HUMAN)
+    origin = models.CharField(max_length=24, choices=Origin.choices, default=Origin.HUMAN)
     classification = models.CharField(max_length=40, choices=Classification.choices, default=Classification.MISLEADING)
     evidence_urls = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -97,6 +99,8 @@ class Note(models.Model):
         "notes.DraftJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="note"
     )
     draft_text = models.TextField(blank=True)
+    # How much of the machine draft the submitted text kept (difflib ratio, 0..1); None: no draft.
+    draft_survival = models.FloatField(null=True, blank=True)
     status = models.CharField(
         max_length=32, choices=NoteStatus.choices, default=NoteStatus.NEEDS_MORE_RATINGS, db_index=True
     )
@@ -155,6 +159,45 @@ class NoteStatusChange(models.Model):
 
     def __str__(self) -> str:
         return f"note {self.note_id} -> {self.status}"
+
+
+class ScoringRun(models.Model):
+    """One run of the Community Notes scorer over the whole database (scheduled or asked for)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        SKIPPED = "skipped", "Skipped (another run was in progress)"
+        FAILED = "failed", "Failed"
+
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule", "Schedule"
+        ADMIN = "admin", "Admin (rescore now)"
+
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SCHEDULE)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The scorer's summary (notes, ratings, notes_updated, status_changes, helpful, ...).
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"scoring run {self.pk} ({self.state})"
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
 
 
 class RatingLevel(models.TextChoices):

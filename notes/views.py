@@ -219,17 +219,30 @@ def note_submit(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     except services.FlowError as exc:
         messages.error(request, str(exc))
         return _workspace(request, job, note_form=form)
-    messages.success(request, "Note submitted. The judges will check it; raters decide its status.")
-    return redirect(f"{reverse('post_detail', args=[note.post_id])}#note-{note.pk}")
+    messages.success(
+        request, "Note submitted. The judges' verdicts appear below as they arrive; raters decide its status."
+    )
+    return redirect("my_note_detail", note_id=note.pk)
 
 
 @endpoint(methods=["GET"], permission="notes.add_note")
 def my_notes(request: AuthenticatedHttpRequest) -> HttpResponse:
-    context = {
-        "drafts": selectors.drafts_for_user(user=request.user),
-        "notes": selectors.notes_for_user(user=request.user),
-    }
+    progress = selectors.notes_progress(notes=list(selectors.notes_for_user(user=request.user)))
+    if request.htmx:
+        return render(request, "notes/my_notes.html#notes", {"progress": progress})
+    context = {"drafts": selectors.drafts_for_user(user=request.user), "progress": progress}
     return render(request, "notes/my_notes.html", context)
+
+
+@endpoint(methods=["GET"], permission="notes.add_note")
+def my_note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    """The contributor's own note: each judge's verdict as it arrives, then the crowd status and why."""
+    note = selectors.own_note(user=request.user, note_id=note_id)
+    progress = selectors.notes_progress(notes=[note])
+    context = {"note": note, "item": progress.items[0], "progress": progress}
+    if request.htmx:
+        return render(request, "notes/my_note_detail.html#live", context)
+    return render(request, "notes/my_note_detail.html", context)
 
 
 @endpoint(methods=["GET"], permission="notes.add_rating")
@@ -260,9 +273,19 @@ def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
 
 @endpoint(methods=["POST"], permission="notes.run_scoring")
 def rescore(request: AuthenticatedHttpRequest) -> HttpResponse:
-    services.notes_rescore_request()
-    messages.success(request, "Rescoring queued; statuses update when it finishes.")
-    return redirect("rating_queue")
+    services.notes_rescore_request(user=request.user)
+    if request.htmx:
+        return render(request, "notes/scoring.html#runs", {"overview": selectors.scoring_overview()})
+    messages.success(request, "Rescoring queued; this page shows its progress.")
+    return redirect("scoring")
+
+
+@endpoint(methods=["GET"], permission="notes.run_scoring")
+def scoring_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Admin: the scorer's runs (last run, duration, counts, status changes, next run), rescore now."""
+    overview = selectors.scoring_overview()
+    template = "notes/scoring.html#runs" if request.htmx else "notes/scoring.html"
+    return render(request, template, {"overview": overview})
 
 
 @endpoint(methods=["POST"], permission="notes.add_note")

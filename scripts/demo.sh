@@ -10,6 +10,7 @@ procs_run scripts/setup.sh
 export DEBUG=${DEBUG:-1}
 export EVIDENCE_ALLOW_LOOPBACK=${EVIDENCE_ALLOW_LOOPBACK:-1}  # the demo's evidence pages are served on loopback
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export SCORING_INTERVAL_SECONDS=${SCORING_INTERVAL_SECONDS:-180}  # the demo rescoring every 3 minutes, so new ratings show
 PORT=${PORT:-8000}
 PAGES_PORT=${PAGES_PORT:-8001}
 PY=.venv/bin/python

@@ -118,7 +118,7 @@ def test_it_finds_evidence_for_a_post_and_drafts_from_the_confirmed_proposal(
     assert page.input_value("#id_text") == DRAFT
     _shot(page, "4-draft")
     page.click("#submit-note")
-    page.wait_for_url(re.compile(r".*/posts/\d+/#note-\d+$"))
+    page.wait_for_url(re.compile(r".*/me/notes/\d+/$"))
     note = Note.objects.get()
     assert note.origin == Note.Origin.MIXED
     assert note.evidence_urls == [CDC, own]

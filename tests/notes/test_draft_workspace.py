@@ -94,8 +94,7 @@ def test_it_blocks_a_note_over_280_characters_and_keeps_the_text(contributor_cli
     response = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": too_long})
     html = response.content.decode()
     assert response.status_code == 200
-    assert "The note is 281 characters" in html
-    assert "Shorten it by 1" in html
+    assert "1 character over the 280 limit: the note counts 281" in html
     assert too_long in html
     assert not Note.objects.exists()
 
@@ -111,8 +110,10 @@ def test_it_submits_the_note_with_evidence_confirmations_and_draft(contributor_c
     )
     note = Note.objects.get()
     assert response.status_code == 302
-    assert response["Location"] == f"/posts/{job.post_id}/#note-{note.pk}"
-    assert note.origin == Note.Origin.AUGMENTED
+    assert response["Location"] == f"/me/notes/{note.pk}/"
+    # The contributor rewrote the machine draft completely: the text is theirs.
+    assert note.draft_survival == 0.0
+    assert note.origin == Note.Origin.HUMAN
     assert note.evidence_urls == ["https://a.example/1"]
     assert note.draft_text == "Machine draft."
     assert note.author is not None and note.author.user is not None
