@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,17 +147,18 @@ def _real_inputs(decisions: QuerySet[JudgeDecision]) -> set[tuple[int, str]]:
     return {(note_id, h) for note_id, h, inputs in rows if (inputs or {}).get("snippets")}
 
 
-def judged_notes(decisions: QuerySet[JudgeDecision]) -> tuple[list[Verdicts], int]:
-    """The verdicts of each note's latest judged version judged with real inputs, and how
-    many judged notes were left out because they were not."""
+def judged_notes(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], int]:
+    """note id -> verdicts of its latest judged version, for notes judged with real inputs,
+    and how many judged notes were left out because they were not."""
     base = _latest_versions(decisions)
     per_note = {k: v for k, v in _verdicts_by_note(base).items() if Stage.RELEVANCE in v}
     real = _real_inputs(base)
-    kept = [v for k, v in per_note.items() if k in real]
+    kept = {note_id: v for (note_id, h), v in per_note.items() if (note_id, h) in real}
     return kept, len(per_note) - len(kept)
 
 
-def funnel_of(per_note: list[Verdicts], n_excluded: int = 0) -> Funnel:
+def funnel_of(per_note: Iterable[Verdicts], n_excluded: int = 0) -> Funnel:
+    per_note = list(per_note)
     return Funnel(
         n_notes=len(per_note),
         n_relevant=sum(1 for v in per_note if v.get(Stage.RELEVANCE) == "yes"),
@@ -171,7 +173,7 @@ def funnel(decisions: QuerySet[JudgeDecision] | None = None) -> Funnel:
     real inputs. A note counts once its relevance was judged (error verdicts count as not
     passing); notes judged without evidence or post text are counted in n_excluded only."""
     per_note, excluded = judged_notes(decisions if decisions is not None else JudgeDecision.objects.all())
-    return funnel_of(per_note, excluded)
+    return funnel_of(per_note.values(), excluded)
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,8 @@ def crowd_agreement() -> list[CrowdAgreement]:
     14.0% correctness)."""
     rows = []
     for status in (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL):
-        per_note, excluded = judged_notes(JudgeDecision.objects.filter(note__status=status))
+        by_note, excluded = judged_notes(JudgeDecision.objects.filter(note__status=status))
+        per_note = list(by_note.values())
         rows.append(
             CrowdAgreement(
                 status=str(status.label),
