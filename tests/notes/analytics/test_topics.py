@@ -45,3 +45,11 @@ def test_the_llm_label_is_stored_with_its_model(llm_server: ScriptedLLM) -> None
     assert topics.post_classify_topic(post=post) == Topic.CONSPIRACIES
     post.refresh_from_db()
     assert post.topic == Topic.CONSPIRACIES and post.topic_method == "llm:scripted-model"
+
+
+def test_the_home_page_filters_posts_by_topic(anon_client: Any) -> None:
+    Post.objects.create(text="Vitamin D cures everything", text_hash="w", topic=Topic.WELLNESS)
+    Post.objects.create(text="Nurses strike at the hospital", text_hash="h", topic=Topic.PROFESSIONALS)
+    html = anon_client.get("/", {"topic": Topic.WELLNESS}).content.decode()
+    assert "Vitamin D cures everything" in html and "Nurses strike" not in html
+    assert "Nurses strike" in anon_client.get("/").content.decode()
