@@ -87,6 +87,10 @@ class SpikeReport:
     spikes: list[spikes.Spike]
     n_items: int
     n_texts: int  # items whose text the trending terms could read
+    shown_from: dt.date | None = None  # set when only the last SHOWN_DAYS days are shown
+
+
+SHOWN_DAYS = 180
 
 
 def spike_report(
@@ -118,7 +122,14 @@ def spike_report(
         if text:
             texts[day].append(text)
     series, found = spikes.spikes_with_terms(days, counts, texts, window=window, k=k)
-    return SpikeReport(unit, series, found, n_items=len(items), n_texts=sum(len(v) for v in texts.values()))
+    shown_from = None
+    if not (f.date_from or f.date_to) and len(series.days) > SHOWN_DAYS:
+        # Without a date range, show the last SHOWN_DAYS days (detected on the whole history).
+        series, found = spikes.last_days(series, found, SHOWN_DAYS)
+        shown_from = series.days[0]
+    return SpikeReport(
+        unit, series, found, n_items=len(items), n_texts=sum(len(v) for v in texts.values()), shown_from=shown_from
+    )
 
 
 # --- Topics ------------------------------------------------------------------------------

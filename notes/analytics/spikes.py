@@ -2,7 +2,7 @@
 
 A day is a spike when its count is above the mean + k standard deviations of the `window`
 days before it (defaults: 28 days, k = 2.5; population standard deviation). Days with less
-than `min_history` days before them are never spikes. For each spike, the trending terms
+than `min_history` days before them, or fewer than `min_count` items, are never spikes. For each spike, the trending terms
 compare the texts of a 3-day window centred on it with the baseline period (the window days
 before that), stopwords removed.
 """
@@ -24,6 +24,7 @@ from notes.text_rules import strip_urls
 WINDOW_DAYS = 28
 K_SIGMA = 2.5
 MIN_HISTORY = 7
+MIN_COUNT = 5  # a day with fewer items is never a spike (sparse periods: 1 after a run of 0s)
 
 _WORD_RE = re.compile(r"[a-z][a-z0-9'’-]*[a-z0-9]")
 EXTRA_STOPWORDS = frozenset(
@@ -92,12 +93,13 @@ def detect(
     window: int = WINDOW_DAYS,
     k: float = K_SIGMA,
     min_history: int = MIN_HISTORY,
+    min_count: int = MIN_COUNT,
 ) -> tuple[DailySeries, list[Spike]]:
     means, stds, thresholds = rolling(counts, window=window, k=k, min_history=min_history)
     spikes = [
         Spike(i, days[i], int(counts[i]), m, s, t)
         for i, (m, s, t) in enumerate(zip(means, stds, thresholds, strict=True))
-        if t is not None and m is not None and s is not None and counts[i] > t
+        if t is not None and m is not None and s is not None and counts[i] > t and counts[i] >= min_count
     ]
     return DailySeries(list(days), [int(c) for c in counts], means, thresholds), spikes
 
@@ -143,10 +145,22 @@ def spikes_with_terms(
     window: int = WINDOW_DAYS,
     k: float = K_SIGMA,
     min_history: int = MIN_HISTORY,
+    min_count: int = MIN_COUNT,
 ) -> tuple[DailySeries, list[Spike]]:
-    series, spikes = detect(days, counts, window=window, k=k, min_history=min_history)
+    series, spikes = detect(days, counts, window=window, k=k, min_history=min_history, min_count=min_count)
     out = [
         Spike(s.index, s.day, s.count, s.mean, s.std, s.threshold, trending_terms(texts_by_day, s.day, window=window))
         for s in spikes
     ]
     return series, out
+
+
+def last_days(series: DailySeries, found: list[Spike], n: int) -> tuple[DailySeries, list[Spike]]:
+    """The last `n` days of a detected series (detection used the whole history), with the
+    spikes in them re-indexed."""
+    start = max(0, len(series.days) - n)
+    cut = DailySeries(series.days[start:], series.counts[start:], series.rolling_mean[start:], series.threshold[start:])
+    kept = [
+        Spike(s.index - start, s.day, s.count, s.mean, s.std, s.threshold, s.terms) for s in found if s.index >= start
+    ]
+    return cut, kept

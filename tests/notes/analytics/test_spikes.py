@@ -60,3 +60,17 @@ def test_trending_terms_compare_the_spike_window_with_the_baseline() -> None:
     assert terms[0][0] == "ivermectin" and terms[0][1] == 2
     names = [t for t, _, _ in terms]
     assert "vaccine" not in names and "the" not in names and "www" not in names and "fda" not in names
+
+
+def test_a_sparse_series_has_no_spike_below_the_minimum_count() -> None:
+    counts = [0] * 40 + [1] + [0] * 20 + [3]
+    assert spikes.detect(_days(len(counts)), counts)[1] == []
+    assert [s.index for s in spikes.detect(_days(len(counts)), counts, min_count=1)[1]] == [40, 61]
+
+
+def test_last_days_keeps_the_spikes_in_the_shown_period() -> None:
+    counts = [10, 12] * 30
+    counts[20] = counts[50] = 40
+    series, found = spikes.detect(_days(60), counts)
+    cut, kept = spikes.last_days(series, found, 20)
+    assert len(cut.days) == 20 and [s.index for s in kept] == [10] and cut.counts[10] == 40
