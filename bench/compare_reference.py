@@ -145,7 +145,12 @@ def _reference_inputs(
 
 
 def run_reference_worker(
-    notes_path: Path, ratings_path: Path, outdir: Path, seed: int, history_path: Path | None = None
+    notes_path: Path,
+    ratings_path: Path,
+    outdir: Path,
+    seed: int,
+    history_path: Path | None = None,
+    pseudoraters: bool = True,
 ) -> None:
     """Runs inside the reference's Python: prescore + final score with MFCoreScorer only."""
     import pandas as pd
@@ -163,7 +168,7 @@ def run_reference_worker(
     ratings[c.correlatedRaterKey] = False
     ratings = ratings.sort_values([c.highVolumeRaterKey, c.correlatedRaterKey], kind="stable").reset_index(drop=True)
     topics = pd.DataFrame({c.noteIdKey: pd.Series([], dtype="int64"), c.noteTopicKey: pd.Series([], dtype=object)})
-    scorer = MFCoreScorer(seed=seed, pseudoraters=False, useStableInitialization=True)
+    scorer = MFCoreScorer(seed=seed, pseudoraters=pseudoraters, useStableInitialization=True)
     pre = scorer.prescore(c.PrescoringArgs(topics, ratings, history, enrollment))
     note_out = pre.scoredNotes.copy()
     note_out[c.scorerNameKey] = scorer.get_name()
@@ -176,9 +181,9 @@ def run_reference_worker(
     elapsed = time.perf_counter() - t0
     reverse = loader.get_participant_id_reverse_mapping() or {}
     sn = final.scoredNotes
-    sn[[c.noteIdKey, c.coreNoteInterceptKey, c.coreNoteFactor1Key, c.coreRatingStatusKey]].to_csv(
-        outdir / "scored_notes.tsv", sep="\t", index=False
-    )
+    keep = [c.noteIdKey, c.coreNoteInterceptKey, c.coreNoteFactor1Key, c.coreRatingStatusKey]
+    keep += [col for col in (c.coreActiveRulesKey, c.coreNoteInterceptMaxKey) if col in sn.columns]
+    sn[keep].to_csv(outdir / "scored_notes.tsv", sep="\t", index=False)
     hs = final.helpfulnessScores[[c.raterParticipantIdKey, c.coreRaterInterceptKey, c.coreRaterFactor1Key]].copy()
     hs[c.raterParticipantIdKey] = hs[c.raterParticipantIdKey].map(lambda v: reverse.get(v, v))
     hs.to_csv(outdir / "helpfulness_scores.tsv", sep="\t", index=False)
@@ -240,6 +245,7 @@ def compare(ours_dir: Path, ref_dir: Path) -> dict[str, object]:
     out["raters scored (ours/ref/both)"] = (len(ours_raters), len(ref_raters), len(ours_raters & ref_raters))
     agree = 0
     confusion: Counter[tuple[str, str]] = Counter()
+    causes: Counter[tuple[str, str]] = Counter()
     for k in common:
         mine = ours_n[k]["coreRatingStatus"]
         ref_raw = ref_n[k]["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
@@ -247,8 +253,17 @@ def compare(ours_dir: Path, ref_dir: Path) -> dict[str, object]:
         agree += mine == theirs
         if mine != theirs:
             confusion[(mine, ref_raw)] += 1
+            # Which of our rules decided, and the reference's last active rule.
+            ref_rule = (ref_n[k].get("coreActiveRules") or "").split(",")[-1].strip()
+            causes[(ours_n[k].get("decidedBy", ""), ref_rule)] += 1
     out["status agreement"] = (agree, len(common))
     out["status disagreements (ours, reference)"] = dict(confusion)
+    out["disagreements by deciding rule (ours, reference)"] = dict(causes.most_common(12))
+    table: Counter[tuple[str, str]] = Counter(
+        (ours_n[k]["coreRatingStatus"], DISPLAYED.get(ref_n[k]["coreRatingStatus"], ref_n[k]["coreRatingStatus"]))
+        for k in common
+    )
+    out["confusion (ours, reference displayed)"] = dict(table)
     out["status counts ours"] = dict(Counter(ours_n[k]["coreRatingStatus"] for k in common))
     out["status counts ref"] = dict(Counter(ref_n[k]["coreRatingStatus"] for k in common))
     return out
@@ -314,6 +329,8 @@ def _print(name: str, result: dict[str, object], times: dict[str, float]) -> Non
         "raters scored (ours/ref/both)",
         "status agreement",
         "status disagreements (ours, reference)",
+        "disagreements by deciding rule (ours, reference)",
+        "confusion (ours, reference displayed)",
         "status counts ours",
         "status counts ref",
     ):
@@ -333,9 +350,14 @@ def main() -> None:
     parser.add_argument("--ratings", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--outdir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--status-history", type=Path, help="for colin-fraser: a noteStatusHistory TSV (e.g. mcroston)")
+    parser.add_argument(
+        "--no-pseudoraters", action="store_true", help="reference without its confidence bounds (production has them)"
+    )
     args = parser.parse_args()
     if args.worker:
-        run_reference_worker(args.notes, args.ratings, args.outdir, args.seed, args.status_history)
+        run_reference_worker(
+            args.notes, args.ratings, args.outdir, args.seed, args.status_history, not args.no_pseudoraters
+        )
         return
     from notes import scoring_tsv, synthetic
 
@@ -357,7 +379,8 @@ def main() -> None:
         subprocess.run(
             [args.ref_python, __file__, "--worker", "--notes", str(notes_path), "--ratings", str(ratings_path),
              "--outdir", str(work / "ref"), "--seed", str(args.seed)]
-            + (["--status-history", str(history)] if history else []),
+            + (["--status-history", str(history)] if history else [])
+            + (["--no-pseudoraters"] if args.no_pseudoraters else []),
             check=True, env=env, stdout=subprocess.DEVNULL, stderr=open(work.parent / f"{name}-ref.log", "w"),
         )  # fmt: skip
         t_ref = json.loads((work / "ref" / "timing.json").read_text())["seconds"]

@@ -1,33 +1,135 @@
-"""The one way work is queued: `enqueue_on_commit(task, *args)`.
+"""The one way work is queued: `enqueue_on_commit(task, *args)`, through a transactional outbox.
 
-Every service that starts a Celery task calls this instead of `task.delay` so a task never runs
-before the rows it reads are committed (and a rolled-back transaction queues nothing). Keeping
-every enqueue behind this one function lets it later become a transactional outbox.
+Every service that starts a Celery task calls this instead of `task.delay`. The intent is stored
+as an `OutboxMessage` row in the caller's transaction, so it exists exactly when the rows it
+works on exist (a rolled-back transaction queues nothing). After the commit, one attempt sends
+it to the broker; if the broker is unreachable the row stays pending and the periodic dispatcher
+(`outbox_dispatch`, a beat task) delivers it once the broker is back. Nothing raises into the
+request: the page says the work will start when the worker queue is reachable. User actions are
+idempotent themselves (a retried contribution reuses its draft and skips known URLs, so it adds
+no intent), and tasks are idempotent (claims and leases), so a message sent twice after a crash
+is harmless.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from crowdnotes_site.models import OutboxMessage
+
+log = logging.getLogger(__name__)
+
+
+def outbox_key(task_name: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> str:
+    """What makes two intents identical: the task and its JSON arguments."""
+    key = f"{task_name}:{json.dumps(list(args), separators=(',', ':'))}"
+    if kwargs:
+        key += json.dumps(kwargs, sort_keys=True, separators=(",", ":"))
+    return key[:300]
 
 
 @dataclass(frozen=True)
 class Enqueued:
-    """The on-commit callback: which task, with which arguments (tests compare it)."""
+    """The on-commit callback: which task, with which arguments (tests compare it), and its outbox row."""
 
     task: Any
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    message_id: int | None = field(default=None, compare=False)
 
     def __call__(self) -> None:
-        # `task.delay` is looked up at commit time, so a test that patches it sees the call.
-        self.task.delay(*self.args, **self.kwargs)
+        if self.message_id is None:
+            return
+        # The row is locked while it is sent, so the dispatcher (SKIP LOCKED) never sends it too.
+        with transaction.atomic():
+            pending = OutboxMessage.objects.select_for_update(skip_locked=True).filter(
+                pk=self.message_id, delivered_at__isnull=True
+            )
+            if not pending.exists():
+                return  # the dispatcher has it
+            try:
+                # `task.delay` is looked up at commit time, so a test that patches it sees the call.
+                self.task.delay(*self.args, **self.kwargs)
+            except Exception as exc:  # any broker failure: the dispatcher retries, the request goes on
+                _record_failure([self.message_id], exc)
+                return
+            _mark_delivered([self.message_id])
+
+
+def _record_failure(ids: list[int], exc: BaseException) -> None:
+    log.warning("broker unreachable; %d task(s) stay in the outbox: %s", len(ids), exc)
+    OutboxMessage.objects.filter(pk__in=ids, delivered_at__isnull=True).update(
+        attempts=F("attempts") + 1, last_error=f"{type(exc).__name__}: {exc}"[:2000]
+    )
+
+
+def _mark_delivered(ids: list[int]) -> None:
+    OutboxMessage.objects.filter(pk__in=ids, delivered_at__isnull=True).update(
+        delivered_at=timezone.now(), attempts=F("attempts") + 1
+    )
+
+
+def _store(task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    key = outbox_key(task_name, args, kwargs)
+    return OutboxMessage.objects.create(task_name=task_name, args=list(args), kwargs=kwargs, key=key).pk
 
 
 def enqueue_on_commit(task: Any, *args: Any, **kwargs: Any) -> Enqueued:
-    """Queue `task(*args, **kwargs)` once the current transaction commits (at once outside one)."""
-    callback = Enqueued(task, args, kwargs)
+    """Store `task(*args, **kwargs)` in the outbox now and send it once the current transaction
+    commits (at once outside one)."""
+    callback = Enqueued(task, args, kwargs, message_id=_store(task.name, args, kwargs))
     transaction.on_commit(callback)
     return callback
+
+
+def outbox_waiting(keys: Iterable[str]) -> set[str]:
+    """Which of these intents are stored but not yet handed to the broker."""
+    keys = list(keys)
+    if not keys:
+        return set()
+    return set(OutboxMessage.objects.filter(key__in=keys, delivered_at__isnull=True).values_list("key", flat=True))
+
+
+def outbox_dispatch(*, limit: int = 500) -> dict[str, int]:
+    """Send pending outbox messages to the broker, oldest first (the beat task `outbox_dispatch`).
+
+    Messages younger than OUTBOX_GRACE_S are left to their own on-commit attempt. Rows are locked
+    (SKIP LOCKED) so two dispatchers never send the same message; the first broker error stops
+    the round (the next one retries)."""
+    from crowdnotes_site.celery import app
+
+    cutoff = timezone.now() - timedelta(seconds=settings.OUTBOX_GRACE_S)
+    sent = 0
+    with transaction.atomic():
+        rows = list(
+            OutboxMessage.objects.select_for_update(skip_locked=True)
+            .filter(delivered_at__isnull=True, created_at__lte=cutoff)
+            .order_by("created_at")[:limit]
+        )
+        for row in rows:
+            try:
+                app.send_task(row.task_name, args=row.args, kwargs=row.kwargs)
+            except Exception as exc:
+                _record_failure([row.pk], exc)
+                break
+            _mark_delivered([row.pk])
+            sent += 1
+    pending = OutboxMessage.objects.filter(delivered_at__isnull=True).count()
+    return {"sent": sent, "pending": pending}
+
+
+def outbox_prune(*, days: int = 7) -> int:
+    """Delete delivered messages older than `days` (the table only needs the pending ones)."""
+    cutoff = timezone.now() - timedelta(days=days)
+    deleted, _ = OutboxMessage.objects.filter(delivered_at__lt=cutoff).delete()
+    return deleted

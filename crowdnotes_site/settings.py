@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "crowdnotes_site",
     "notes",
     "evidence",
     "judging",
@@ -142,6 +143,28 @@ CELERY_BEAT_SCHEDULE["score-notes"] = {
     "schedule": env_int("SCORING_INTERVAL_SECONDS", 3600),
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Outbox, leases, sweeper (crowdnotes_site/queue.py, evidence/snippets.py, notes/services.py) ----
+# A request tries the broker once after commit and gives up fast; the outbox keeps the task and
+# the dispatcher (beat) delivers it when the broker is back. Never a 500, never a lost task.
+CELERY_BROKER_CONNECTION_TIMEOUT = env_float("CELERY_BROKER_CONNECTION_TIMEOUT", 2.0)
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
+CELERY_BROKER_TRANSPORT_OPTIONS.setdefault("socket_connect_timeout", 2)
+OUTBOX_GRACE_S = env_int("OUTBOX_GRACE_S", 5, minimum=0)  # a fresh message is left to its on-commit attempt
+OUTBOX_DISPATCH_INTERVAL_S = env_int("OUTBOX_DISPATCH_INTERVAL_S", 15, minimum=1)
+CELERY_BEAT_SCHEDULE["outbox-dispatch"] = {
+    "task": "crowdnotes_site.tasks.outbox_dispatch",
+    "schedule": OUTBOX_DISPATCH_INTERVAL_S,
+}
+# Snippet processing and drafting hold a lease that a heartbeat thread renews every third of it;
+# a lost worker's lease expires and the sweeper re-queues its work. Worst case from a SIGKILL to
+# the work being queued again: WORK_LEASE_S + WORK_SWEEP_INTERVAL_S = 60 + 30 = 90 s (< 2 min).
+WORK_LEASE_S = env_int("WORK_LEASE_S", 60, minimum=3)
+WORK_SWEEP_INTERVAL_S = env_int("WORK_SWEEP_INTERVAL_S", 30, minimum=1)
+CELERY_BEAT_SCHEDULE["work-sweep"] = {
+    "task": "crowdnotes_site.tasks.work_sweep",
+    "schedule": WORK_SWEEP_INTERVAL_S,
+}
 
 # --- LLM (any OpenAI-compatible endpoint; unset = offline baselines) ----------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL", "")

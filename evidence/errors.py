@@ -49,6 +49,8 @@ ERROR_TEXTS: dict[str, str] = {
     "block_page": "The site showed a block, consent or captcha page instead of its content.",
     "bad_pdf": "This PDF could not be read.",
     "internal_error": "Something went wrong on our side while processing this source.",
+    # Not a failure of the source: its draft was discarded by its owner before it was processed.
+    "discarded": "Not processed: the draft was discarded.",
 }
 UNKNOWN_ERROR_TEXT = "This source could not be used."
 

@@ -17,6 +17,7 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,10 +85,16 @@ _static_lock = threading.Lock()
 _static: dict[str, np.ndarray] = {}
 
 
-def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path | None = None) -> np.ndarray:
+def static_vectors(
+    model: SentenceTransformer,
+    model_name: str,
+    cache_dir: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
     """One vector per vocabulary token: the model's pooled output for "[CLS] token [SEP]".
 
     Computed once per model (about a minute on 2 cores for mpnet) and kept as .npy in cache_dir.
+    `progress(done, total)` is called after each batch of tokens while the table is computed.
     """
     folder = cache_dir or default_cache_dir()
     path = folder / f"static-{Path(model_name).name}.npy"
@@ -116,6 +123,8 @@ def static_vectors(model: SentenceTransformer, model_name: str, cache_dir: Path 
                     )
                     hidden = transformer(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
                     table[start : start + len(ids)] = hidden.mean(1).numpy()
+                    if progress is not None:
+                        progress(start + len(ids), size)
             folder.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp.npy")
             np.save(tmp, table)

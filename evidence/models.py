@@ -124,6 +124,8 @@ class Snippet(models.Model):
         "evidence.AutomationRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals"
     )
     proposal_reason = models.TextField(blank=True)
+    # The processing worker's lease, renewed by its heartbeat; past it, the sweeper re-queues the snippet.
+    lease_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import pipeline, services
 from evidence.errors import ExtractionError, FetchError
@@ -85,6 +87,8 @@ def _enqueue_processing(snippet_id: int) -> None:
 def _refuse_if_submitted(snippet: Snippet) -> None:
     if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
         raise SnippetError(SUBMITTED)
+    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.DISCARDED:
+        raise SnippetError("This draft was discarded.")
 
 
 @transaction.atomic
@@ -164,6 +168,7 @@ def snippet_retry(*, snippet: Snippet) -> Snippet:
         confirmed_by=None,
         confirmed_at=None,
         confirmed_text_hash="",
+        lease_until=None,
         updated_at=timezone.now(),
     )
     _enqueue_processing(snippet.pk)
@@ -181,24 +186,44 @@ def snippet_remove(*, snippet: Snippet) -> None:
 
 
 def _set_state(snippet_id: int, state: str, **fields: object) -> None:
+    if state in (Snippet.State.READY, Snippet.State.FAILED, Snippet.State.QUEUED):
+        fields["lease_until"] = None  # the work is over (or handed back): nothing to sweep
     Snippet.objects.filter(pk=snippet_id).update(state=state, updated_at=timezone.now(), **fields)
 
 
 def snippet_claim(*, snippet_id: int) -> bool:
-    """Compare-and-set queued -> fetching, so each snippet is processed once even if delivered twice.
-
-    A snippet stuck in a running state longer than the hard task time limit belonged to a lost
-    worker and may be claimed again.
-    """
-    stale = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    """Compare-and-set queued -> fetching under a lease, so each snippet is processed once even if
+    delivered twice. A running snippet whose lease expired belonged to a lost worker and may be
+    claimed again (the sweeper also re-queues it)."""
+    now = timezone.now()
+    lease = lease_deadline()
     claimed = Snippet.objects.filter(pk=snippet_id, state=Snippet.State.QUEUED).update(
-        state=Snippet.State.FETCHING, updated_at=timezone.now(), error_code="", error_message=""
+        state=Snippet.State.FETCHING, updated_at=now, error_code="", error_message="", lease_until=lease
     )
     if not claimed:
-        claimed = Snippet.objects.filter(pk=snippet_id, state__in=RUNNING, updated_at__lt=stale).update(
-            state=Snippet.State.FETCHING, updated_at=timezone.now()
+        claimed = Snippet.objects.filter(pk=snippet_id, state__in=RUNNING, lease_until__lt=now).update(
+            state=Snippet.State.FETCHING, updated_at=now, lease_until=lease
         )
     return bool(claimed)
+
+
+def snippets_sweep() -> list[int]:
+    """Put snippets whose worker stopped renewing its lease back in the queue (beat: work_sweep).
+    Running rows from before leases (no lease_until) count once they are older than the hard limit."""
+    now = timezone.now()
+    legacy = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    expired = Q(lease_until__lt=now) | Q(lease_until__isnull=True, updated_at__lt=legacy)
+    requeued: list[int] = []
+    for snippet_id in Snippet.objects.filter(expired, state__in=RUNNING).values_list("pk", flat=True):
+        with transaction.atomic():
+            if Snippet.objects.filter(expired, pk=snippet_id, state__in=RUNNING).update(
+                state=Snippet.State.QUEUED, lease_until=None, updated_at=now
+            ):
+                _enqueue_processing(snippet_id)
+                requeued.append(snippet_id)
+    if requeued:
+        log.warning("re-queued snippets of lost workers: %s", requeued)
+    return requeued
 
 
 def snippet_fail(*, snippet_id: int, error_code: str, message: str, timings: dict[str, int] | None = None) -> None:
@@ -218,6 +243,11 @@ def snippet_process(*, snippet_id: int, final_attempt: bool = True) -> None:
     if not snippet_claim(snippet_id=snippet_id):
         log.info("snippet %s already claimed or done", snippet_id)
         return
+    with heartbeat(Snippet, snippet_id):
+        _process_claimed(snippet_id=snippet_id, final_attempt=final_attempt)
+
+
+def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
     snippet = Snippet.objects.select_related("post").filter(pk=snippet_id).first()
     if snippet is None:  # removed by the contributor meanwhile
         return

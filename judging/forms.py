@@ -31,17 +31,58 @@ class OverrideForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), min_length=5, strip=True)
 
 
+# Pre-flight limits: the judges' prompts stay small and one request cannot queue hours of work.
+PREFLIGHT_MAX_POST_CHARS = 2000
+PREFLIGHT_MAX_NOTE_CHARS = 1000
+PREFLIGHT_MAX_URLS = 10
+PREFLIGHT_MAX_SNIPPETS = 10
+PREFLIGHT_MAX_SNIPPET_CHARS = 3000
+PREFLIGHT_MAX_SNIPPETS_CHARS = 15000
+
+
 class PreflightForm(forms.Form):
-    post_text = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label="Post")
-    note_text = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), label="Draft note")
+    post_text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), label="Post", max_length=PREFLIGHT_MAX_POST_CHARS
+    )
+    note_text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}), label="Draft note", max_length=PREFLIGHT_MAX_NOTE_CHARS
+    )
     urls = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 2}), required=False, label="Evidence URLs (one per line)"
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label=f"Evidence URLs (one per line, at most {PREFLIGHT_MAX_URLS})",
+        max_length=PREFLIGHT_MAX_URLS * 2001,
     )
     snippets = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 6}),
         required=False,
-        label="Evidence snippets (separate snippets with a blank line)",
+        label=(
+            f"Evidence snippets (separate snippets with a blank line; at most {PREFLIGHT_MAX_SNIPPETS}, "
+            f"{PREFLIGHT_MAX_SNIPPET_CHARS} characters each)"
+        ),
+        max_length=PREFLIGHT_MAX_SNIPPETS_CHARS,
     )
+
+    def clean_urls(self) -> str:
+        value: str = self.cleaned_data["urls"]
+        lines = [u.strip() for u in value.splitlines() if u.strip()]
+        if len(lines) > PREFLIGHT_MAX_URLS:
+            raise forms.ValidationError(f"At most {PREFLIGHT_MAX_URLS} URLs (you gave {len(lines)}).")
+        if any(len(u) > 2000 for u in lines):
+            raise forms.ValidationError("A URL is longer than 2000 characters.")
+        return value
+
+    def clean_snippets(self) -> str:
+        value: str = self.cleaned_data["snippets"]
+        blocks = [b.strip() for b in value.replace("\r\n", "\n").split("\n\n") if b.strip()]
+        if len(blocks) > PREFLIGHT_MAX_SNIPPETS:
+            raise forms.ValidationError(f"At most {PREFLIGHT_MAX_SNIPPETS} snippets (you gave {len(blocks)}).")
+        long = [i + 1 for i, b in enumerate(blocks) if len(b) > PREFLIGHT_MAX_SNIPPET_CHARS]
+        if long:
+            raise forms.ValidationError(
+                f"Snippet {long[0]} is longer than {PREFLIGHT_MAX_SNIPPET_CHARS} characters: quote the relevant part."
+            )
+        return value
 
     def url_list(self) -> list[str]:
         return [u.strip() for u in self.cleaned_data["urls"].splitlines() if u.strip()]

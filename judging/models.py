@@ -110,3 +110,38 @@ class JudgeOverride(models.Model):
 
     def __str__(self) -> str:
         return f"override of decision {self.decision_id}: {self.previous_verdict} -> {self.verdict}"
+
+
+class PreflightCheck(models.Model):
+    """A contributor's pre-flight: the judges' advice on a draft, computed by a worker (the judges
+    load models and call the LLM, which a web request never does). Advice only: it decides nothing."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    draft_job = models.ForeignKey("notes.DraftJob", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    post_text = models.TextField()
+    note_text = models.TextField()
+    urls = models.JSONField(default=list, blank=True)
+    snippets = models.JSONField(default=list, blank=True)  # [{"text": ..., "source": ...}]
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    # {"stages": [{stage, verdict, reasoning, judge_kind, judge_name, error, note_text_judged}], "helpful": ...}
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"pre-flight {self.pk} ({self.state})"
+
+    @property
+    def pending(self) -> bool:
+        return self.state in (self.State.QUEUED, self.State.RUNNING)

@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from evidence.models import Snippet
-from judging.models import JudgeDecision, JudgeRun, Stage
+from judging.models import JudgeDecision, JudgeRun, PreflightCheck, Stage
 from judging.pipeline import STAGES, JudgeInput
 from judging.steps.common import Evidence
 from notes.models import Note, NoteStatus
@@ -227,3 +227,12 @@ def decision_csv_row(d: JudgeDecision) -> list[Any]:
         d.judge_kind, d.judge_name, d.prompt_version, d.latency_ms, d.prompt_tokens, d.completion_tokens,
         d.content_hash, d.created_at.isoformat(), d.reasoning, d.note.status,
     ]  # fmt: skip
+
+
+def preflight_queue_waiting(*, check: PreflightCheck) -> bool:
+    """The pre-flight is stored but the broker has not taken it yet (it was down at the time)."""
+    from crowdnotes_site.queue import outbox_key, outbox_waiting
+
+    if check.state != PreflightCheck.State.QUEUED:
+        return False
+    return bool(outbox_waiting([outbox_key("judging.tasks.preflight_check", [check.pk])]))

@@ -26,7 +26,7 @@ from crowdnotes_site.queue import enqueue_on_commit
 from judging import classifier as clf
 from judging import pipeline
 from judging.llm import LLMClient, LLMConfig
-from judging.models import JudgeDecision, JudgeOverride, JudgeRun
+from judging.models import JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
 from judging.pipeline import JudgeInput, PipelineResult, StageResult
 from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
 from judging.steps.common import Evidence
@@ -281,3 +281,77 @@ def preflight_run(
     evidence = tuple(s if isinstance(s, Evidence) else Evidence(text=s) for s in snippets)
     inp = JudgeInput(post=post_text, note=note_text, urls=tuple(urls), snippets=evidence)
     return pipeline.run_pipeline(inp, judges_from_settings(), max_attempts=settings.JUDGE_PARSE_ATTEMPTS)
+
+
+# --- Pre-flight as background work ------------------------------------------------------------
+
+
+@transaction.atomic
+def preflight_request(
+    *,
+    user: User,
+    post_text: str,
+    note_text: str,
+    urls: Sequence[str] = (),
+    snippets: Sequence[str | Evidence] = (),
+    draft_job_id: int | None = None,
+) -> PreflightCheck:
+    """Queue a pre-flight (task `judging.tasks.preflight_check`, llm queue); the page polls it."""
+    evidence = [s if isinstance(s, Evidence) else Evidence(text=s) for s in snippets]
+    check = PreflightCheck.objects.create(
+        requested_by=user,
+        draft_job_id=draft_job_id,
+        post_text=post_text,
+        note_text=note_text,
+        urls=list(urls),
+        snippets=[{"text": ev.text, "source": ev.source} for ev in evidence],
+    )
+    from judging.tasks import preflight_check
+
+    enqueue_on_commit(preflight_check, check.pk)
+    return check
+
+
+def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
+    """Run a queued pre-flight (in a worker). Claimed first, so a duplicate delivery does nothing;
+    a claim older than the lease (a lost worker) may be taken again."""
+    now = timezone.now()
+    claimable = Q(state=PreflightCheck.State.QUEUED) | Q(state=PreflightCheck.State.RUNNING, claimed_until__lt=now)
+    lease = now + dt.timedelta(seconds=settings.JUDGE_CLAIM_LEASE_S)
+    if not PreflightCheck.objects.filter(claimable, pk=check_id).update(
+        state=PreflightCheck.State.RUNNING, claimed_until=lease
+    ):
+        return None
+    check = PreflightCheck.objects.get(pk=check_id)
+    try:
+        result = preflight_run(
+            post_text=check.post_text,
+            note_text=check.note_text,
+            urls=check.urls,
+            snippets=[Evidence(text=s["text"], source=s.get("source", "")) for s in check.snippets],
+        )
+    except Exception as exc:
+        PreflightCheck.objects.filter(pk=check_id).update(
+            state=PreflightCheck.State.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=timezone.now()
+        )
+        raise
+    stages = [
+        {
+            "stage": st.stage,
+            "verdict": st.verdict,
+            "reasoning": st.reasoning,
+            "judge_kind": st.judge_kind,
+            "judge_name": st.judge_name,
+            "error": st.error,
+            "note_text_judged": st.note_text_judged,
+        }
+        for st in result.stages
+    ]
+    PreflightCheck.objects.filter(pk=check_id).update(
+        state=PreflightCheck.State.DONE,
+        result={"stages": stages, "helpful": result.helpful},
+        claimed_until=None,
+        finished_at=timezone.now(),
+    )
+    check.refresh_from_db()
+    return check

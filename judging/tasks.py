@@ -31,3 +31,16 @@ def judge_run_step(self: Any, run_id: int) -> str | None:
     except LLMPermanentError as exc:
         services.judge_run_fail(run_id=run_id, error=str(exc))
         return None
+
+
+@shared_task(acks_late=True)
+def preflight_check(check_id: int) -> None:
+    """A contributor's pre-flight (llm queue): the judges' advice, stored for the polling page."""
+    try:
+        services.preflight_check_run(check_id=check_id)
+    except SoftTimeLimitExceeded:
+        from judging.models import PreflightCheck
+
+        PreflightCheck.objects.filter(pk=check_id).update(
+            state=PreflightCheck.State.FAILED, error="the judges took longer than the task time limit"
+        )

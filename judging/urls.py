@@ -12,4 +12,5 @@ urlpatterns = [
     path("audit/<int:decision_id>/", views.decision_detail, name="decision_detail"),
     path("audit/<int:decision_id>/override/", views.decision_override, name="decision_override"),
     path("preflight/", views.preflight, name="preflight"),
+    path("preflight/<int:check_id>/", views.preflight_detail, name="preflight_detail"),
 ]

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
-from judging.models import JudgeDecision
+from judging.models import JudgeDecision, PreflightCheck
 
 VIEW = "judging.view_judgedecision"
 
@@ -69,15 +69,29 @@ def decision_export(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_note")
 def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Run the judges on a draft and show each verdict with its reasoning; submits nothing."""
+    """Queue the judges on a draft (a worker runs them) and show the result page; submits nothing."""
     form = PreflightForm(request.POST or None)
-    result = None
     if request.method == "POST" and form.is_valid():
-        result = services.preflight_run(
+        check = services.preflight_request(
+            user=request.user,
             post_text=form.cleaned_data["post_text"],
             note_text=form.cleaned_data["note_text"],
             urls=form.url_list(),
             snippets=form.snippet_list(),
         )
-    template = "judging/preflight.html" + ("#result-section" if request.htmx else "")
-    return render(request, template, {"form": form, "result": result})
+        if request.htmx:
+            context = {"form": form, "check": check, "queue_waiting": selectors.preflight_queue_waiting(check=check)}
+            return render(request, "judging/preflight.html#result-section", context)
+        return redirect("judging:preflight_detail", check_id=check.pk)
+    template = "judging/preflight.html" + ("#form-section" if request.htmx else "")
+    return render(request, template, {"form": form}, status=400 if form.errors and not request.htmx else 200)
+
+
+@endpoint(methods=["GET"], permission="notes.add_note")
+def preflight_detail(request: AuthenticatedHttpRequest, check_id: int) -> HttpResponse:
+    """The pre-flight's result page (polled by htmx while the judges work; refreshes without JS)."""
+    check = get_object_or_404(PreflightCheck, pk=check_id, requested_by=request.user)
+    context = {"check": check, "queue_waiting": selectors.preflight_queue_waiting(check=check)}
+    if request.htmx:
+        return render(request, "judging/preflight.html#result-section", context)
+    return render(request, "judging/preflight_detail.html", context)

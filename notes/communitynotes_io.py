@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from notes import status as names
+from notes.scoring import NOT_HELPFUL_TAGS as NOT_HELPFUL_TAG_COLUMNS
 
 csv.field_size_limit(sys.maxsize)
 
@@ -279,10 +280,21 @@ class RatingColumns:
     value: list[float] = field(default_factory=list)
     incorrect: list[bool] = field(default_factory=list)
     any_not_helpful_tag: list[bool] = field(default_factory=list)
+    not_helpful_tags: list[int] = field(default_factory=list)  # bit k: NOT_HELPFUL_TAGS[k]
 
 
 def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
     """Same rows and skip reasons as read_ratings, about three times faster."""
+    cols = RatingColumns()
+    for chunk in iter_rating_columns(path, report):
+        for name in RatingColumns.__dataclass_fields__:
+            getattr(cols, name).extend(getattr(chunk, name))
+    return cols
+
+
+def iter_rating_columns(path: str | Path, report: ReadReport, chunk_rows: int = 1_000_000) -> Iterator[RatingColumns]:
+    """read_rating_columns in chunks of at most `chunk_rows` ratings, so a caller can turn each
+    chunk into compact arrays and memory stays flat in the file size."""
     cols = RatingColumns()
     ones = {"1", "1.0"}
     for file in tsv_files(path):
@@ -298,6 +310,7 @@ def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
             i_level, i_help, i_nothelp = pos.get("helpfulnessLevel"), pos.get("helpful"), pos.get("notHelpful")
             i_incorrect = pos.get("notHelpfulIncorrect")
             nh_tags = [i for h, i in pos.items() if h.startswith("notHelpful") and _is_tag(h)]
+            tag_bits = [(pos[t], 1 << k) for k, t in enumerate(NOT_HELPFUL_TAG_COLUMNS) if t in pos]
             for line_no, line in enumerate(fh, start=2):
                 f = line.rstrip("\r\n").split("\t")
                 if len(f) != width:
@@ -334,7 +347,12 @@ def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
                 cols.value.append(value)
                 cols.incorrect.append(i_incorrect is not None and f[i_incorrect] in ones)
                 cols.any_not_helpful_tag.append(any(f[i] in ones for i in nh_tags))
-    return cols
+                cols.not_helpful_tags.append(sum(bit for i, bit in tag_bits if f[i] in ones))
+                if len(cols.value) >= chunk_rows:
+                    yield cols
+                    cols = RatingColumns()
+    if cols.value:
+        yield cols
 
 
 def read_status_history(path: str | Path) -> Iterator[StatusHistoryRow | Skipped]:
@@ -374,6 +392,7 @@ class ScoredNoteRow:
     intercept: float | None
     factor: float | None
     status: str
+    extra: tuple[str, ...] = ()  # values of the extra columns given to write_scored_notes
 
 
 @dataclass(frozen=True)
@@ -421,18 +440,26 @@ SCORED_NOTES_COLUMNS = [
 HELPFULNESS_COLUMNS = ["raterParticipantId", "coreRaterIntercept", "coreRaterFactor1"]
 
 
+def fmt_number(value: float | None) -> str:
+    """A number as the TSV writers spell it (empty for missing / NaN)."""
+    return _fmt(value)
+
+
 def _fmt(value: float | None) -> str:
     if value is None or value != value:  # NaN
         return ""
     return f"{value:.6g}"
 
 
-def write_scored_notes(path: str | Path, rows: Iterable[ScoredNoteRow]) -> int:
+def write_scored_notes(path: str | Path, rows: Iterable[ScoredNoteRow], extra_columns: Iterable[str] = ()) -> int:
+    """The reference's scored-notes columns, then `extra_columns` (each row's `extra`)."""
     count = 0
+    header = SCORED_NOTES_COLUMNS + list(extra_columns)
     with Path(path).open("w", encoding="utf-8", newline="") as fh:
-        fh.write("\t".join(SCORED_NOTES_COLUMNS) + "\n")
+        fh.write("\t".join(header) + "\n")
         for r in rows:
-            fh.write(f"{r.note_id}\t{r.num_ratings}\t{_fmt(r.intercept)}\t{_fmt(r.factor)}\t{r.status}\n")
+            tail = "".join("\t" + v.replace("\t", " ").replace("\n", " ") for v in r.extra)
+            fh.write(f"{r.note_id}\t{r.num_ratings}\t{_fmt(r.intercept)}\t{_fmt(r.factor)}\t{r.status}{tail}\n")
             count += 1
     return count
 

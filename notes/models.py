@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from notes import scoring_explain
 from notes import status as note_status
 
 if TYPE_CHECKING:
@@ -106,6 +107,14 @@ class Note(models.Model):
     factor = models.FloatField(null=True, blank=True)
     num_ratings = models.PositiveIntegerField(default=0)
     scored_at = models.DateTimeField(null=True, blank=True)
+    # Why the note has its status (written by notes_rescore; notes/scoring_explain.py): the
+    # scorer's rules that matched (the last one decided), the upper confidence bound of the
+    # intercept, the ratings from raters on each side, and the sentence shown on the post page.
+    score_rules = models.JSONField(default=list, blank=True)
+    intercept_max = models.FloatField(null=True, blank=True)
+    neg_side_ratings = models.PositiveIntegerField(default=0)
+    pos_side_ratings = models.PositiveIntegerField(default=0)
+    score_explanation = models.TextField(blank=True)
     is_demo = models.BooleanField(default=False)
 
     class Meta:
@@ -117,6 +126,17 @@ class Note(models.Model):
 
     def __str__(self) -> str:
         return self.text[:60]
+
+    @property
+    def status_reason(self) -> str:
+        """Why the note has its status, without model numbers (notes/scoring_explain.py)."""
+        if not self.score_rules:  # not scored since the rules were recorded
+            return ""
+        why = scoring_explain.NoteWhy(
+            status=self.status, rules=tuple(self.score_rules), num_ratings=self.num_ratings, intercept=self.intercept,
+            factor=self.factor, neg_count=self.neg_side_ratings, pos_count=self.pos_side_ratings,
+        )  # fmt: skip
+        return scoring_explain.explain_plain(why)
 
     def can_be_rated_by(self, participant: Participant | None) -> bool:
         """Anyone with a scoring identity may rate a note, except its author."""
@@ -189,6 +209,20 @@ class Rating(models.Model):
         return f"{self.rater_id} rated note {self.note_id}: {self.level}"
 
 
+class ImportCheckpoint(models.Model):
+    """How far an interrupted bulk import of one ratings file got (deleted when the file is done).
+
+    Written in the same transaction as the rows it counts, so a resumed import starts exactly
+    after the last committed chunk (notes/communitynotes_import.py)."""
+
+    key = models.CharField(max_length=512, unique=True)  # file path, size and mtime
+    lines_done = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.lines_done} lines"
+
+
 class DraftJob(models.Model):
     """A contributor's work on one note: evidence gathering, machine draft, edits, submission."""
 
@@ -202,6 +236,11 @@ class DraftJob(models.Model):
         DRAFTED = "drafted", "Draft ready"
         FAILED = "failed", "Failed"
         SUBMITTED = "submitted", "Submitted"
+        # The owner gave up on it (e.g. an orphan left by an outage); kept, but no longer open.
+        DISCARDED = "discarded", "Discarded"
+
+    # No longer open: a new contribution on the same post starts a new draft job.
+    CLOSED_STATES = (State.SUBMITTED, State.DISCARDED)
 
     post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="draft_jobs")
     contributor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="draft_jobs")
@@ -214,11 +253,23 @@ class DraftJob(models.Model):
     draft_method = models.CharField(max_length=120, blank=True)
     # Per draft sentence, the snippet it came from (when the method knows it).
     draft_provenance = models.JSONField(default=list, blank=True)
+    # How many drafts were requested: a request names the round it saw, so a double click (or two
+    # tabs) asking for the same round queues one draft task.
+    draft_round = models.PositiveIntegerField(default=0)
+    # The drafting worker's lease, renewed by its heartbeat; past it, the sweeper re-queues the job.
+    lease_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["contributor", "post"],
+                condition=~models.Q(state__in=["submitted", "discarded"]),
+                name="one_open_draft_job_per_contributor_post",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"draft {self.pk} ({self.state})"

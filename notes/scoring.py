@@ -39,6 +39,48 @@ STATUS_NAMES = {
 }
 NO_STATUS = -1
 
+# Not-helpful tags in the public ratings layout's column order; bit k of
+# Ratings.not_helpful_tags is NOT_HELPFUL_TAGS[k].
+NOT_HELPFUL_TAGS = (
+    "notHelpfulOther",
+    "notHelpfulIncorrect",
+    "notHelpfulSourcesMissingOrUnreliable",
+    "notHelpfulOpinionSpeculationOrBias",
+    "notHelpfulMissingKeyPoints",
+    "notHelpfulOutdated",
+    "notHelpfulHardToUnderstand",
+    "notHelpfulArgumentativeOrBiased",
+    "notHelpfulOffTopic",
+    "notHelpfulSpamHarassmentOrAbuse",
+    "notHelpfulIrrelevantSources",
+    "notHelpfulOpinionSpeculation",
+    "notHelpfulNoteNotNeeded",
+)
+TAG_BIT = {tag: 1 << k for k, tag in enumerate(NOT_HELPFUL_TAGS)}
+# The reference does not filter on this tag.
+_TAG_FILTER_SKIPPED = "notHelpfulHardToUnderstand"
+
+# Status rules, in the order they run (the last matching rule wins); bit k of
+# ScoringResult.rules is RULES[k]. Names follow the reference's active-rules column.
+RULES = (
+    "InitialNMR",
+    "GeneralCRH",
+    "GeneralCRNH",
+    "UcbCRNH",
+    "RatioCRNH",
+    "NmCRNH",
+    "GeneralCRHInertia",
+    "TagOutlier",
+    "IncorrectOutlier",
+    "LowDiligence",
+    "LargeFactor",
+    "LowIntercept",
+    "MinMinorityRaters",
+    "RaterBalance",
+    "Locked",
+)
+RULE_BIT = {name: 1 << k for k, name in enumerate(RULES)}
+
 DAY_MS = 24 * 3600 * 1000
 # Side means are ratios of small counts: (0.4 + 0.2) / 2 must count as 0.3, not 0.30000000000000004.
 _EPS = 1e-9
@@ -81,6 +123,19 @@ class ScoringConfig:
     incorrect_min_weighted: float = 2.5
     incorrect_interval_half_width: float = 0.3
     incorrect_factor_clip: float = 0.4
+    # Tag-outlier filter: a non-Not-Helpful note whose rater-distance-weighted share of one
+    # not-helpful tag is above that tag's 95th percentile among the preliminary Helpful notes,
+    # with a weighted count of that tag above 2.5, is held back (reference TAG_OUTLIER).
+    tag_filter: bool = True
+    tag_filter_percentile: int = 95
+    tag_min_adjusted_total: float = 2.5
+    tag_distance_percentile: float = 40.0
+    # Confidence bound: Not Helpful when even the highest intercept from a refit with one extra
+    # Helpful rating by an extreme pseudo-rater stays below this (reference UCB_CRNH).
+    crnh_ucb_intercept: float | None = -0.04
+    # Low-diligence filter: a note whose low-diligence intercept is above this is held back
+    # (reference LOW_DILIGENCE); applied only when NotesMeta.low_diligence_intercept is given.
+    low_diligence_intercept: float = 0.263
     lock_after_days: float | None = 14.0
     reputation_filter: bool = True
     min_rater_agree_ratio: float = 0.66
@@ -108,6 +163,7 @@ class Ratings:
     created_at_ms: np.ndarray | None = None
     incorrect_tag: np.ndarray | None = None
     any_not_helpful_tag: np.ndarray | None = None
+    not_helpful_tags: np.ndarray | None = None  # uint16 bit mask per rating, see NOT_HELPFUL_TAGS
 
     def __post_init__(self) -> None:
         self.rater = np.asarray(self.rater, dtype=np.int64)
@@ -126,6 +182,8 @@ class NotesMeta:
     previous_status: np.ndarray | None = None  # status code or NO_STATUS
     last_non_nmr_status_ms: np.ndarray | None = None  # -1 when never rated non-NMR
     locked_status: np.ndarray | None = None  # status code or NO_STATUS
+    # From a low-diligence model fitted elsewhere (NaN: no estimate); the scorer has none itself.
+    low_diligence_intercept: np.ndarray | None = None
 
     def get(self, name: str, fill: float | int | bool, dtype: type) -> np.ndarray:
         value = getattr(self, name)
@@ -159,6 +217,36 @@ class ScoringResult:
     num_ratings: np.ndarray
     rater_helpful: np.ndarray  # passed the reputation filter
     diagnostics: dict[str, float] = field(default_factory=dict)
+    explanation: NoteExplanation | None = None
+
+
+@dataclass
+class NoteExplanation:
+    """Why each note has its status: the rules that matched (bits of RULES, last one decided)
+    and the quantities behind them. Arrays are indexed by note; NaN where not computed."""
+
+    rules: np.ndarray  # uint32 bit mask over RULES
+    intercept_min: np.ndarray  # lowest / highest intercept of the pseudo-rater refits
+    intercept_max: np.ndarray
+    neg_count: np.ndarray  # ratings from raters with a negative / non-negative factor
+    pos_count: np.ndarray
+    net_min_helpful: np.ndarray  # max(0, min over sides of #Helpful - #Not helpful)
+    tag_outliers: np.ndarray  # uint16 bit mask over NOT_HELPFUL_TAGS that triggered TagOutlier
+    incorrect: np.ndarray  # bool: the incorrect-tag filter matched
+
+
+def rule_names(mask: int) -> list[str]:
+    return [name for name in RULES if mask & RULE_BIT[name]]
+
+
+def deciding_rule(mask: int) -> str:
+    """The last rule that matched (the rules run in RULES order; the last match wins)."""
+    names_ = rule_names(mask)
+    return names_[-1] if names_ else RULES[0]
+
+
+def tag_names(mask: int) -> list[str]:
+    return [tag for tag in NOT_HELPFUL_TAGS if mask & TAG_BIT[tag]]
 
 
 # ---------------------------------------------------------------- solver
@@ -450,18 +538,54 @@ def compute_statuses(
     final_round: bool = True,
     incorrect: np.ndarray | None = None,
     now_ms: int | None = None,
+    intercept_max: np.ndarray | None = None,
+    tag_outliers: np.ndarray | None = None,
 ) -> np.ndarray:
     """Apply the status rules in order; the last matching rule wins. Returns internal codes."""
+    status, _rules = apply_rules(
+        note_intercept=note_intercept, note_factor=note_factor, num_ratings=num_ratings, meta=meta,
+        sides=sides, cfg=cfg, final_round=final_round, incorrect=incorrect, now_ms=now_ms,
+        intercept_max=intercept_max, tag_outliers=tag_outliers,
+    )  # fmt: skip
+    return status
+
+
+def apply_rules(
+    *,
+    note_intercept: np.ndarray,
+    note_factor: np.ndarray,
+    num_ratings: np.ndarray,
+    meta: NotesMeta,
+    sides: dict[str, np.ndarray] | None,
+    cfg: ScoringConfig,
+    final_round: bool = True,
+    incorrect: np.ndarray | None = None,
+    now_ms: int | None = None,
+    intercept_max: np.ndarray | None = None,
+    tag_outliers: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The status rules in the reference's order. Returns (internal status codes, bit mask of
+    the RULES that matched each note); the last matching rule decided the status."""
     n_notes = meta.n_notes
     nm = meta.get("not_misleading", False, bool)
+    status = np.full(n_notes, NEEDS_MORE_RATINGS, dtype=np.int8)
+    rules = np.full(n_notes, RULE_BIT["InitialNMR"], dtype=np.uint32)
+
+    def put(hit: np.ndarray, code: int, rule: str) -> None:
+        status[hit] = code
+        rules[hit] |= np.uint32(RULE_BIT[rule])
+
     with np.errstate(invalid="ignore"):
         enough = num_ratings >= cfg.min_ratings_for_status
         i, f = note_intercept, note_factor
-        status = np.full(n_notes, NEEDS_MORE_RATINGS, dtype=np.int8)
-        status[enough & (i >= cfg.crh_intercept) & ~nm] = CURRENTLY_RATED_HELPFUL
-        status[enough & (i <= cfg.crnh_intercept + cfg.crnh_factor_multiplier * np.abs(f))] = (
-            CURRENTLY_RATED_NOT_HELPFUL
+        put(enough & (i >= cfg.crh_intercept) & ~nm, CURRENTLY_RATED_HELPFUL, "GeneralCRH")
+        put(
+            enough & (i <= cfg.crnh_intercept + cfg.crnh_factor_multiplier * np.abs(f)),
+            CURRENTLY_RATED_NOT_HELPFUL,
+            "GeneralCRNH",
         )
+        if cfg.crnh_ucb_intercept is not None and intercept_max is not None:
+            put(enough & (intercept_max < cfg.crnh_ucb_intercept), CURRENTLY_RATED_NOT_HELPFUL, "UcbCRNH")
         if final_round and cfg.ratio_rule and sides is not None:
             ratio = (
                 enough
@@ -470,12 +594,13 @@ def compute_statuses(
                 & (sides["pos_mean"] <= cfg.ratio_max_side_mean + _EPS)
                 & ((sides["neg_mean"] + sides["pos_mean"]) / 2 <= cfg.ratio_max_avg_side_mean + _EPS)
             )
-            status[ratio] = CURRENTLY_RATED_NOT_HELPFUL
+            put(ratio, CURRENTLY_RATED_NOT_HELPFUL, "RatioCRNH")
         if cfg.crnh_not_misleading_intercept is not None:
-            status[enough & nm & (i < cfg.crnh_not_misleading_intercept)] = CURRENTLY_RATED_NOT_HELPFUL
+            put(enough & nm & (i < cfg.crnh_not_misleading_intercept), CURRENTLY_RATED_NOT_HELPFUL, "NmCRNH")
         if not final_round:
-            return status
+            return status, rules
         previous = meta.get("previous_status", NO_STATUS, np.int64)
+        rejected = FIRM_REJECT if cfg.firm_reject_intercept is not None else NEEDS_MORE_RATINGS
         if cfg.inertia:
             keep = (
                 (status != CURRENTLY_RATED_HELPFUL)
@@ -484,30 +609,100 @@ def compute_statuses(
                 & (previous == CURRENTLY_RATED_HELPFUL)
                 & ~nm
             )
-            status[keep] = CURRENTLY_RATED_HELPFUL
+            put(keep, CURRENTLY_RATED_HELPFUL, "GeneralCRHInertia")
+        if cfg.tag_filter and tag_outliers is not None:
+            put((tag_outliers != 0) & (status != CURRENTLY_RATED_NOT_HELPFUL), rejected, "TagOutlier")
         if cfg.incorrect_filter and incorrect is not None:
-            status[incorrect & (status != CURRENTLY_RATED_NOT_HELPFUL)] = FIRM_REJECT
-        rejected = FIRM_REJECT if cfg.firm_reject_intercept is not None else NEEDS_MORE_RATINGS
-        status[(status == CURRENTLY_RATED_HELPFUL) & (np.abs(f) > cfg.crh_max_abs_factor)] = rejected
+            put(incorrect & (status != CURRENTLY_RATED_NOT_HELPFUL), rejected, "IncorrectOutlier")
+        if meta.low_diligence_intercept is not None:
+            low = np.asarray(meta.low_diligence_intercept, dtype=np.float64) > cfg.low_diligence_intercept
+            put(low & (status != CURRENTLY_RATED_NOT_HELPFUL), rejected, "LowDiligence")
+        put((status == CURRENTLY_RATED_HELPFUL) & (np.abs(f) > cfg.crh_max_abs_factor), rejected, "LargeFactor")
         if cfg.firm_reject_intercept is not None:
-            status[(status != CURRENTLY_RATED_NOT_HELPFUL) & (i < cfg.firm_reject_intercept)] = FIRM_REJECT
+            put((status != CURRENTLY_RATED_NOT_HELPFUL) & (i < cfg.firm_reject_intercept), FIRM_REJECT, "LowIntercept")
         if sides is not None and cfg.min_minority_net_helpful is not None:
             crh = status == CURRENTLY_RATED_HELPFUL
-            status[crh & (sides["net_min_helpful"] < cfg.min_minority_net_helpful)] = NEEDS_YOUR_HELP
+            put(crh & (sides["net_min_helpful"] < cfg.min_minority_net_helpful), NEEDS_YOUR_HELP, "MinMinorityRaters")
             if cfg.min_minority_net_helpful_ratio is not None:
                 crh = status == CURRENTLY_RATED_HELPFUL
-                status[
+                put(
                     crh
                     & (sides["net_min_helpful"] >= cfg.min_minority_net_helpful)
                     & (sides["net_min_helpful"] < cfg.minority_ratio_upper)
-                    & (sides["net_min_helpful_ratio"] < cfg.min_minority_net_helpful_ratio)
-                ] = NEEDS_YOUR_HELP
+                    & (sides["net_min_helpful_ratio"] < cfg.min_minority_net_helpful_ratio),
+                    NEEDS_YOUR_HELP,
+                    "RaterBalance",
+                )
         if cfg.lock_after_days is not None and meta.locked_status is not None and now_ms is not None:
             locked = meta.get("locked_status", NO_STATUS, np.int64)
             created = meta.get("created_at_ms", now_ms, np.int64)
             lock = (locked != NO_STATUS) & (now_ms - created > cfg.lock_after_days * DAY_MS)
             status[lock] = locked[lock]
-    return status
+            rules[lock] |= np.uint32(RULE_BIT["Locked"])
+    return status, rules
+
+
+def tag_aggregates(
+    ratings: Ratings,
+    rater_factor: np.ndarray,
+    note_factor: np.ndarray,
+    n_notes: int,
+    cfg: ScoringConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per note and not-helpful tag: the weighted tag count and its share of the note's weight.
+
+    Each rating weighs 1 / (1 + (d / d40)^5), d = |z(rater factor) - z(note factor)| with
+    factors z-normalised over the raters / notes that have them and d40 the 40th percentile of
+    d over the ratings: tags from raters near the note count most (reference tag filter).
+    Returns (adjusted [n_notes, n_tags], ratio [n_notes, n_tags]), zero for unrated notes.
+    """
+    n_tags = len(NOT_HELPFUL_TAGS)
+    adjusted = np.zeros((n_notes, n_tags))
+    ratio = np.zeros((n_notes, n_tags))
+    if ratings.not_helpful_tags is None:
+        return adjusted, ratio
+    fu, fn = rater_factor[ratings.rater], note_factor[ratings.note]
+    has = ~np.isnan(fu) & ~np.isnan(fn)
+    if not has.any():
+        return adjusted, ratio
+
+    def z(values: np.ndarray) -> tuple[float, float]:
+        v = values[~np.isnan(values)]
+        return float(v.mean()), float(v.std()) or 1.0
+
+    (mu_u, sd_u), (mu_n, sd_n) = z(rater_factor), z(note_factor)
+    d = np.abs((fu[has] - mu_u) / sd_u - (fn[has] - mu_n) / sd_n)
+    scale = float(np.percentile(d, cfg.tag_distance_percentile)) or 1.0
+    w = 1.0 / (1.0 + (d / scale) ** 5)
+    note = ratings.note[has]
+    bits = np.asarray(ratings.not_helpful_tags)[has]
+    total = np.bincount(note, w, n_notes)
+    present = int(np.bitwise_or.reduce(bits)) if len(bits) else 0
+    for k in range(n_tags):
+        if not present & (1 << k):
+            continue  # nobody used this tag: its column stays zero
+        sel = (bits & (1 << k)) != 0
+        adjusted[:, k] = np.bincount(note[sel], w[sel], n_notes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(total[:, None] > 0, adjusted / total[:, None], 0.0)
+    return adjusted, ratio
+
+
+def tag_thresholds(ratio: np.ndarray, helpful: np.ndarray, cfg: ScoringConfig) -> np.ndarray:
+    """Per tag: the percentile of the weighted tag share among the (preliminary) Helpful notes,
+    taken from 100 quantile steps as the reference does; 0 when no note is Helpful."""
+    if not helpful.any():
+        return np.zeros(ratio.shape[1])
+    steps = np.quantile(ratio[helpful], np.arange(0, 1, 0.01), axis=0)
+    return np.asarray(steps[cfg.tag_filter_percentile])
+
+
+def tag_outlier_mask(adjusted: np.ndarray, ratio: np.ndarray, thresholds: np.ndarray, cfg: ScoringConfig) -> np.ndarray:
+    """uint16 bit mask per note of the tags over both limits (weighted count and share)."""
+    hit = (adjusted > cfg.tag_min_adjusted_total) & (ratio > thresholds[None, :])
+    hit[:, NOT_HELPFUL_TAGS.index(_TAG_FILTER_SKIPPED)] = False
+    weights = np.array([1 << k for k in range(len(NOT_HELPFUL_TAGS))], dtype=np.uint32)
+    return (hit.astype(np.uint32) @ weights).astype(np.uint16)
 
 
 def _valid_ratings_mask(ratings: Ratings, meta: NotesMeta, prelim: np.ndarray, cfg: ScoringConfig) -> np.ndarray:
@@ -591,13 +786,18 @@ def score(
     diagnostics: dict[str, float] = {"phase1_ratings": float(train.sum())}
     empty = np.full(n_notes, np.nan)
     if not train.any():
-        status = compute_statuses(
+        status, rules = apply_rules(
             note_intercept=empty, note_factor=empty, num_ratings=num_ratings, meta=meta,
             sides=None, cfg=cfg, now_ms=now_ms,
         )  # fmt: skip
+        zeros = np.zeros(n_notes)
+        explanation = NoteExplanation(
+            rules, empty.copy(), empty.copy(), zeros, zeros.copy(), zeros.copy(),
+            np.zeros(n_notes, dtype=np.uint16), np.zeros(n_notes, dtype=bool),
+        )  # fmt: skip
         return ScoringResult(
             0.0, np.full(n_raters, np.nan), np.full(n_raters, np.nan), empty, empty.copy(),
-            _display(status), status, num_ratings, np.zeros(n_raters, dtype=bool), diagnostics,
+            _display(status), status, num_ratings, np.zeros(n_raters, dtype=bool), diagnostics, explanation,
         )  # fmt: skip
     fit = _fit_subset(ratings, train, n_raters, n_notes, cfg)
     params, r_orig, n_orig = fit
@@ -621,6 +821,19 @@ def score(
             diagnostics["phase1b_iterations"] = params.iterations
         train = second
     ratings_per_note = float(train.sum()) / max(len(n_orig), 1)
+    thresholds = np.zeros(len(NOT_HELPFUL_TAGS))
+    if cfg.tag_filter and ratings.not_helpful_tags is not None:
+        # The reference takes the tag thresholds from the prescoring fit's preliminary statuses.
+        pre_i = _expand(params.note_intercept, n_orig, n_notes)
+        pre_f = _expand(params.note_factor, n_orig, n_notes)
+        pre_rf = _expand(params.rater_factor, r_orig, n_raters)
+        prelim = compute_statuses(
+            note_intercept=pre_i, note_factor=pre_f, num_ratings=num_ratings, meta=meta,
+            sides=None, cfg=cfg, final_round=False,
+        )  # fmt: skip
+        _adj, pre_ratio = tag_aggregates(ratings, pre_rf, pre_f, n_notes, cfg)
+        scored = ~np.isnan(pre_i)
+        thresholds = tag_thresholds(pre_ratio[scored], (prelim == CURRENTLY_RATED_HELPFUL)[scored], cfg)
     rater_intercept = _expand(params.rater_intercept, r_orig, n_raters)
     rater_factor = _expand(params.rater_factor, r_orig, n_raters)
     rater_intercept[~helpful] = np.nan
@@ -639,11 +852,31 @@ def score(
     )
     sides = _side_stats(ratings, rater_factor, n_notes)
     incorrect = (
-        _incorrect_flags(ratings, rater_factor, note_factor, n_raters, n_notes, cfg) if cfg.incorrect_filter else None
+        _incorrect_flags(ratings, rater_factor, note_factor, n_raters, n_notes, cfg)
+        if cfg.incorrect_filter
+        else np.zeros(n_notes, dtype=bool)
     )
-    status = compute_statuses(
+    intercept_min, intercept_max = np.full(n_notes, np.nan), np.full(n_notes, np.nan)
+    if cfg.crnh_ucb_intercept is not None:
+        intercept_min, intercept_max = intercept_bounds(
+            ratings.note[final],
+            rater_intercept[ratings.rater[final]],
+            rater_factor[ratings.rater[final]],
+            ratings.value[final],
+            params.mu,
+            ratings_per_note,
+            n_notes,
+            cfg,
+            pseudo_raters(rater_intercept, rater_factor),
+        )
+    tag_outliers = np.zeros(n_notes, dtype=np.uint16)
+    if cfg.tag_filter and ratings.not_helpful_tags is not None:
+        adjusted, ratio = tag_aggregates(ratings, rater_factor, note_factor, n_notes, cfg)
+        tag_outliers = tag_outlier_mask(adjusted, ratio, thresholds, cfg)
+    status, rules = apply_rules(
         note_intercept=note_intercept, note_factor=note_factor, num_ratings=num_ratings,
         meta=meta, sides=sides, cfg=cfg, incorrect=incorrect, now_ms=now_ms,
+        intercept_max=intercept_max, tag_outliers=tag_outliers,
     )  # fmt: skip
     diagnostics["final_ratings"] = float(final.sum())
     diagnostics["ratings_per_note"] = ratings_per_note
@@ -658,6 +891,31 @@ def score(
         num_ratings=num_ratings,
         rater_helpful=helpful & ~np.isnan(rater_factor),
         diagnostics=diagnostics,
+        explanation=NoteExplanation(
+            rules=rules,
+            intercept_min=intercept_min,
+            intercept_max=intercept_max,
+            neg_count=sides["neg_count"],
+            pos_count=sides["pos_count"],
+            net_min_helpful=sides["net_min_helpful"],
+            tag_outliers=tag_outliers,
+            incorrect=incorrect,
+        ),
+    )
+
+
+def _note_stats(
+    note: np.ndarray, rater_intercept: np.ndarray, rater_factor: np.ndarray, value: np.ndarray, mu: float, n_notes: int
+) -> tuple[np.ndarray, ...]:
+    x = rater_factor
+    r = value - mu - rater_intercept
+    count = np.bincount(note, minlength=n_notes).astype(float)
+    return (
+        count,
+        np.bincount(note, x, n_notes),
+        np.bincount(note, x * x, n_notes),
+        np.bincount(note, r, n_notes),
+        np.bincount(note, r * x, n_notes),
     )
 
 
@@ -672,21 +930,56 @@ def note_phase(
     cfg: ScoringConfig,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Phase 2 for all notes at once: per-note ridge with raters fixed. NaN if no ratings."""
-    x = rater_factor
-    r = value - mu - rater_intercept
-    count = np.bincount(note, minlength=n_notes).astype(float)
+    count, s_x, s_xx, s_r, s_rx = _note_stats(note, rater_intercept, rater_factor, value, mu, n_notes)
     a, f = _solve_2x2(
-        count,
-        np.bincount(note, x, n_notes),
-        np.bincount(note, x * x, n_notes),
-        np.bincount(note, r, n_notes),
-        np.bincount(note, r * x, n_notes),
-        cfg.lambda_intercept * ratings_per_note,
-        cfg.lambda_factor * ratings_per_note,
+        count, s_x, s_xx, s_r, s_rx, cfg.lambda_intercept * ratings_per_note, cfg.lambda_factor * ratings_per_note
     )
     a[count == 0] = np.nan
     f[count == 0] = np.nan
     return a, f
+
+
+def pseudo_raters(rater_intercept: np.ndarray, rater_factor: np.ndarray) -> list[tuple[float, float]]:
+    """The reference's extreme raters: the lowest rater intercept with the lowest, zero and
+    highest rater factor (the raters whose Helpful rating lifts a note's intercept most)."""
+    ok = ~np.isnan(rater_intercept) & ~np.isnan(rater_factor)
+    if not ok.any():
+        return []
+    low = float(rater_intercept[ok].min())
+    return [(low, float(rater_factor[ok].min())), (low, 0.0), (low, float(rater_factor[ok].max()))]
+
+
+def intercept_bounds(
+    note: np.ndarray,
+    rater_intercept: np.ndarray,
+    rater_factor: np.ndarray,
+    value: np.ndarray,
+    mu: float,
+    ratings_per_note: float,
+    n_notes: int,
+    cfg: ScoringConfig,
+    extremes: list[tuple[float, float]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest and highest note intercept over the phase-2 fit and its refits with one extra
+    Helpful rating from each pseudo-rater (reference: pseudo-rater confidence bounds).
+
+    The reference refits every note once per pseudo-rater with gradient descent; with raters
+    and μ fixed a note's fit is a 2×2 ridge problem, and one extra rating only adds constants to
+    its sufficient statistics, so each refit is one vectorised solve: exact and O(notes).
+    """
+    stats = _note_stats(note, rater_intercept, rater_factor, value, mu, n_notes)
+    count, s_x, s_xx, s_r, s_rx = stats
+    reg_i, reg_f = cfg.lambda_intercept * ratings_per_note, cfg.lambda_factor * ratings_per_note
+    base, _ = _solve_2x2(count, s_x, s_xx, s_r, s_rx, reg_i, reg_f)
+    low, high = base.copy(), base.copy()
+    for a_p, f_p in extremes:
+        r_p = 1.0 - mu - a_p
+        a, _ = _solve_2x2(count + 1, s_x + f_p, s_xx + f_p * f_p, s_r + r_p, s_rx + r_p * f_p, reg_i, reg_f)
+        np.minimum(low, a, out=low)
+        np.maximum(high, a, out=high)
+    low[count == 0] = np.nan
+    high[count == 0] = np.nan
+    return low, high
 
 
 def _display(status: np.ndarray) -> np.ndarray:

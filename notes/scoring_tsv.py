@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from notes import communitynotes_io as cio
-from notes import scoring
+from notes import scoring, scoring_explain
 from notes import status as names
 
 NOT_MISLEADING_UI_LAUNCH_MS = 1664755200000
@@ -24,6 +24,32 @@ STATUS_CODES = {
     names.CURRENTLY_RATED_HELPFUL: scoring.CURRENTLY_RATED_HELPFUL,
     names.CURRENTLY_RATED_NOT_HELPFUL: scoring.CURRENTLY_RATED_NOT_HELPFUL,
 }
+
+
+# Columns after the reference's: why each note has its status (notes/scoring_explain.py).
+EXTRA_COLUMNS = (
+    "activeRules",
+    "decidedBy",
+    "noteInterceptMax",
+    "negFactorRatingCount",
+    "posFactorRatingCount",
+    "netMinHelpful",
+    "tagOutliers",
+    "explanation",
+)
+
+
+def _extra(why: scoring_explain.NoteWhy, config: scoring.ScoringConfig | None) -> tuple[str, ...]:
+    return (
+        ",".join(why.rules),
+        why.rules[-1] if why.rules else "",
+        cio.fmt_number(why.intercept_max),
+        str(why.neg_count),
+        str(why.pos_count),
+        str(why.net_min_helpful),
+        ",".join(why.tag_outliers),
+        scoring_explain.explain(why, config),
+    )
 
 
 @dataclass
@@ -86,11 +112,26 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
             if h.locked_status in STATUS_CODES:
                 locked[i] = STATUS_CODES[h.locked_status]
     ratings_report: cio.ReadReport = cio.ReadReport()
-    cols = cio.read_rating_columns(ratings_path, ratings_report)
     get_note, get_person = notes_idx.get, people.get
-    note = np.fromiter((get_note(n) for n in cols.note_id), dtype=np.int64, count=len(cols.note_id))
-    rater = np.fromiter((get_person(u) for u in cols.rater_id), dtype=np.int64, count=len(cols.rater_id))
-    del cols.note_id, cols.rater_id
+    # Each chunk of parsed rows becomes compact arrays at once (~30 bytes per rating), so the
+    # Python objects of only one chunk are alive at a time.
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("note", "rater", "value", "created", "inc", "nh", "tags")}
+    for cols in cio.iter_rating_columns(ratings_path, ratings_report):
+        count = len(cols.value)
+        parts["note"].append(np.fromiter((get_note(i) for i in cols.note_id), dtype=np.int32, count=count))
+        parts["rater"].append(np.fromiter((get_person(u) for u in cols.rater_id), dtype=np.int32, count=count))
+        parts["value"].append(np.asarray(cols.value, dtype=np.float32))
+        parts["created"].append(np.asarray(cols.created_at_ms, dtype=np.int64))
+        parts["inc"].append(np.asarray(cols.incorrect, dtype=bool))
+        parts["nh"].append(np.asarray(cols.any_not_helpful_tag, dtype=bool))
+        parts["tags"].append(np.asarray(cols.not_helpful_tags, dtype=np.uint16))
+        del cols
+
+    def joined(key: str, dtype: type) -> np.ndarray:
+        return np.concatenate(parts.pop(key)) if parts[key] else np.zeros(0, dtype=dtype)
+
+    note = joined("note", np.int32).astype(np.int64)
+    rater = joined("rater", np.int32).astype(np.int64)
     n_notes = len(notes_idx.ids)
     # Duplicate (note, rater) pairs keep their last row.
     pair = note * max(len(people.ids), 1) + rater
@@ -122,10 +163,11 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
     ratings = scoring.Ratings(
         rater=rater[keep],
         note=note[keep],
-        value=np.asarray(cols.value, dtype=np.float64)[keep],
-        created_at_ms=np.asarray(cols.created_at_ms, dtype=np.int64)[keep],
-        incorrect_tag=np.asarray(cols.incorrect, dtype=bool)[keep],
-        any_not_helpful_tag=np.asarray(cols.any_not_helpful_tag, dtype=bool)[keep],
+        value=joined("value", np.float32)[keep].astype(np.float64),
+        created_at_ms=joined("created", np.int64)[keep],
+        incorrect_tag=joined("inc", bool)[keep],
+        any_not_helpful_tag=joined("nh", bool)[keep],
+        not_helpful_tags=joined("tags", np.uint16)[keep],
     )
     meta = scoring.NotesMeta(
         n_notes=n_notes,
@@ -161,17 +203,20 @@ def score_files(
     listed = np.zeros(data.meta.n_notes, dtype=bool)
     listed[data.meta.author >= 0] = True  # type: ignore[operator]
     listed[data.meta.created_at_ms > 0] = True  # type: ignore[operator]
+    t3 = time.perf_counter()
+    whys = scoring_explain.why_rows(result, np.flatnonzero(listed).tolist())
     rows = (
         cio.ScoredNoteRow(
             note_id=data.note_ids[i],
-            num_ratings=int(result.num_ratings[i]),
-            intercept=float(result.note_intercept[i]),
-            factor=float(result.note_factor[i]),
-            status=scoring.STATUS_NAMES[int(result.status[i])],
+            num_ratings=why.num_ratings,
+            intercept=why.intercept,
+            factor=why.factor,
+            status=why.status,
+            extra=_extra(why, config),
         )
-        for i in np.flatnonzero(listed)
+        for i, why in zip(np.flatnonzero(listed).tolist(), whys, strict=True)
     )
-    n_notes = cio.write_scored_notes(out / "scored_notes.tsv", rows)
+    n_notes = cio.write_scored_notes(out / "scored_notes.tsv", rows, EXTRA_COLUMNS)
     raters = np.flatnonzero(~np.isnan(result.rater_factor))
     n_raters = cio.write_helpfulness_scores(
         out / "helpfulness_scores.tsv",
@@ -192,4 +237,5 @@ def score_files(
         "mu": result.mu,
         "seconds_read": round(t1 - t0, 3),
         "seconds_score": round(t2 - t1, 3),
+        "seconds_write": round(time.perf_counter() - t3, 3),
     }

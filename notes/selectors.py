@@ -25,6 +25,7 @@ from django.db.models import (
 from django.db.models.functions import Cast, Least
 from django.shortcuts import get_object_or_404
 
+from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from evidence.snippets import snippet_is_confirmed, snippet_refining
 from notes import scoring
@@ -67,6 +68,8 @@ class DraftGate:
     # Seconds until the page polls again (None: nothing is running), and the no-JS refresh.
     poll_seconds: int | None = None
     refresh_seconds: int | None = None
+    # Some of this draft's work is stored in the outbox but the broker has not taken it yet.
+    queue_waiting: bool = False
 
     @property
     def urls(self) -> list[str]:
@@ -95,7 +98,13 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
     if not confirmed and not finding:
         reasons.append("Confirm at least one snippet that supports the context you want to add.")
     waiting = bool(processing) or finding or job.state == DraftJob.State.DRAFTING
+    queue_waiting = False
+    if processing or job.state == DraftJob.State.DRAFTING:
+        keys = [outbox_key("evidence.tasks.snippet_process", [s.pk]) for s in processing]
+        keys.append(outbox_key("notes.tasks.draft_generate", [job.pk]))
+        queue_waiting = bool(outbox_waiting(keys))
     return DraftGate(
+        queue_waiting=queue_waiting,
         can_draft=not reasons,
         reasons=reasons,
         confirmed=confirmed,
@@ -118,7 +127,7 @@ def participant_of(*, user: User | AnonymousUser) -> Participant | None:
 def drafts_for_user(*, user: User) -> QuerySet[DraftJob]:
     return (
         DraftJob.objects.filter(contributor=user)
-        .exclude(state=DraftJob.State.SUBMITTED)
+        .exclude(state__in=DraftJob.CLOSED_STATES)
         .select_related("post")
         .order_by("-updated_at")
     )
@@ -181,6 +190,7 @@ class ScoringInputs:
     previous_factor: list[float | None]
     previous_num_ratings: list[int]
     previous_rater: dict[int, tuple[float | None, float | None]]
+    previous_explanation: list[str] = field(default_factory=list)
 
 
 # Stored status string -> the scorer's outcome code (the inverse of the scorer's names).
@@ -206,7 +216,7 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
     rows = list(
         Note.objects.order_by("pk").values_list(
             "pk", "author_id", "created_at", "classification", "status", "intercept", "factor", "num_ratings",
-            "scored_at",
+            "scored_at", "score_explanation",
         )
     )  # fmt: skip
     note_pks = np.array([r[0] for r in rows], dtype=np.int64)
@@ -233,7 +243,10 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
         ),
         locked_status=locked,
     )
-    ratings = _rating_arrays(person, index)
+    if connection.vendor == "postgresql":
+        ratings = _rating_arrays_copy(participant_pks, note_pks)
+    else:
+        ratings = _rating_arrays(person, index)
     return ScoringInputs(
         note_pks=note_pks,
         participant_pks=participant_pks,
@@ -244,6 +257,7 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
         previous_factor=[r[6] for r in rows],
         previous_num_ratings=[r[7] for r in rows],
         previous_rater={p[0]: (p[1], p[2]) for p in people},
+        previous_explanation=[r[9] for r in rows],
     )
 
 
@@ -260,14 +274,22 @@ def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Rat
             incorrect=ExpressionWrapper(Q(tags_text__contains='"notHelpfulIncorrect"'), output_field=BooleanField()),
             any_nh=ExpressionWrapper(Q(tags_text__contains='"notHelpful'), output_field=BooleanField()),
             created_ms=EpochMillis("created_at"),
+            # The not-helpful tags as the scorer's bit mask (tag-outlier filter).
+            nh_bits=sum(
+                (
+                    Case(When(tags_text__contains=f'"{tag}"', then=Value(bit)), default=Value(0))
+                    for tag, bit in scoring.TAG_BIT.items()
+                ),
+                start=Value(0),
+            ),
         )
-        .values_list("rater_id", "note_id", "value", "incorrect", "any_nh", "created_ms")
+        .values_list("rater_id", "note_id", "value", "incorrect", "any_nh", "created_ms", "nh_bits")
     )
     with connection.cursor() as cursor:
         sql, params = query.query.sql_with_params()
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    rater, note, value, incorrect, any_nh, created = zip(*rows, strict=True) if rows else ((),) * 6
+    rater, note, value, incorrect, any_nh, created, nh_bits = zip(*rows, strict=True) if rows else ((),) * 7
     n = len(rows)
     return scoring.Ratings(
         rater=np.fromiter((person[u] for u in rater), dtype=np.int64, count=n),
@@ -276,6 +298,55 @@ def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Rat
         created_at_ms=np.asarray(created, dtype=np.int64),
         incorrect_tag=np.asarray(incorrect, dtype=bool),
         any_not_helpful_tag=np.asarray(any_nh, dtype=bool),
+        not_helpful_tags=np.asarray(nh_bits, dtype=np.uint16),
+    )
+
+
+# One row of `COPY (…) TO STDOUT (FORMAT binary)` for _RATINGS_COPY_SQL: a field count, then
+# each field's length and its big-endian value (no NULLs: every column is COALESCEd).
+_COPY_ROW = np.dtype(
+    [("fields", ">i2"), ("l0", ">i4"), ("rater", ">i8"), ("l1", ">i4"), ("note", ">i8"), ("l2", ">i4"),
+     ("value", ">f8"), ("l3", ">i4"), ("incorrect", "u1"), ("l4", ">i4"), ("any_nh", "u1"), ("l5", ">i4"),
+     ("created_ms", ">i8"), ("l6", ">i4"), ("nh_bits", ">i4")]
+)  # fmt: skip
+_COPY_HEADER, _COPY_TRAILER = 19, 2  # signature + flags + extension length; the -1 field count
+
+
+def _ratings_copy_sql() -> str:
+    level = " ".join(f"WHEN '{level}' THEN {v}" for level, v in _LEVEL_VALUE.items())
+    bits = " + ".join(f"(CASE WHEN r.tags ? '{tag}' THEN {bit} ELSE 0 END)" for tag, bit in scoring.TAG_BIT.items())
+    # Only constants of this module enter the SQL (levels, tag names), never input.
+    return (
+        "COPY (SELECT r.rater_id::int8, r.note_id::int8, "  # noqa: S608
+        f"COALESCE(CASE r.level {level} END, 0.0)::float8, "
+        "COALESCE(r.tags::text LIKE '%\"notHelpfulIncorrect\"%', false), "
+        "COALESCE(r.tags::text LIKE '%\"notHelpful%', false), "
+        "FLOOR(EXTRACT(EPOCH FROM r.created_at) * 1000)::int8, "
+        f"COALESCE({bits}, 0)::int4 "
+        "FROM notes_rating r) TO STDOUT (FORMAT binary)"
+    )
+
+
+def _rating_arrays_copy(participant_pks: np.ndarray, note_pks: np.ndarray) -> scoring.Ratings:
+    """All ratings as arrays straight from PostgreSQL's binary COPY: fixed-width rows decoded by
+    numpy, no Python object per rating (~50 bytes per rating in transit)."""
+    parts: list[bytes] = []
+    with connection.cursor() as cursor, cursor.copy(_ratings_copy_sql()) as copy:  # type: ignore[attr-defined]
+        for block in copy:
+            parts.append(bytes(block))
+    data = b"".join(parts)
+    del parts
+    n = max(len(data) - _COPY_HEADER - _COPY_TRAILER, 0) // _COPY_ROW.itemsize
+    rows = np.frombuffer(data, dtype=_COPY_ROW, count=n, offset=_COPY_HEADER) if n else np.zeros(0, _COPY_ROW)
+    # Ids -> scorer indices: both pk arrays are sorted (ordered by pk).
+    return scoring.Ratings(
+        rater=np.searchsorted(participant_pks, rows["rater"].astype(np.int64)),
+        note=np.searchsorted(note_pks, rows["note"].astype(np.int64)),
+        value=rows["value"].astype(np.float64),
+        created_at_ms=rows["created_ms"].astype(np.int64),
+        incorrect_tag=rows["incorrect"].astype(bool),
+        any_not_helpful_tag=rows["any_nh"].astype(bool),
+        not_helpful_tags=rows["nh_bits"].astype(np.uint16),
     )
 
 

@@ -1,21 +1,24 @@
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
-from django.db.models import F, Model
+from django.db.models import F, Model, Q
 from django.utils import timezone
 
 from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import snippets
 from evidence.models import Snippet
-from notes import scoring, selectors
+from notes import scoring, scoring_explain, selectors
 from notes.models import (
     TAGS_FOR_LEVEL,
     DraftJob,
@@ -101,38 +104,132 @@ def post_flag(
     return post, True
 
 
-@transaction.atomic
-def draft_job_start(*, post: Post, user: User, urls: list[str], find_evidence: bool = False) -> DraftJob:
-    """Open a draft for `post` and start fetching each evidence URL in the background; with
-    find_evidence, CrowdNotes also searches for evidence and proposes sources for review."""
-    mode = DraftJob.Mode.AUTOMATION if find_evidence else DraftJob.Mode.AUGMENTATION
-    job = DraftJob.objects.create(post=post, contributor=user, mode=mode)
-    snippets.snippets_add(job=job, urls=urls)
-    if find_evidence:
-        from evidence.search.services import automation_run_start
+def _lock_post_text(text: str) -> None:
+    """Serialize flags of the same post text (PostgreSQL advisory lock until the transaction ends),
+    so two identical concurrent contributions find each other instead of both creating rows."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [post_text_hash(text)])
 
-        automation_run_start(job=job)
-    return job
+
+@dataclass(frozen=True)
+class Contribution:
+    """What a contribution did, so the page can say it truthfully."""
+
+    job: DraftJob
+    post_created: bool  # False: the post was flagged before
+    job_created: bool  # False: the contributor's open draft on this post was reused
+    added: list[Snippet]  # the URLs attached now
+    skipped: list[str]  # the URLs the open draft already had
+
+
+@transaction.atomic
+def contribution_submit(
+    *,
+    text: str,
+    user: User,
+    urls: list[str],
+    source_url: str = "",
+    author_handle: str = "",
+    posted_at: datetime | None = None,
+    find_evidence: bool = False,
+) -> Contribution:
+    """Flag a post (or find it) and add the evidence to the contributor's one open draft on it.
+
+    Idempotent: repeating it (a retry, a double click, going back and flagging again) adds to the
+    same draft job instead of opening another; concurrent identical requests serialize on the
+    post text, and the database allows one open draft job per (contributor, post)."""
+    _lock_post_text(text)
+    post, post_created = post_flag(
+        text=text, user=user, source_url=source_url, author_handle=author_handle, posted_at=posted_at
+    )
+    job, job_created, added, skipped = draft_job_start(post=post, user=user, urls=urls, find_evidence=find_evidence)
+    return Contribution(job=job, post_created=post_created, job_created=job_created, added=added, skipped=skipped)
+
+
+def draft_job_open(*, post: Post, user: User) -> DraftJob | None:
+    """The contributor's open (not submitted, not discarded) draft job on the post, locked."""
+    return (
+        DraftJob.objects.select_for_update()
+        .filter(post=post, contributor=user)
+        .exclude(state__in=DraftJob.CLOSED_STATES)
+        .first()
+    )
+
+
+@transaction.atomic
+def draft_job_start(
+    *, post: Post, user: User, urls: list[str], find_evidence: bool = False
+) -> tuple[DraftJob, bool, list[Snippet], list[str]]:
+    """Open a draft for `post` (or reuse the contributor's open one) and start fetching each new
+    evidence URL in the background; with find_evidence, CrowdNotes also searches for evidence and
+    proposes sources for review. Returns (job, created, snippets added, URLs it already had)."""
+    job = draft_job_open(post=post, user=user)
+    created = job is None
+    if job is None:
+        mode = DraftJob.Mode.AUTOMATION if find_evidence else DraftJob.Mode.AUGMENTATION
+        job = DraftJob.objects.create(post=post, contributor=user, mode=mode)
+    existing = set(job.snippets.values_list("url", flat=True))
+    skipped = [u for u in urls if u in existing]
+    added = snippets.snippets_add(job=job, urls=[u for u in urls if u not in existing])
+    if find_evidence:
+        from evidence.search.services import AutomationError, automation_run_start
+
+        try:
+            automation_run_start(job=job)
+        except AutomationError:
+            pass  # already looking for evidence for this draft: one run at a time
+    return job, created, added, skipped
+
+
+@transaction.atomic
+def draft_job_discard(*, job: DraftJob) -> DraftJob:
+    """The owner gives up on an unsubmitted draft (e.g. one orphaned by an outage): it leaves
+    "My notes", its queued work is dropped, and a new contribution on the post starts afresh."""
+    locked = DraftJob.objects.select_for_update().get(pk=job.pk)
+    if locked.state == DraftJob.State.SUBMITTED:
+        raise FlowError("This note was already submitted; it cannot be discarded.")
+    locked.state = DraftJob.State.DISCARDED
+    locked.lease_until = None
+    locked.save(update_fields=["state", "lease_until", "updated_at"])
+    Snippet.objects.filter(draft_job=locked, state=Snippet.State.QUEUED).update(
+        state=Snippet.State.FAILED, error_code="discarded", error_message="the draft was discarded"
+    )
+    return locked
 
 
 @transaction.atomic
 def draft_job_add_urls(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
-    if job.state == DraftJob.State.SUBMITTED:
-        raise FlowError("This note was already submitted.")
+    if job.state in DraftJob.CLOSED_STATES:
+        raise FlowError(f"This note was already {job.state}.")
     return snippets.snippets_add(job=job, urls=urls)
 
 
 @transaction.atomic
-def draft_job_request_draft(*, job: DraftJob) -> DraftJob:
-    """Ask the drafter (LLM or offline baseline) for a draft from the confirmed snippets only."""
+def draft_job_request_draft(*, job: DraftJob, seen_round: int | None = None) -> DraftJob:
+    """Ask the drafter (LLM or offline baseline) for a draft from the confirmed snippets only.
+
+    `seen_round` is the draft round the contributor's page showed: two requests made from the
+    same page (a double click, two tabs) queue one draft task; the second is told so."""
     from notes.selectors import draft_gate
 
     gate = draft_gate(job=job)
     if not gate.can_draft:
         raise FlowError(" ".join(gate.reasons))
-    claimed = DraftJob.objects.filter(pk=job.pk).exclude(state__in=[DraftJob.State.DRAFTING, DraftJob.State.SUBMITTED])
-    if not claimed.update(state=DraftJob.State.DRAFTING, progress=0, error="", updated_at=timezone.now()):
-        raise FlowError("A draft is already being written, or the note was submitted.")
+    claimed = DraftJob.objects.filter(pk=job.pk).exclude(
+        state__in=[DraftJob.State.DRAFTING, DraftJob.State.SUBMITTED, DraftJob.State.DISCARDED]
+    )
+    if seen_round is not None:
+        claimed = claimed.filter(draft_round=seen_round)
+    if not claimed.update(
+        state=DraftJob.State.DRAFTING,
+        progress=0,
+        error="",
+        draft_round=F("draft_round") + 1,
+        lease_until=None,
+        updated_at=timezone.now(),
+    ):
+        raise FlowError("This draft was already requested (or the note was submitted); showing its current state.")
     from notes.tasks import draft_generate
 
     enqueue_on_commit(draft_generate, job.pk)
@@ -142,12 +239,39 @@ def draft_job_request_draft(*, job: DraftJob) -> DraftJob:
 
 def draft_job_generate(*, job_id: int) -> DraftJob:
     """Write the draft (runs in a worker). An unreachable LLM leaves a visible, retryable failure."""
+
+    now = timezone.now()
+    unclaimed = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+    claimed = DraftJob.objects.filter(unclaimed, pk=job_id, state=DraftJob.State.DRAFTING).update(
+        lease_until=lease_deadline()
+    )
+    job = DraftJob.objects.select_related("post").get(pk=job_id)
+    if not claimed:
+        return job  # done, cancelled, or another worker holds a live lease (a duplicate delivery)
+    with heartbeat(DraftJob, job_id):
+        return _draft_claimed(job)
+
+
+def draft_jobs_sweep() -> list[int]:
+    """Re-queue drafts whose worker stopped renewing its lease (beat: work_sweep)."""
+    from notes.tasks import draft_generate
+
+    requeued: list[int] = []
+    expired = DraftJob.objects.filter(state=DraftJob.State.DRAFTING, lease_until__lt=timezone.now())
+    for job_id in expired.values_list("pk", flat=True):
+        with transaction.atomic():
+            if DraftJob.objects.filter(pk=job_id, state=DraftJob.State.DRAFTING, lease_until__lt=timezone.now()).update(
+                lease_until=None
+            ):
+                enqueue_on_commit(draft_generate, job_id)
+                requeued.append(job_id)
+    return requeued
+
+
+def _draft_claimed(job: DraftJob) -> DraftJob:
     from notes import drafting
     from notes.selectors import draft_gate
 
-    job = DraftJob.objects.select_related("post").get(pk=job_id)
-    if job.state != DraftJob.State.DRAFTING:
-        return job  # already done (a duplicate delivery) or cancelled
     confirmed = draft_gate(job=job).confirmed
     try:
         # Every confirmed snippet has a passage (snippet_is_confirmed checks it); the filter narrows the type.
@@ -155,7 +279,7 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
         draft = drafting.draft_note(post=job.post.text, snippets=evidence)
     except drafting.DraftError as exc:
         DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
-            state=DraftJob.State.FAILED, error=str(exc), updated_at=timezone.now()
+            state=DraftJob.State.FAILED, error=str(exc), lease_until=None, updated_at=timezone.now()
         )
         job.refresh_from_db()
         return job
@@ -165,6 +289,7 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
         draft_method=draft.method,
         draft_provenance=draft.provenance,
         progress=100,
+        lease_until=None,
         updated_at=timezone.now(),
     )
     job.refresh_from_db()
@@ -298,22 +423,26 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
     result = scoring.score(
         inputs.ratings, inputs.meta, len(inputs.participant_pks), cfg, now_ms=int(now.timestamp() * 1000)
     )
-    names = scoring.STATUS_NAMES
     note_rows: list[tuple[Any, ...]] = []
     changes: list[NoteStatusChange] = []
+    whys = scoring_explain.why_rows(result)
     for i, pk in enumerate(inputs.note_pks.tolist()):
-        intercept = None if np.isnan(result.note_intercept[i]) else float(result.note_intercept[i])
-        factor = None if np.isnan(result.note_factor[i]) else float(result.note_factor[i])
-        status, count = names[int(result.status[i])], int(result.num_ratings[i])
+        why = whys[i]
+        intercept, factor, status, count = why.intercept, why.factor, why.status, why.num_ratings
+        explanation = scoring_explain.explain(why, cfg)
         old_status = inputs.previous_status[i]
         if (
             status == old_status
             and count == inputs.previous_num_ratings[i]
             and not _changed(inputs.previous_intercept[i], intercept)
             and not _changed(inputs.previous_factor[i], factor)
+            and explanation == inputs.previous_explanation[i]
         ):
             continue
-        note_rows.append((status, intercept, factor, count, now, pk))
+        note_rows.append(
+            (status, intercept, factor, count, now, json.dumps(list(why.rules)), why.intercept_max, why.neg_count,
+             why.pos_count, explanation, pk)
+        )  # fmt: skip
         if status != old_status:
             changes.append(
                 NoteStatusChange(
@@ -321,7 +450,12 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
                     changed_at=now,
                 )
             )  # fmt: skip
-    _update_rows(Note, ["status", "intercept", "factor", "num_ratings", "scored_at"], note_rows)
+    _update_rows(
+        Note,
+        ["status", "intercept", "factor", "num_ratings", "scored_at", "score_rules", "intercept_max",
+         "neg_side_ratings", "pos_side_ratings", "score_explanation"],
+        note_rows,
+    )  # fmt: skip
     NoteStatusChange.objects.bulk_create(changes, batch_size=2000)
     rater_rows: list[tuple[Any, ...]] = []
     for u, pk in enumerate(inputs.participant_pks.tolist()):
@@ -344,14 +478,16 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
     }
 
 
-def note_preflight(*, job: DraftJob, gate: selectors.DraftGate, text: str) -> Any:
-    """The judges' verdicts on a draft before submission (stored nowhere, decides nothing)."""
-    from judging.services import preflight_run
+def note_preflight(*, job: DraftJob, gate: selectors.DraftGate, text: str, user: User) -> Any:
+    """Queue the judges' verdicts on a draft before submission (advice only, decides nothing)."""
+    from judging.services import preflight_request
     from judging.steps.common import Evidence
 
-    return preflight_run(
+    return preflight_request(
+        user=user,
         post_text=job.post.text,
         note_text=text,
         urls=gate.urls,
         snippets=[Evidence(text=s.passage.text, source=s.url) for s in gate.confirmed if s.passage],
+        draft_job_id=job.pk,
     )

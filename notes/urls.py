@@ -12,6 +12,7 @@ urlpatterns = [
     path("drafts/<int:job_id>/", views.draft_detail, name="draft_detail"),
     path("drafts/<int:job_id>/evidence/", views.draft_add_urls, name="draft_add_urls"),
     path("drafts/<int:job_id>/draft/", views.draft_request, name="draft_request"),
+    path("drafts/<int:job_id>/discard/", views.draft_discard, name="draft_discard"),
     path("drafts/<int:job_id>/find-evidence/", views.automation_start, name="automation_start"),
     path("drafts/<int:job_id>/submit/", views.note_submit, name="note_submit"),
     path("drafts/<int:job_id>/preflight/", views.note_preflight, name="note_preflight"),

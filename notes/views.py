@@ -87,16 +87,24 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = ContributeForm(request.POST or None, initial={"text": post.text if post else ""}, finding=finding)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        post, created = services.post_flag(
+        done = services.contribution_submit(
             text=data["text"],
             user=request.user,
+            urls=data["urls"],
             source_url=data["source_url"],
             author_handle=data["author_handle"],
             posted_at=data["posted_at"],
+            find_evidence=finding,
         )
-        if not created:
-            messages.info(request, "This post was already flagged; your evidence was added to a note on it.")
-        job = services.draft_job_start(post=post, user=request.user, urls=data["urls"], find_evidence=finding)
+        job = done.job
+        if not done.job_created:
+            added = len(done.added)
+            text = f"You already have an open draft on this post: {added} new source{'s' if added != 1 else ''} added to it"
+            if done.skipped:
+                text += f" ({len(done.skipped)} it already had)"
+            messages.info(request, text + ".")
+        elif not done.post_created:
+            messages.info(request, "This post was already flagged; a new draft of your note on it was started.")
         return redirect("draft_detail", job_id=job.pk)
     return render(request, "notes/contribute.html", {"form": form})
 
@@ -170,13 +178,30 @@ def snippet_context(request: AuthenticatedHttpRequest, snippet_id: int) -> HttpR
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
 def draft_request(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
+    seen = request.POST.get("round", "")
     try:
-        job = services.draft_job_request_draft(job=job)
+        job = services.draft_job_request_draft(job=job, seen_round=int(seen) if seen.isdigit() else None)
     except services.FlowError as exc:
+        job.refresh_from_db()
+        if request.htmx:
+            return _workspace(request, job, flow_error=str(exc))
         messages.error(request, str(exc))
     if request.htmx:
         return _workspace(request, job)
     return redirect("draft_detail", job_id=job.pk)
+
+
+@endpoint(methods=["POST"], permission="notes.change_draftjob")
+def draft_discard(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
+    """The owner discards an unsubmitted draft (e.g. one left behind by an outage)."""
+    job = _own_job(request, job_id)
+    try:
+        services.draft_job_discard(job=job)
+    except services.FlowError as exc:
+        messages.error(request, str(exc))
+        return redirect("draft_detail", job_id=job.pk)
+    messages.success(request, "Draft discarded.")
+    return redirect("my_notes")
 
 
 @endpoint(methods=["POST"], permission="notes.add_note")
@@ -238,11 +263,14 @@ def rescore(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @endpoint(methods=["POST"], permission="notes.add_note")
 def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
-    """Run the judges on the text in the editor and show their verdicts; submits nothing."""
+    """Queue the judges on the text in the editor; the page polls their verdicts. Submits nothing."""
     job = _own_job(request, job_id)
     gate = selectors.draft_gate(job=job)
     form = NoteForm(request.POST, urls=gate.urls)
     if not form.is_valid():
         return _workspace(request, job, note_form=form)
-    result = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"])
-    return _workspace(request, job, note_form=form, preflight=result)
+    check = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"], user=request.user)
+    from judging.selectors import preflight_queue_waiting
+
+    waiting = preflight_queue_waiting(check=check)
+    return _workspace(request, job, note_form=form, preflight_check=check, queue_waiting=waiting)

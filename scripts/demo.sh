@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Set up and run CrowdNotes with demo data on embedded defaults (SQLite + filesystem broker, no servers needed).
-# Starts the web app, a Celery worker, beat, and a loopback server with real evidence pages.
+# Starts the web app, two Celery workers (cpu queue; default + llm queues), beat, and a loopback
+# server with real evidence pages. Ctrl-C or SIGTERM stops the script and everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+. scripts/lib/procs.sh
+procs_trap
+procs_run scripts/setup.sh
 export DEBUG=${DEBUG:-1}
 export EVIDENCE_ALLOW_LOOPBACK=${EVIDENCE_ALLOW_LOOPBACK:-1}  # the demo's evidence pages are served on loopback
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -11,30 +14,28 @@ PORT=${PORT:-8000}
 PAGES_PORT=${PAGES_PORT:-8001}
 PY=.venv/bin/python
 mkdir -p var/log
-$PY manage.py migrate --noinput -v0
-$PY manage.py load_demo
+procs_run $PY manage.py migrate --noinput -v0
+procs_run $PY manage.py load_demo
 PAGES=../shared/data/webpages
 # The local evidence index behind "Find evidence for me": the real pages of the corpus, with their
 # original URLs and titles from the manifest; each proposal opens its copy served on $PAGES_PORT.
 # First run ~2-3 min (extraction and chunking); later runs skip it (delete the marker to re-index).
 if [ -d "$PAGES" ] && [ ! -f var/demo-index.done ]; then
-  $PY manage.py index_documents "$PAGES" --manifest "$PAGES/manifest.tsv" --base-url "http://127.0.0.1:$PAGES_PORT/" \
+  procs_run $PY manage.py index_documents "$PAGES" --manifest "$PAGES/manifest.tsv" --base-url "http://127.0.0.1:$PAGES_PORT/" \
     && touch var/demo-index.done
 fi
 # Unpack and load the embedding model and build its pre-filter table now (first run:
-# about 1-2 min), so the first snippet does not wait for it; later runs find it in var/models.
-$PY manage.py evidence_warmup
+# about 1-2 min, with progress), so the first snippet does not wait for it; later runs find it in var/models.
+procs_run $PY manage.py evidence_warmup
 
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
-$PY -m celery -A crowdnotes_site worker --pool=solo -Q default,cpu,llm -l INFO >var/log/worker.log 2>&1 &
-pids+=($!)
-$PY -m celery -A crowdnotes_site beat -s var/celerybeat-schedule -l INFO >var/log/beat.log 2>&1 &
-pids+=($!)
+# CPU work (embedding, scoring) and I/O work (LLM calls, drafts, the outbox and the sweeper) get
+# their own workers: an LLM answer or a refused connection is reported in seconds, not after the
+# embedding work queued ahead of it.
+procs_start var/log/worker-cpu.log $PY -m celery -A crowdnotes_site worker --pool=solo -Q cpu -n cpu@%h -l INFO
+procs_start var/log/worker-llm.log $PY -m celery -A crowdnotes_site worker --pool=solo -Q default,llm -n llm@%h -l INFO
+procs_start var/log/beat.log $PY -m celery -A crowdnotes_site beat -s var/celerybeat-schedule -l INFO
 if [ -d "$PAGES" ]; then
-  $PY -m http.server "$PAGES_PORT" --bind 127.0.0.1 --directory "$PAGES" >var/log/pages.log 2>&1 &
-  pids+=($!)
+  procs_start var/log/pages.log $PY -m http.server "$PAGES_PORT" --bind 127.0.0.1 --directory "$PAGES"
 fi
 cat <<MSG
 
@@ -42,7 +43,12 @@ CrowdNotes demo is starting at http://127.0.0.1:$PORT/
   logins (password crowdnotes-demo): demo-contributor, demo-rater, demo-admin
   evidence pages to paste: http://127.0.0.1:$PAGES_PORT/health/cdc.gov__about-sids.html (and the rest of $PAGES)
   or press "Find evidence for me": CrowdNotes searches its index of those pages (offline baseline without an LLM)
-  logs: var/log/worker.log, var/log/beat.log   (Ctrl-C stops everything)
+  logs: var/log/worker-cpu.log, var/log/worker-llm.log, var/log/beat.log, var/log/web.log
+  Ctrl-C (or SIGTERM to this script) stops everything it started.
 
 MSG
-$PY manage.py runserver "127.0.0.1:$PORT"
+procs_start var/log/web.log $PY manage.py runserver "127.0.0.1:$PORT"
+web=${PROCS_PIDS[-1]}
+tail -n +1 -f var/log/web.log &
+PROCS_PIDS+=("$!")
+wait "$web"  # returns at once on Ctrl-C/SIGTERM (the trap stops everything), or when the web server exits

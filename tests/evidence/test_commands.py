@@ -62,3 +62,7 @@ def test_it_warms_up_the_model_and_its_prefilter_table(settings: Any, tmp_path: 
     call_command("evidence_warmup", "--model", "all-MiniLM-L6-v2", stdout=out)
     assert (tmp_path / "static-all-MiniLM-L6-v2.npy").exists()
     assert "all-MiniLM-L6-v2: ready" in out.getvalue()
+    # It says what it is doing while the table is computed (before: silent for 1-2 minutes).
+    assert "1/2 loading the embedding model all-MiniLM-L6-v2" in out.getvalue()
+    assert "pre-filter table   0%" in out.getvalue() or "pre-filter table  10%" in out.getvalue()
+    assert "pre-filter table 100%" in out.getvalue()

@@ -115,8 +115,14 @@ def test_it_runs_preflight_for_contributors_without_saving(contributor_client: A
             "snippets": "Weather.\n\nSports.",
         },
     )
-    assert response.status_code == 200
-    body = response.content.decode()
+    # The request only queues the check (no LLM call in a web request); the worker's service runs it.
+    assert response.status_code == 302 and llm_server.requests == []
+    from judging.models import PreflightCheck
+
+    check = PreflightCheck.objects.get()
+    assert response["Location"] == reverse("judging:preflight_detail", args=[check.pk])
+    services.preflight_check_run(check_id=check.pk)
+    body = contributor_client.get(response["Location"]).content.decode()
     assert "None of these help." in body and "the LLM scripted-model" in body
     assert [r["messages"][-1]["content"].count("Sports.") for r in llm_server.requests] == [0, 1]
     assert not JudgeDecision.objects.exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from notes import communitynotes_io as cio
-from notes import scoring_tsv, synthetic
+from notes import scoring, scoring_tsv, synthetic
 
 
 def _data_lines(path: Path) -> int:
@@ -137,8 +137,18 @@ def test_it_scores_the_public_sample_files(tmp_path: Path, cn_data: Path) -> Non
     assert summary["not_helpful"] > 0  # type: ignore[operator]
     with (tmp_path / "out" / "scored_notes.tsv").open() as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
-    assert list(rows[0]) == cio.SCORED_NOTES_COLUMNS
+    assert list(rows[0]) == cio.SCORED_NOTES_COLUMNS + list(scoring_tsv.EXTRA_COLUMNS)
+    # Every note says why: the deciding rule is the last active rule and the sentence names the status.
+    labels = {"NEEDS_MORE_RATINGS": "Needs More Ratings", "CURRENTLY_RATED_HELPFUL": "Currently Rated Helpful",
+              "CURRENTLY_RATED_NOT_HELPFUL": "Currently Rated Not Helpful"}  # fmt: skip
+    for r in rows:
+        assert r["activeRules"].split(",")[-1] == r["decidedBy"]
+        assert r["explanation"].startswith(labels[r["coreRatingStatus"]] + ":")
+    helpful = [r for r in rows if r["coreRatingStatus"] == "CURRENTLY_RATED_HELPFUL"]
+    assert helpful and all(r["decidedBy"] in ("GeneralCRH", "GeneralCRHInertia") for r in helpful)
+    assert all(int(r["negFactorRatingCount"]) + int(r["posFactorRatingCount"]) <= int(r["numRatings"]) for r in rows)
     scored = [r for r in rows if r["coreNoteIntercept"]]
+    assert all(float(r["noteInterceptMax"]) >= float(r["coreNoteIntercept"]) for r in scored)
     assert scored
     assert all(int(r["numRatings"]) >= 5 for r in scored)
     assert {r["coreRatingStatus"] for r in rows} <= {
@@ -168,6 +178,9 @@ def test_it_reads_the_same_ratings_on_the_fast_path(make: str, tmp_path: Path, c
     assert cols.value == [r.value for r in rows]
     assert cols.incorrect == ["notHelpfulIncorrect" in r.tags for r in rows]
     assert cols.any_not_helpful_tag == [any(t.startswith("notHelpful") for t in r.tags) for r in rows]
+    assert cols.not_helpful_tags == [sum(bit for tag, bit in scoring.TAG_BIT.items() if tag in r.tags) for r in rows]
+    if make == "sample":
+        assert sum(1 for m in cols.not_helpful_tags if m) > 100  # the 2021 sample has tagged ratings
 
 
 def test_it_keeps_the_last_of_duplicate_ratings(tmp_path: Path) -> None:
@@ -185,3 +198,14 @@ def test_it_keeps_the_last_of_duplicate_ratings(tmp_path: Path) -> None:
     assert data.dropped["duplicate rating"] == 1
     by_rater = dict(zip([data.participant_ids[u] for u in data.ratings.rater], data.ratings.value, strict=True))
     assert by_rater == {"B": 0.0, "C": 1.0}
+
+
+def test_it_reads_ratings_in_chunks_without_losing_rows(cn_data: Path) -> None:
+    path = cn_data / "colin-fraser" / "ratings-00000.tsv"
+    whole = cio.read_rating_columns(path, cio.ReadReport())
+    report: cio.ReadReport = cio.ReadReport()
+    chunks = list(cio.iter_rating_columns(path, report, chunk_rows=1000))
+    assert [len(c.value) for c in chunks[:-1]] == [1000] * (len(chunks) - 1) and 0 < len(chunks[-1].value) <= 1000
+    assert [n for c in chunks for n in c.note_id] == whole.note_id
+    assert [t for c in chunks for t in c.not_helpful_tags] == whole.not_helpful_tags
+    assert report.read == len(whole.value)

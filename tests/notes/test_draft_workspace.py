@@ -164,6 +164,16 @@ def test_it_shows_the_judges_preflight_verdicts_without_submitting(
     )
     text = "Trials show vitamin C does not prevent flu."
     response = contributor_client.post(f"/drafts/{job.pk}/preflight/", {"text": text})
+    assert response.status_code == 200
+    assert "Queued:" in response.content.decode()
+    assert text in response.content.decode()  # the editor keeps the text
+    assert llm_server.requests == []  # no LLM call inside the request: a worker runs the judges
+    from judging.models import PreflightCheck
+    from judging.services import preflight_check_run
+
+    check = PreflightCheck.objects.get(draft_job=job)
+    preflight_check_run(check_id=check.pk)
+    response = contributor_client.get(f"/judging/preflight/{check.pk}/", headers={"HX-Request": "true"})
     html = response.content.decode()
     assert response.status_code == 200
     verdicts = re.findall(r"<h2>(\w+): <span class=\"verdict-\w+\">(\w+)</span></h2>", html)
@@ -171,7 +181,6 @@ def test_it_shows_the_judges_preflight_verdicts_without_submitting(
     assert "It misses the dosage question." in html
     assert "the LLM scripted-model" in html
     assert "stopped at helpfulness" in html
-    assert text in html  # the editor keeps the text
     assert not Note.objects.exists()
     assert len(llm_server.requests) == 3
     assert all(r["temperature"] == 0 for r in llm_server.requests)

@@ -9,8 +9,18 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from notes import communitynotes_import as cni
 from notes import synthetic
-from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
+from notes.models import (
+    ImportCheckpoint,
+    Note,
+    NoteStatus,
+    NoteStatusChange,
+    Participant,
+    Post,
+    Rating,
+    RatingLevel,
+)
 
 HISTORY = Path("mcroston") / "noteStatusHistory-00000.tsv"  # under the communitynotes data
 
@@ -126,9 +136,95 @@ def test_it_scores_files_without_the_database(tmp_path: Path, cn_data: Path) -> 
     assert "notes_written: 4880" in out.getvalue()
     with (tmp_path / "scored_notes.tsv").open() as fh:
         header = next(csv.reader(fh, delimiter="\t"))
-    assert header == ["noteId", "numRatings", "coreNoteIntercept", "coreNoteFactor1", "coreRatingStatus"]
+    assert header[:5] == ["noteId", "numRatings", "coreNoteIntercept", "coreNoteFactor1", "coreRatingStatus"]
+    assert header[5:] == ["activeRules", "decidedBy", "noteInterceptMax", "negFactorRatingCount",
+                          "posFactorRatingCount", "netMinHelpful", "tagOutliers", "explanation"]  # fmt: skip
     assert (
         (tmp_path / "helpfulness_scores.tsv")
         .read_text()
         .startswith("raterParticipantId\tcoreRaterIntercept\tcoreRaterFactor1\n")
     )
+
+
+def _ratings_table() -> set[tuple[object, ...]]:
+    rows = Rating.objects.values_list("note__external_id", "rater__external_id", "level", "tags", "created_at")
+    return {(n, u, level, tuple(tags), at) for n, u, level, tags, at in rows}
+
+
+@pytest.mark.django_db
+def test_copy_import_matches_the_orm_path_on_the_real_sample(cn_data: Path) -> None:
+    notes = str(cn_data / "colin-fraser" / "notes-00000.tsv")
+    ratings = cn_data / "colin-fraser" / "ratings-00000.tsv"
+    _import("--notes", notes)
+    orm = cni.ImportReport()
+    cni.import_ratings(ratings, orm)
+    by_orm = _ratings_table()
+    counts_orm = dict(Note.objects.values_list("external_id", "num_ratings"))
+    Rating.objects.all().delete()
+    Note.objects.update(num_ratings=0)
+    bulk = cni.ImportReport()
+    cni.import_ratings_copy(ratings, bulk, chunk_lines=4000)  # several chunks
+    assert _ratings_table() == by_orm
+    assert dict(Note.objects.values_list("external_id", "num_ratings")) == counts_orm
+    assert bulk.counts["ratings upserted"] == orm.counts["ratings upserted"] == 13300
+    assert {k: v for k, v in bulk.skipped.items() if v} == {k: v for k, v in orm.skipped.items() if v}
+    assert bulk.skipped["ratings: no helpfulness answer"] == 259
+    assert not ImportCheckpoint.objects.exists()
+
+
+@pytest.mark.django_db
+def test_copy_import_resumes_after_an_interruption_and_is_idempotent(tmp_path: Path) -> None:
+    data = synthetic.generate(3000, seed=9)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    # A later duplicate row for the same (note, rater) in the next chunk replaces the first.
+    lines = ratings.read_text().splitlines(keepends=True)
+    first = lines[1].split("\t")
+    flipped = "NOT_HELPFUL" if first[4] != "NOT_HELPFUL" else "HELPFUL"
+    lines.append("\t".join([*first[:4], flipped, *first[5:]]))
+    lines.insert(5, "not\ta\tvalid\n")  # wrong number of fields
+    ratings.write_text("".join(lines))
+    _import("--notes", str(notes))
+    report = cni.ImportReport()
+    progress: list[str] = []
+    cni.import_ratings_copy(ratings, report, chunk_lines=1000, stop_after_chunks=1, progress=progress.append)
+    assert ImportCheckpoint.objects.get().lines_done == 1000
+    assert 0 < Rating.objects.count() < len(data.value)
+    assert progress and "1,000 lines" in progress[0]
+    resumed = cni.ImportReport()
+    cni.import_ratings_copy(ratings, resumed, chunk_lines=1000, progress=progress.append)
+    assert any("resuming after 1,000 lines" in line for line in progress)
+    assert not ImportCheckpoint.objects.exists()
+    assert Rating.objects.count() == len(data.value)
+    assert report.counts["ratings upserted"] + resumed.counts["ratings upserted"] == len(data.value) + 1
+    assert report.skipped["ratings: wrong number of fields"] + resumed.skipped["ratings: wrong number of fields"] == 1
+    rating = Rating.objects.get(note__external_id=first[0], rater__external_id=first[1])
+    assert rating.level == flipped
+    assert Note.objects.get(external_id=first[0]).num_ratings == int(
+        (data.note == int(first[0]) - 1_500_000_000_000_000_000).sum()
+    )
+    table = _ratings_table()
+    again = cni.ImportReport()
+    cni.import_ratings_copy(ratings, again, chunk_lines=1000)
+    assert _ratings_table() == table  # idempotent: nothing new, nothing changed
+    # Only the duplicated pair is written: its first row (chunk 1), then its later row (last chunk).
+    assert again.counts["ratings inserted or changed"] == 2
+
+
+@pytest.mark.django_db
+def test_copy_import_keeps_backslashes_and_quotes_verbatim(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.tsv"
+    notes.write_text(
+        "noteId\tnoteAuthorParticipantId\tcreatedAtMillis\ttweetId\tclassification\tsummary\n"
+        "1\tA\t1700000000000\t9\tMISINFORMED_OR_POTENTIALLY_MISLEADING\tx\n"
+    )
+    ratings = tmp_path / "ratings.tsv"
+    ratings.write_text(
+        "noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\tnotHelpfulIncorrect\n"
+        '1\tB\\N\t1700000000001\tNOT_HELPFUL\t1\n1\t"C\t1700000000002\tHELPFUL\t\n'
+    )
+    _import("--notes", str(notes))
+    report = cni.ImportReport()
+    cni.import_ratings_copy(ratings, report)
+    rows = set(Rating.objects.values_list("rater__external_id", "level"))
+    assert rows == {("B\\N", RatingLevel.NOT_HELPFUL), ('"C', RatingLevel.HELPFUL)}
+    assert Rating.objects.get(rater__external_id="B\\N").tags == ["notHelpfulIncorrect"]

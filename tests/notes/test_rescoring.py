@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from crowdnotes_site.celery import app
 from crowdnotes_site.queue import Enqueued
-from notes import scoring, selectors, services, synthetic
+from notes import scoring, scoring_explain, selectors, services, synthetic
 from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
 from notes.tasks import score_notes
 from tests.conftest import wait_for
@@ -186,6 +186,67 @@ def test_it_reads_ratings_into_scorer_arrays() -> None:
     assert r.value[order].tolist() == [0.0, 0.5]
     assert r.incorrect_tag is not None and r.incorrect_tag[order].tolist() == [True, False]
     assert r.any_not_helpful_tag is not None and r.any_not_helpful_tag[order].tolist() == [True, True]
+    assert r.not_helpful_tags is not None and r.not_helpful_tags[order].tolist() == [
+        scoring.TAG_BIT["notHelpfulIncorrect"],
+        scoring.TAG_BIT["notHelpfulHardToUnderstand"],
+    ]
     assert r.created_at_ms[order].tolist() == [1740830400123, 1740830401123]
     assert [inputs.participant_pks[u] for u in r.rater[order]] == [a.pk, b.pk]
     assert inputs.meta.author is not None and inputs.participant_pks[inputs.meta.author[0]] == a.pk
+
+
+@pytest.mark.django_db
+def test_it_stores_why_each_note_has_its_status_and_shows_it(admin_client: Any, anon_client: Any) -> None:
+    _load_synthetic(seed=5)
+    now = timezone.now()
+    services.notes_rescore(now=now)
+    inputs = selectors.scoring_inputs(now=now, lock_after_days=None)
+    expected = scoring.score(inputs.ratings, inputs.meta, len(inputs.participant_pks), services.APP_SCORING_CONFIG)
+    whys = scoring_explain.why_rows(expected)
+    by_pk = {n.pk: n for n in Note.objects.all()}
+    deciding = set()
+    for i, pk in enumerate(inputs.note_pks.tolist()):
+        note = by_pk[pk]
+        assert note.score_rules == list(whys[i].rules)
+        assert note.score_explanation == scoring_explain.explain(whys[i], services.APP_SCORING_CONFIG)
+        assert (note.neg_side_ratings, note.pos_side_ratings) == (whys[i].neg_count, whys[i].pos_count)
+        deciding.add((note.status, note.score_rules[-1]))
+    # Several status paths occur, each with its own rule.
+    assert (NoteStatus.HELPFUL, "GeneralCRH") in deciding
+    assert any(status == NoteStatus.NOT_HELPFUL for status, _ in deciding)
+    assert any(status == NoteStatus.NEEDS_MORE_RATINGS for status, _ in deciding)
+    helpful = Note.objects.filter(status=NoteStatus.HELPFUL, score_rules__contains=["GeneralCRH"]).first()
+    assert helpful is not None and helpful.intercept is not None
+    assert helpful.score_explanation.startswith(f"Currently Rated Helpful: intercept {helpful.intercept:.2f} ≥ 0.40")
+    url = reverse("post_detail", args=[helpful.post_id])
+    admin_page = admin_client.get(url).content.decode()
+    assert f"Why: {helpful.score_explanation}" in admin_page
+    public = anon_client.get(url).content.decode()
+    assert "Why: Currently Rated Helpful: raters who usually disagree with each other both found it helpful." in public
+    assert helpful.score_explanation not in public  # no intercepts for readers without view_scores
+    # An unchanged rescoring rewrites nothing (the explanation is compared too).
+    assert services.notes_rescore(now=now + timedelta(minutes=1))["notes_updated"] == 0
+
+
+@pytest.mark.django_db
+def test_binary_copy_reads_the_same_arrays_as_the_query_path() -> None:
+    _load_synthetic(n_ratings=3000, seed=6)
+    first = Rating.objects.order_by("pk")[:50]
+    tagged = [r.pk for r in first]
+    Rating.objects.filter(pk__in=tagged[:25]).update(tags=["notHelpfulIncorrect", "notHelpfulOffTopic"])
+    Rating.objects.filter(pk__in=tagged[25:]).update(tags=["helpfulClear", "notHelpfulSpamHarassmentOrAbuse"])
+    people = np.array(sorted(Participant.objects.values_list("pk", flat=True)), dtype=np.int64)
+    notes = np.array(sorted(Note.objects.values_list("pk", flat=True)), dtype=np.int64)
+    copied = selectors._rating_arrays_copy(people, notes)
+    queried = selectors._rating_arrays(
+        {int(p): i for i, p in enumerate(people)}, {int(n): i for i, n in enumerate(notes)}
+    )
+    assert len(copied.value) == Rating.objects.count() == len(queried.value)
+
+    def rows(r: scoring.Ratings) -> list[tuple[object, ...]]:
+        cols = (r.rater, r.note, r.value, r.created_at_ms, r.incorrect_tag, r.any_not_helpful_tag, r.not_helpful_tags)
+        return sorted(zip(*(np.asarray(c).tolist() for c in cols), strict=True))
+
+    assert rows(copied) == rows(queried)
+    assert copied.not_helpful_tags is not None
+    assert int((copied.not_helpful_tags == scoring.TAG_BIT["notHelpfulSpamHarassmentOrAbuse"]).sum()) == 25

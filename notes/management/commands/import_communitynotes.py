@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
 
 from notes import communitynotes_import as cni
 
@@ -14,12 +15,22 @@ class Command(BaseCommand):
         parser.add_argument("--notes", required=True, help="notes TSV")
         parser.add_argument("--ratings", help="ratings TSV or a folder of TSVs")
         parser.add_argument("--status-history", help="noteStatusHistory TSV")
+        parser.add_argument(
+            "--no-copy", action="store_true", help="ratings through the ORM in batches instead of PostgreSQL COPY"
+        )
+        parser.add_argument("--chunk-lines", type=int, default=cni.COPY_CHUNK_LINES, help="lines per COPY chunk")
 
     def handle(self, *args: Any, **options: Any) -> None:
         report = cni.ImportReport()
         cni.import_notes(options["notes"], report)
         if options["ratings"]:
-            cni.import_ratings(options["ratings"], report)
+            if connection.vendor == "postgresql" and not options["no_copy"]:
+                # Streams, resumes after an interruption, prints a progress line per chunk.
+                cni.import_ratings_copy(
+                    options["ratings"], report, chunk_lines=options["chunk_lines"], progress=self.stderr.write
+                )
+            else:
+                cni.import_ratings(options["ratings"], report)
         if options["status_history"]:
             cni.import_status_history(options["status_history"], report)
         for line in report.lines():

@@ -1,0 +1,50 @@
+"""Leases with heartbeats for background work (snippet processing, drafting).
+
+A worker that claims a row sets its `lease_until`; while the work runs, a heartbeat thread pushes
+the lease forward every third of WORK_LEASE_S. A worker that dies (SIGKILL, OOM, lost machine)
+stops renewing, the lease expires, and the periodic sweeper (`crowdnotes_site.tasks.work_sweep`)
+puts the work back in the queue, where the claim lets exactly one worker take it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Model
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+
+def lease_deadline() -> datetime:
+    return timezone.now() + timedelta(seconds=settings.WORK_LEASE_S)
+
+
+@contextmanager
+def heartbeat(model: type[Model], pk: int) -> Iterator[None]:
+    """Renew `model(pk).lease_until` every WORK_LEASE_S / 3 seconds until the block ends."""
+    stop = threading.Event()
+    interval = max(settings.WORK_LEASE_S / 3, 0.5)
+
+    def beat() -> None:
+        try:
+            while not stop.wait(interval):
+                model._default_manager.filter(pk=pk, lease_until__isnull=False).update(lease_until=lease_deadline())
+        except Exception:  # a database hiccup: the lease may lapse and the sweeper re-queues; never crash the work
+            log.exception("lease heartbeat of %s %s failed", model.__name__, pk)
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"lease-{model.__name__}-{pk}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=interval + 5)

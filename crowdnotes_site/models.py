@@ -1,0 +1,30 @@
+"""The transactional outbox: every task intent is a row written in the same transaction as the
+rows it works on (crowdnotes_site/queue.py writes and delivers them)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class OutboxMessage(models.Model):
+    """One task to send to the broker. Written with the work's rows, delivered after commit (or by
+    the dispatcher once the broker is reachable again); `delivered_at` is set once it was sent."""
+
+    task_name = models.CharField(max_length=200)
+    args = models.JSONField(default=list)
+    kwargs = models.JSONField(default=dict)
+    # task name + arguments: what a page looks up to say its work is still waiting for the broker.
+    key = models.CharField(max_length=300, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["created_at"], condition=models.Q(delivered_at__isnull=True), name="outbox_pending")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({'delivered' if self.delivered_at else 'pending'})"

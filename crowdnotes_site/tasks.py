@@ -1,0 +1,24 @@
+"""Site-wide periodic tasks (beat): the outbox dispatcher and the sweeper of expired work leases."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from crowdnotes_site import queue
+
+
+@shared_task(name="crowdnotes_site.tasks.outbox_dispatch", ignore_result=True)
+def outbox_dispatch() -> dict[str, int]:
+    """Deliver the outbox messages whose on-commit attempt failed (broker down at the time)."""
+    result = queue.outbox_dispatch()
+    queue.outbox_prune()
+    return result
+
+
+@shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
+def work_sweep() -> dict[str, list[int]]:
+    """Re-queue snippet processing and drafts whose worker was lost (their lease expired)."""
+    from evidence.snippets import snippets_sweep
+    from notes.services import draft_jobs_sweep
+
+    return {"snippets": snippets_sweep(), "drafts": draft_jobs_sweep()}

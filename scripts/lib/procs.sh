@@ -1,0 +1,57 @@
+# Process management for scripts/demo.sh (sourced). Every long-running child gets its own process
+# group (setsid), so stopping it stops what it started too (runserver's reloader, a worker's
+# pool); Ctrl-C, SIGTERM and any exit (also a failed step) stop them all: TERM, then KILL after 10 s.
+
+PROCS_PIDS=()
+
+# procs_start LOG CMD...: start CMD in the background in its own process group, output to LOG.
+procs_start() {
+  local log=$1
+  shift
+  setsid "$@" >"$log" 2>&1 &
+  PROCS_PIDS+=("$!")
+}
+
+# procs_run CMD...: run a preparation step in the foreground; Ctrl-C and SIGTERM still stop it.
+# (bash runs a trap only after a foreground command ends; `wait` is interrupted at once.)
+procs_run() {
+  "$@" &
+  local pid=$!
+  PROCS_PIDS+=("$pid")
+  wait "$pid"
+}
+
+_procs_signal() {
+  local sig=$1 pid
+  for pid in "${PROCS_PIDS[@]}"; do
+    kill "-$sig" -- "-$pid" 2>/dev/null || kill "-$sig" "$pid" 2>/dev/null || true
+  done
+}
+
+_procs_alive() {
+  local pid
+  for pid in "${PROCS_PIDS[@]}"; do
+    if kill -0 -- "-$pid" 2>/dev/null || kill -0 "$pid" 2>/dev/null; then return 0; fi
+  done
+  return 1
+}
+
+procs_stop() {
+  trap - EXIT INT TERM
+  [ "${#PROCS_PIDS[@]}" -eq 0 ] && return 0
+  echo "Stopping ${#PROCS_PIDS[@]} process(es) the demo started…" >&2
+  _procs_signal TERM
+  local i
+  for i in $(seq 1 50); do
+    _procs_alive || break
+    sleep 0.2
+  done
+  _procs_signal KILL
+  PROCS_PIDS=()
+}
+
+procs_trap() {
+  trap procs_stop EXIT
+  trap 'procs_stop; exit 130' INT
+  trap 'procs_stop; exit 143' TERM
+}
