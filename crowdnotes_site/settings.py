@@ -196,6 +196,8 @@ JUDGE_RETRY_BACKOFF_S = env_int("JUDGE_RETRY_BACKOFF_S", 30, minimum=0)  # doubl
 JUDGE_CLAIM_LEASE_S = env_int("JUDGE_CLAIM_LEASE_S", CELERY_TASK_TIME_LIMIT + 30, minimum=1)
 JUDGE_MAX_CLAIMS = env_int("JUDGE_MAX_CLAIMS", 10, minimum=1)  # poison-message bound (worker deaths)
 HELPFULNESS_CLASSIFIER_DIR = Path(env_str("HELPFULNESS_CLASSIFIER_DIR", str(VAR_DIR / "models" / "helpfulness")))
+# `run_benchmark` writes each run to BENCHMARK_DIR/<dataset name> by default; the results page reads the latest.
+BENCHMARK_DIR = Path(env_str("BENCHMARK_DIR", str(VAR_DIR / "benchmark")))
 
 # --- Evidence -------------------------------------------------------------------------
 EMBEDDING_MODEL = env_choice("EMBEDDING_MODEL", "all-mpnet-base-v2", ("all-mpnet-base-v2", "all-MiniLM-L6-v2"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.db.models import QuerySet
@@ -236,3 +237,17 @@ def preflight_queue_waiting(*, check: PreflightCheck) -> bool:
     if check.state != PreflightCheck.State.QUEUED:
         return False
     return bool(outbox_waiting([outbox_key("judging.tasks.preflight_check", [check.pk])]))
+
+
+def benchmark_latest() -> dict[str, Any] | None:
+    """The table of the most recently updated benchmark run under BENCHMARK_DIR (or None)."""
+    from django.conf import settings
+
+    from judging.benchmark.runner import latest_table
+    from judging.benchmark.table import MODE_TEXT
+
+    data = latest_table(Path(settings.BENCHMARK_DIR))
+    if data is not None:
+        for row in data["modes"]:
+            row["mode_text"] = MODE_TEXT.get(row["mode"], row["mode"])
+    return data

@@ -95,3 +95,12 @@ def preflight_detail(request: AuthenticatedHttpRequest, check_id: int) -> HttpRe
     if request.htmx:
         return render(request, "judging/preflight.html#result-section", context)
     return render(request, "judging/preflight_detail.html", context)
+
+
+@endpoint(methods=["GET"], permission=VIEW)
+def benchmark_results(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The latest `run_benchmark` run's table (read from its out dir under BENCHMARK_DIR)."""
+    from django.conf import settings
+
+    context = {"run": selectors.benchmark_latest(), "benchmark_dir": settings.BENCHMARK_DIR}
+    return render(request, "judging/benchmark.html", context)
