@@ -12,5 +12,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("django-admin/", admin.site.urls),
     path("judging/", include("judging.urls")),
+    path("analytics/", include("notes.analytics.urls")),
     path("", include("notes.urls")),
 ]

@@ -39,6 +39,9 @@ class Post(models.Model):
     topic = models.CharField(max_length=20, choices=Topic.choices, blank=True)
     topic_method = models.CharField(max_length=100, blank=True)
     is_demo = models.BooleanField(default=False)
+    # False for a post imported from public data without its text: `text` is then a
+    # placeholder, shown as such and never sent to a judge or classifier as the post.
+    text_available = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -45,10 +45,11 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
 
 
-def posts_for_home(*, limit: int = 50) -> QuerySet[Post]:
+def posts_for_home(*, limit: int = 50, topic: str = "") -> QuerySet[Post]:
     notes = Note.objects.select_related("author__user").order_by("-created_at")
+    posts = Post.objects.filter(topic=topic) if topic else Post.objects.all()
     return (
-        Post.objects.annotate(n_notes=Count("notes"))
+        posts.annotate(n_notes=Count("notes"))
         .prefetch_related(Prefetch("notes", queryset=notes))
         .order_by("-created_at")[:limit]
     )

@@ -356,9 +356,11 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     job.state = DraftJob.State.SUBMITTED
     job.save(update_fields=["state", "updated_at"])
     NoteStatusChange.objects.create(note=note, status=note.status)
+    from judging.selectors import unjudgeable_reason
     from judging.services import judge_run_request
 
-    judge_run_request(note=note)
+    if unjudgeable_reason(note) is None:  # a post imported without text is never judged
+        judge_run_request(note=note)
     return note
 
 

@@ -14,14 +14,17 @@ from evidence.search.selectors import automation_view
 from evidence.search.services import AutomationError, automation_run_start
 from notes import selectors, services
 from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
-from notes.models import DraftJob, Participant, Post, SupernoteRun
+from notes.models import DraftJob, Participant, Post, SupernoteRun, Topic
 from notes.supernotes import selectors as supernote_selectors
 from notes.supernotes import services as supernote_services
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "notes/home.html", {"posts": selectors.posts_for_home()})
+    topic = request.GET.get("topic", "")
+    topic = topic if topic in Topic.values else ""
+    context = {"posts": selectors.posts_for_home(topic=topic), "topics": Topic.choices, "topic": topic}
+    return render(request, "notes/home.html", context)
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)

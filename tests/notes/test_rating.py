@@ -196,3 +196,19 @@ def test_it_shows_the_tags_of_the_chosen_level_with_htmx(rater_client: Any, note
     assert tag_input is not None and "checked" in tag_input.group(0)  # kept while switching level
     somewhat = rater_client.get(f"/rate/{note.pk}/?level=SOMEWHAT_HELPFUL", headers=htmx).content.decode()
     assert "Cites high-quality sources" in somewhat and "Incorrect information" in somewhat
+
+
+@pytest.mark.django_db
+def test_an_imported_post_without_text_is_shown_as_such(rater_client: Any) -> None:
+    from django.urls import reverse
+
+    from notes.models import Note, Post
+
+    post = Post.objects.create(
+        text="Post 1353031711349739523 (imported from the public Community Notes data; text not included)",
+        text_hash="p", external_id="1353031711349739523", text_available=False,
+    )  # fmt: skip
+    note = Note.objects.create(post=post, text="An imported note.")
+    marker = "Imported post 1353031711349739523: its text is not in the public Community Notes data"
+    assert marker in rater_client.get(reverse("rate_note", args=[note.pk])).content.decode()
+    assert marker in rater_client.get(reverse("post_detail", args=[post.pk])).content.decode()
