@@ -137,6 +137,7 @@ CELERY_TASK_ROUTES = {
     "judging.tasks.train_*": {"queue": "cpu"},
     "judging.tasks.*": {"queue": "llm"},
     "notes.tasks.draft_*": {"queue": "llm"},
+    "notes.tasks.supernote_*": {"queue": "llm"},
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 # Rescore every note from all ratings (notes.tasks.score_notes on the cpu queue).
@@ -144,6 +145,19 @@ CELERY_BEAT_SCHEDULE["score-notes"] = {
     "task": "notes.tasks.score_notes",
     "schedule": env_int("SCORING_INTERVAL_SECONDS", 3600),
 }
+# --- Supernotes ------------------------------------------------------------------------------
+SUPERNOTE_CANDIDATES = env_int("SUPERNOTE_CANDIDATES", 100, minimum=1)
+SUPERNOTE_JURY_SIZE = env_int("SUPERNOTE_JURY_SIZE", 200, minimum=1)
+# Fetch every candidate link through evidence/fetch.py (off: only the well-formed check).
+SUPERNOTE_CHECK_LINKS_REACHABLE = env_bool("SUPERNOTE_CHECK_LINKS_REACHABLE", False)
+# Optional periodic job: a Supernote run for stuck posts without one (0 = off).
+SUPERNOTE_INTERVAL_SECONDS = env_int("SUPERNOTE_INTERVAL_SECONDS", 0, minimum=0)
+if SUPERNOTE_INTERVAL_SECONDS:
+    CELERY_BEAT_SCHEDULE["supernote-stuck-posts"] = {
+        "task": "notes.tasks.supernote_runs_start_stuck",
+        "schedule": SUPERNOTE_INTERVAL_SECONDS,
+    }
+PHM_DIR = Path(env_str("PHM_DIR", str(VAR_DIR / "models" / "phm")))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Outbox, leases, sweeper (crowdnotes_site/queue.py, evidence/snippets.py, notes/services.py) ----

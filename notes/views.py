@@ -14,7 +14,9 @@ from evidence.search.selectors import automation_view
 from evidence.search.services import AutomationError, automation_run_start
 from notes import selectors, services
 from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
-from notes.models import DraftJob, Participant, Post, Topic
+from notes.models import DraftJob, Participant, Post, SupernoteRun, Topic
+from notes.supernotes import selectors as supernote_selectors
+from notes.supernotes import services as supernote_services
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
@@ -30,7 +32,12 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     post = get_object_or_404(Post, pk=post_id)
     notes = post.notes.select_related("author__user").order_by("-created_at")
     viewer = selectors.participant_of(user=request.user)
-    return render(request, "notes/post_detail.html", {"post": post, "notes": notes, "viewer": viewer})
+    run = supernote_selectors.latest_run(post=post)
+    return render(
+        request,
+        "notes/post_detail.html",
+        {"post": post, "notes": notes, "viewer": viewer, "run": run, **_run_context(run)},
+    )
 
 
 @endpoint(methods=["GET", "POST"], permission=PUBLIC)
@@ -297,3 +304,56 @@ def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
 
     waiting = preflight_queue_waiting(check=check)
     return _workspace(request, job, note_form=form, preflight_check=check, queue_waiting=waiting)
+
+
+# --- Supernotes ------------------------------------------------------------------------------
+
+
+def _run_context(run: SupernoteRun | None) -> dict[str, object]:
+    """What the post page and the run page show of a run: provenance, the chosen candidate, and
+    the rejected candidates grouped by the first filter they failed."""
+    if run is None:
+        return {}
+    candidates = list(run.candidates.all())
+    rejected: dict[str, int] = {}
+    for c in candidates:
+        failed = c.failed_filters
+        if failed:
+            name = str(failed[0]["filter"])
+            rejected[name] = rejected.get(name, 0) + 1
+    scored = sorted((c for c in candidates if c.jury_intercept is not None), key=lambda c: -(c.jury_intercept or 0))
+    # The proposal is the best-scored candidate (several candidates can share its text).
+    chosen = scored[0] if run.proposed_note and scored and scored[0].text == run.proposed_note.text else None
+    return {
+        "sources": supernote_selectors.source_notes(run=run),
+        "candidates": candidates,
+        "n_passed": sum(c.passed for c in candidates),
+        "rejected_by_filter": sorted(rejected.items()),
+        "chosen": chosen,
+        "top_scored": scored[:5],
+    }
+
+
+@endpoint(methods=["GET"], permission="notes.add_supernoterun")
+def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
+    return render(request, "notes/stuck_posts.html", {"stuck": supernote_selectors.stuck_posts()})
+
+
+@endpoint(methods=["POST"], permission="notes.add_supernoterun")
+def supernote_generate(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
+    post = get_object_or_404(Post, pk=post_id)
+    try:
+        run = supernote_services.supernote_run_start(post=post, user=request.user)
+    except supernote_services.SupernoteError as exc:
+        messages.error(request, str(exc))
+        return redirect("stuck_posts")
+    return redirect("supernote_run", run_id=run.pk)
+
+
+@endpoint(methods=["GET"], permission="notes.add_supernoterun")
+def supernote_run(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(SupernoteRun.objects.select_related("post", "proposed_note"), pk=run_id)
+    context = {"run": run, "active": run.state in (SupernoteRun.State.QUEUED, SupernoteRun.State.RUNNING),
+               **_run_context(run)}  # fmt: skip
+    template = "notes/_supernote_run.html" if request.htmx else "notes/supernote_run.html"
+    return render(request, template, context)
