@@ -70,7 +70,7 @@ def decision_export(request: AuthenticatedHttpRequest) -> HttpResponse:
 @endpoint(methods=["GET", "POST"], permission="notes.add_note")
 def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Run the judges on a draft and show each verdict with its reasoning; submits nothing."""
-    form = PreflightForm(request.POST or None)
+    form = PreflightForm(request.POST if request.method == "POST" else None)
     result = None
     if request.method == "POST" and form.is_valid():
         result = services.preflight_run(

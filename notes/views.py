@@ -32,7 +32,7 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
 
 @endpoint(methods=["GET", "POST"], permission=PUBLIC)
 def signup(request: HttpRequest) -> HttpResponse:
-    form = SignupForm(request.POST or None)
+    form = SignupForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         user = services.user_signup(
             username=form.cleaned_data["username"],
@@ -81,7 +81,9 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     post_id = request.GET.get("post", "")
     post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
     finding = request.POST.get("action") == "find"
-    form = ContributeForm(request.POST or None, initial={"text": post.text if post else ""}, finding=finding)
+    form = ContributeForm(
+        request.POST if request.method == "POST" else None, initial={"text": post.text if post else ""}, finding=finding
+    )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         post, created = services.post_flag(
@@ -212,8 +214,13 @@ def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     participant = _participant(request)
     note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
     if not note.can_be_rated_by(participant):
-        raise PermissionDenied("You cannot rate your own note.")
-    form = RatingForm(request.POST or None, initial=RatingForm.initial_for(own, request.GET if request.htmx else None))
+        raise PermissionDenied(
+            "You wrote this note, and authors cannot rate their own notes: its status comes from other raters."
+        )
+    form = RatingForm(
+        request.POST if request.method == "POST" else None,
+        initial=RatingForm.initial_for(own, request.GET if request.htmx else None),
+    )
     saved = False
     if request.method == "POST" and form.is_valid():
         services.rating_submit(rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags)

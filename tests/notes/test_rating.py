@@ -196,3 +196,21 @@ def test_it_shows_the_tags_of_the_chosen_level_with_htmx(rater_client: Any, note
     assert tag_input is not None and "checked" in tag_input.group(0)  # kept while switching level
     somewhat = rater_client.get(f"/rate/{note.pk}/?level=SOMEWHAT_HELPFUL", headers=htmx).content.decode()
     assert "Cites high-quality sources" in somewhat and "Incorrect information" in somewhat
+
+
+def test_it_explains_why_a_rater_cannot_open_their_own_note_and_where_to_go(
+    rater_client: Any, rater: Any, note: Note
+) -> None:
+    own = Note.objects.create(post=note.post, author=participant_for_user(user=rater), text="My own note.")
+    response = rater_client.get(f"/rate/{own.pk}/")
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert "authors cannot rate their own notes" in html
+    assert 'href="/rate/"' in html  # back to the rating queue
+
+
+def test_it_refuses_an_empty_rating_post_with_a_message(rater_client: Any, note: Note) -> None:
+    response = rater_client.post(f"/rate/{note.pk}/", {})
+    assert response.status_code == 400
+    assert "This field is required" in response.content.decode()
+    assert not Rating.objects.exists()
