@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 
@@ -180,8 +181,29 @@ EMBEDDING_MODEL = env_choice("EMBEDDING_MODEL", "all-mpnet-base-v2", ("all-mpnet
 PASSAGE_TOKENS = env_int("PASSAGE_TOKENS", 512, minimum=16)
 PASSAGE_OVERLAP = env_int("PASSAGE_OVERLAP", 128, minimum=0)
 MAX_EVIDENCE_URLS = env_int("MAX_EVIDENCE_URLS", 5, minimum=1)
-# Only tests and the local demo fetch from loopback; never enable it in production.
-EVIDENCE_ALLOW_LOOPBACK = env_bool("EVIDENCE_ALLOW_LOOPBACK", False)
+# Loopback/private addresses the fetcher may reach, as explicit host:port pairs (IP or localhost),
+# e.g. "127.0.0.1:8001" for the demo's page server; empty in production. Never these ports on a
+# non-public address, listed or not: the app's own (SITE_PORTS), the database's and Redis'.
+EVIDENCE_ALLOWED_LOCAL = env_list("EVIDENCE_ALLOWED_LOCAL", [])
+SITE_PORTS = [int(port) for port in env_list("SITE_PORTS", ["8000"])]
+
+
+def _url_port(url: str, default: int) -> int | None:
+    if not url or "://" not in url or url.startswith("filesystem://"):
+        return None
+    try:
+        return urlsplit(url).port or default
+    except ValueError:
+        return None
+
+
+EVIDENCE_NEVER_LOCAL_PORTS = sorted(
+    {
+        *SITE_PORTS,
+        *(port for port in (_url_port(DATABASE_URL, 5432), _url_port(REDIS_URL, 6379)) if port),
+        *(port for port in (_url_port(CELERY_BROKER_URL, 6379),) if port),
+    }
+)
 MODEL_CACHE_DIR = Path(env_str("MODEL_CACHE_DIR", str(VAR_DIR / "models")))
 # Safe fetching of evidence URLs (evidence/fetch.py) and matching (evidence/matching.py).
 EVIDENCE_FETCH_TIMEOUT = env_float("EVIDENCE_FETCH_TIMEOUT", 15.0)  # total per URL, all hops and reads

@@ -150,11 +150,12 @@ def _web_session() -> Iterator[WebServer]:
 
 
 @pytest.fixture
-def web_server(_web_session: WebServer) -> WebServer:
+def web_server(_web_session: WebServer, settings: Any) -> WebServer:
     """The loopback web server (tests/support/web_server.py), emptied for this test: no pages,
-    no recorded requests or connections. Its pages are fetchable by the app under
-    EVIDENCE_ALLOW_LOOPBACK (test settings) and by test fetch policies (tests/evidence)."""
+    no recorded requests or connections. Its address is the one pair on the app's local
+    allow-list (EVIDENCE_ALLOWED_LOCAL, here and in the workers) and in test fetch policies."""
     _web_session.reset()
+    settings.EVIDENCE_ALLOWED_LOCAL = [f"127.0.0.1:{_web_session.port}"]
     return _web_session
 
 
@@ -196,12 +197,17 @@ def _evidence_model_warm() -> None:
 
 @pytest.fixture(scope="session")
 def _worker_session(
-    django_db_setup: None, django_db_blocker: Any, _llm_session: ScriptedLLM, _evidence_model_warm: None
+    django_db_setup: None,
+    django_db_blocker: Any,
+    _llm_session: ScriptedLLM,
+    _web_session: WebServer,
+    _evidence_model_warm: None,
 ) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
     def start(**kwargs: Any) -> Worker:
         kwargs.setdefault("extra_env", {}).setdefault("LLM_BASE_URL", _llm_session.base_url)
+        kwargs["extra_env"].setdefault("EVIDENCE_ALLOWED_LOCAL", f"127.0.0.1:{_web_session.port}")
         worker = Worker(**kwargs)
         workers.append(worker)
         return worker
