@@ -7,6 +7,7 @@ filesystem Celery broker) so the demo needs no server; tests, CI and production 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -33,6 +34,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django_htmx",
     "template_partials",
+    "axes",
     "notes",
     "evidence",
     "judging",
@@ -50,6 +52,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "django_ratelimit.middleware.RatelimitMiddleware",
+    # Last, as django-axes asks: it answers the login attempts of a locked-out client.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "crowdnotes_site.urls"
@@ -92,9 +97,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL", "")
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
+        # Rate-limit counters, shared by every web worker (crowdnotes_site/limits.py).
+        "limits": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "limits",
+        },
+    }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "limits": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "limits"},
+    }
 
 # Timeouts nest so a stuck call is cut by the innermost one first:
 # LLM client timeout < task soft limit < task hard limit < broker visibility timeout.
@@ -229,6 +245,32 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login lockout (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username from one
+# IP address, that pair is refused (429 page) for AXES_COOLOFF_MINUTES, even with the right password.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 30, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+# Request rates (django-ratelimit, "count/period" with period s, m, h or d), per signed-in user or
+# per IP address for anonymous visitors; only POSTs count. Past a rate: a 429 page that says so.
+RATELIMIT_USE_CACHE = "limits"
+RATELIMIT_VIEW = "crowdnotes_site.limits.ratelimited"
+RATE_LIMITS = {
+    "login": env_str("RATE_LIMIT_LOGIN", "30/m"),
+    "signup": env_str("RATE_LIMIT_SIGNUP", "10/h"),
+    "contribute": env_str("RATE_LIMIT_CONTRIBUTE", "20/h"),
+    "evidence": env_str("RATE_LIMIT_EVIDENCE", "30/h"),
+    "draft": env_str("RATE_LIMIT_DRAFT", "30/h"),
+    "preflight": env_str("RATE_LIMIT_PREFLIGHT", "30/h"),
+    "rating": env_str("RATE_LIMIT_RATING", "300/h"),
+}
+# Evidence pages one contributor may have waiting for the CPU queue (queued or being matched) at
+# once; a contribution or an addition past it is refused with a form error.
+MAX_QUEUED_EVIDENCE_PER_USER = env_int("MAX_QUEUED_EVIDENCE_PER_USER", 10, minimum=1)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.limits import limited
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
 from judging.models import JudgeDecision
@@ -68,6 +69,7 @@ def decision_export(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_note")
+@limited("preflight")
 def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Run the judges on a draft and show each verdict with its reasoning; submits nothing."""
     form = PreflightForm(request.POST if request.method == "POST" else None)

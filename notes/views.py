@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
+from crowdnotes_site.limits import limited
 from evidence import snippets
 from evidence.models import Snippet
 from evidence.search.selectors import automation_view
@@ -31,6 +32,7 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
 
 
 @endpoint(methods=["GET", "POST"], permission=PUBLIC)
+@limited("signup")
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
@@ -76,7 +78,16 @@ def _workspace(request: HtmxHttpRequest, job: DraftJob, **extra: object) -> Http
     return render(request, "notes/draft_detail.html", context)
 
 
+def _within_evidence_cap(request: AuthenticatedHttpRequest, form: ContributeForm | AddEvidenceForm) -> bool:
+    """The per-user cap on evidence pages waiting for the CPU queue; past it, a form error says why."""
+    refusal = snippets.snippets_cap_refusal(user=request.user, adding=len(form.cleaned_data["urls"]))
+    if refusal:
+        form.add_error("urls", refusal)
+    return refusal is None
+
+
 @endpoint(methods=["GET", "POST"], permission="notes.add_post")
+@limited("contribute")
 def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     post_id = request.GET.get("post", "")
     post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
@@ -84,7 +95,7 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = ContributeForm(
         request.POST if request.method == "POST" else None, initial={"text": post.text if post else ""}, finding=finding
     )
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and form.is_valid() and _within_evidence_cap(request, form):
         data = form.cleaned_data
         post, created = services.post_flag(
             text=data["text"],
@@ -106,10 +117,11 @@ def draft_detail(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
+@limited("evidence")
 def draft_add_urls(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
     form = AddEvidenceForm(request.POST, existing=list(job.snippets.values_list("url", flat=True)))
-    if not form.is_valid():
+    if not (form.is_valid() and _within_evidence_cap(request, form)):
         return _workspace(request, job, add_form=form)
     try:
         services.draft_job_add_urls(job=job, urls=form.cleaned_data["urls"])
@@ -119,6 +131,7 @@ def draft_add_urls(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
+@limited("evidence")
 def automation_start(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     """ "Find evidence for me": queue the search; its progress and proposals appear on the draft page."""
     job = _own_job(request, job_id)
@@ -167,6 +180,7 @@ def snippet_context(request: AuthenticatedHttpRequest, snippet_id: int) -> HttpR
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
+@limited("draft")
 def draft_request(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
     try:
@@ -210,6 +224,7 @@ def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
+@limited("rating")
 def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     participant = _participant(request)
     note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
@@ -241,6 +256,7 @@ def rescore(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["POST"], permission="notes.add_note")
+@limited("preflight")
 def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     """Run the judges on the text in the editor and show their verdicts; submits nothing."""
     job = _own_job(request, job_id)

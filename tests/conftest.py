@@ -48,6 +48,18 @@ def _block_outbound_network() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    """Each test starts with no request counted against the rate limits (crowdnotes_site/limits.py)."""
+    from django.core.cache import caches
+
+    cache: Any = caches["limits"]
+    client = cache._cache.get_client(write=True)
+    keys = list(client.scan_iter(match="limits:*"))
+    if keys:
+        client.delete(*keys)
+
+
 # --- Clients ---------------------------------------------------------------------------------
 class CsrfClient(Client):
     """Enforces CSRF like a browser would; POSTs carry the token unless `csrf=False`."""
