@@ -56,6 +56,8 @@ class DraftGate:
 
     can_draft: bool
     reasons: list[str]
+    # Every snippet of the draft, in order, with its source and passage (the page lists these).
+    snippets: list[Snippet]
     confirmed: list[Snippet]
     pending_review: list[Snippet]
     processing: list[Snippet]
@@ -97,6 +99,7 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
     return DraftGate(
         can_draft=not reasons,
         reasons=reasons,
+        snippets=snippets,
         confirmed=confirmed,
         pending_review=pending,
         processing=processing,

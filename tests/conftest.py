@@ -301,7 +301,11 @@ def browser() -> Iterator[Any]:
 def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1100, "height": 900})
     page = context.new_page()
+    # The Content-Security-Policy must never have blocked anything the pages (or htmx) do.
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
     yield page
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-final.png"), full_page=True)
     context.close()
+    assert violations == [], violations
