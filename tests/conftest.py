@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import ipaddress
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -173,11 +174,16 @@ def web_server(_web_session: WebServer, settings: Any) -> WebServer:
 
 # --- Shared data -----------------------------------------------------------------------------
 def _shared_data_dir() -> Path:
-    # ../shared/data next to the checkout; a worktree (/work/wt/<name>) finds it one level further up.
+    # CROWDNOTES_SHARED_DATA when set; else ../shared/data next to the checkout (a worktree,
+    # /work/wt/<name>, finds it one level further up).
+    if os.environ.get("CROWDNOTES_SHARED_DATA"):
+        return Path(os.environ["CROWDNOTES_SHARED_DATA"])
     for folder in ROOT.parents:
         if (folder / "shared" / "data").is_dir():
             return folder / "shared" / "data"
-    raise RuntimeError(f"no shared/data folder next to {ROOT} or above it: the tests read the real data there")
+    raise RuntimeError(
+        f"no shared/data folder next to {ROOT} or above it (or set CROWDNOTES_SHARED_DATA): the tests read the real data there"
+    )
 
 
 @pytest.fixture(scope="session")
