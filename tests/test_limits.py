@@ -126,3 +126,32 @@ def test_it_caps_the_evidence_pages_one_contributor_has_waiting(
     again = contributor_client.post("/contribute/", {"text": "Claim two", "urls": "https://b.org/1\nhttps://b.org/2"})
     assert again.status_code == 302
     assert DraftJob.objects.filter(contributor=contributor).count() == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "group"),
+    [
+        ("/accounts/login/", "login"),
+        ("/accounts/signup/", "signup"),
+        ("/contribute/", "contribute"),
+        ("/drafts/1/evidence/", "evidence"),
+        ("/drafts/1/find-evidence/", "evidence"),
+        ("/drafts/1/draft/", "draft"),
+        ("/drafts/1/preflight/", "preflight"),
+        ("/judging/preflight/", "preflight"),
+        ("/rate/1/", "rating"),
+    ],
+)
+def test_every_costly_action_has_its_limit(path: str, group: str) -> None:
+    from django.urls import resolve
+
+    assert resolve(path).func.limit_group == group  # type: ignore[attr-defined]
+
+
+def test_it_limits_sign_ups_per_address(settings: Any) -> None:
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "signup": "1/h"}
+    data = {"password1": PASSWORD, "password2": PASSWORD, "roles": ["Rater"]}
+    assert CsrfClient().post("/accounts/signup/", {"username": "first", **data}).status_code == 302
+    response = CsrfClient().post("/accounts/signup/", {"username": "second", **data})
+    assert response.status_code == 429
+    assert "Too many sign-ups from your network: at most 1 per hour." in response.content.decode()

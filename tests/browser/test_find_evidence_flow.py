@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import expect
 from django.core.management import call_command
+from playwright.sync_api import expect
 
 from notes.models import Note
 from notes.roles import CONTRIBUTOR
