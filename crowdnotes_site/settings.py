@@ -20,6 +20,18 @@ from crowdnotes_site.env import env_bool, env_choice, env_float, env_int, env_li
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("CROWDNOTES_VAR_DIR", str(BASE_DIR / "var")))
 
+
+def _find_shared_data() -> Path:
+    """`../shared/data` next to the checkout, or further up (a git worktree sits one level deeper)."""
+    for folder in BASE_DIR.parents:
+        if (folder / "shared" / "data").is_dir():
+            return folder / "shared" / "data"
+    return BASE_DIR.parent / "shared" / "data"
+
+
+# The real public data the demo, the classifier command and the benchmarks read by default.
+SHARED_DATA_DIR = Path(env_str("CROWDNOTES_SHARED_DATA", str(_find_shared_data())))
+
 DEBUG = env_bool("DEBUG", False)
 # A fixed key is only acceptable for local DEBUG runs; production must provide one.
 SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-key-crowdnotes" if DEBUG else None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import ipaddress
-import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -173,26 +172,15 @@ def web_server(_web_session: WebServer, settings: Any) -> WebServer:
 
 
 # --- Shared data -----------------------------------------------------------------------------
-def _shared_data_dir() -> Path:
-    # CROWDNOTES_SHARED_DATA when set; else ../shared/data next to the checkout (a worktree,
-    # /work/wt/<name>, finds it one level further up).
-    if os.environ.get("CROWDNOTES_SHARED_DATA"):
-        return Path(os.environ["CROWDNOTES_SHARED_DATA"])
-    for folder in ROOT.parents:
-        if (folder / "shared" / "data").is_dir():
-            return folder / "shared" / "data"
-    raise RuntimeError(
-        f"no shared/data folder next to {ROOT} or above it (or set CROWDNOTES_SHARED_DATA): the tests read the real data there"
-    )
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real data (`../shared/data`: communitynotes/, webpages/), resolved from the checkout."""
-    try:
-        return _shared_data_dir()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
+    from django.conf import settings
+
+    folder = Path(settings.SHARED_DATA_DIR)
+    if not folder.is_dir():
+        pytest.fail(f"no real data at {folder} (set CROWDNOTES_SHARED_DATA): the tests read the real data there")
+    return folder
 
 
 @pytest.fixture(scope="session")
