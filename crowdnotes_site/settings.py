@@ -164,6 +164,8 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "evidence.tasks.*": {"queue": "cpu"},
     "notes.tasks.score_*": {"queue": "cpu"},
+    # Topic of a new post: one LLM call (offline: a keyword count, no model loading).
+    "notes.tasks.topic_*": {"queue": "llm"},
     "judging.tasks.train_*": {"queue": "cpu"},
     "judging.tasks.*": {"queue": "llm"},
     "notes.tasks.draft_*": {"queue": "llm"},
