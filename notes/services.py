@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.db.models import F, Model, Q
@@ -79,7 +80,7 @@ def post_create(
         author_handle=author_handle,
         **extra,
     )
-    if post.text_available and post.text.strip():
+    if settings.TOPICS_CLASSIFY_NEW_POSTS and post.text_available and post.text.strip():
         from notes.tasks import topic_classify_post
 
         enqueue_on_commit(topic_classify_post, post.pk)

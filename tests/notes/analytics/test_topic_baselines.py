@@ -38,14 +38,16 @@ def test_the_embedding_baseline_picks_the_nearest_description() -> None:
 
 
 @pytest.mark.django_db
-def test_a_new_post_with_text_queues_its_topic_and_a_placeholder_does_not() -> None:
+def test_a_new_post_with_text_queues_its_topic_and_a_placeholder_does_not(settings: Any) -> None:
+    settings.TOPICS_CLASSIFY_NEW_POSTS = True
     post = services.post_create(text="Vitamin D supplements cure everything")
     services.post_create(text="Post 9 (imported, text not available)", text_available=False)
     queued = OutboxMessage.objects.filter(task_name="notes.tasks.topic_classify_post")
     assert [m.args for m in queued] == [[post.pk]]
 
 
-def test_a_worker_stores_the_topic_of_a_new_post(llm_server: ScriptedLLM, celery_worker: Any) -> None:
+def test_a_worker_stores_the_topic_of_a_new_post(llm_server: ScriptedLLM, celery_worker: Any, settings: Any) -> None:
+    settings.TOPICS_CLASSIFY_NEW_POSTS = True
     llm_server.script(Reply("4"))
     post = services.post_create(text="This detox tea melts fat overnight")
     wait_for(lambda: Post.objects.filter(pk=post.pk, topic=Topic.WELLNESS).exists())
