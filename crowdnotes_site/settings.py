@@ -230,6 +230,10 @@ EVIDENCE_PREFILTER_K = env_int("EVIDENCE_PREFILTER_K", 2, minimum=1)
 EVIDENCE_REFINE = env_bool("EVIDENCE_REFINE", True)
 EVIDENCE_FETCH_RETRIES = env_int("EVIDENCE_FETCH_RETRIES", 2, minimum=0)  # transient network errors only
 EVIDENCE_RETRY_BACKOFF = env_float("EVIDENCE_RETRY_BACKOFF", 5.0)  # seconds, doubled per retry
+# Head start (evidence.prefetch): a URL typed into the contribute form is fetched and its passages
+# embedded before submit. Per contributor: at most this many pending at once, this many new per minute.
+EVIDENCE_PREFETCH_MAX_PENDING = env_int("EVIDENCE_PREFETCH_MAX_PENDING", 5, minimum=1)
+EVIDENCE_PREFETCH_PER_MINUTE = env_int("EVIDENCE_PREFETCH_PER_MINUTE", 20, minimum=1)
 
 # --- Auth -----------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

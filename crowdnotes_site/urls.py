@@ -13,5 +13,6 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
     path("judging/", include("judging.urls")),
     path("analytics/", include("notes.analytics.urls")),
+    path("evidence/", include("evidence.urls")),
     path("", include("notes.urls")),
 ]
