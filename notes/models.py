@@ -323,3 +323,73 @@ class DraftJob(models.Model):
         from judging.steps.common import Producer
 
         return Producer.from_label(self.draft_method)
+
+
+class SupernoteRun(models.Model):
+    """One Supernote generation for a post: candidates, filters, jury and the selection outcome."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="supernote_runs")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    stage = models.CharField(max_length=200, blank=True)
+    progress = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    n_candidates = models.PositiveIntegerField(default=100)
+    jury_size = models.PositiveIntegerField(default=200)
+    stratified = models.BooleanField(default=False)
+    seed = models.BigIntegerField(default=0)
+    # The notes the candidates were made from (pks), the PHM version and the scorer's μ used.
+    source_note_ids = models.JSONField(default=list, blank=True)
+    phm_version = models.CharField(max_length=120, blank=True)
+    mu = models.FloatField(null=True, blank=True)
+    best_existing_note = models.ForeignKey(
+        "notes.Note", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    best_existing_intercept = models.FloatField(null=True, blank=True)
+    proposed_note = models.OneToOneField(
+        "notes.Note", null=True, blank=True, on_delete=models.SET_NULL, related_name="supernote_run"
+    )
+    outcome = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"supernote run {self.pk} ({self.state})"
+
+
+class SupernoteCandidate(models.Model):
+    """A candidate text of a run, with the principle-filter log and its jury score."""
+
+    run = models.ForeignKey(SupernoteRun, on_delete=models.CASCADE, related_name="candidates")
+    index = models.PositiveIntegerField()
+    text = models.TextField(blank=True)
+    # "llm:<model>" or "baseline:extractive-merge-v1" (Producer.label).
+    producer = models.CharField(max_length=120)
+    # The source notes given to the generator, in the order given (pks).
+    source_note_ids = models.JSONField(default=list)
+    passed = models.BooleanField(default=False)
+    # [{"filter": name, "ok": bool, "reason": text, "by": producer label}]
+    filter_log = models.JSONField(default=list, blank=True)
+    jury_intercept = models.FloatField(null=True, blank=True)
+    jury_factor = models.FloatField(null=True, blank=True)
+    jury_intercept_sd = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="one_candidate_per_index")]
+
+    def __str__(self) -> str:
+        return f"candidate {self.index} of run {self.run_id}"
+
+    @property
+    def failed_filters(self) -> list[dict[str, object]]:
+        return [entry for entry in self.filter_log if not entry.get("ok")]

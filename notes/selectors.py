@@ -68,6 +68,8 @@ class DraftGate:
 
     can_draft: bool
     reasons: list[str]
+    # Every snippet of the draft, in order, with its source and passage (the page lists these).
+    snippets: list[Snippet]
     confirmed: list[Snippet]
     pending_review: list[Snippet]
     processing: list[Snippet]
@@ -117,6 +119,7 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
         queue_waiting=queue_waiting,
         can_draft=not reasons,
         reasons=reasons,
+        snippets=snippets,
         confirmed=confirmed,
         pending_review=pending,
         processing=processing,

@@ -24,4 +24,7 @@ urlpatterns = [
     path("rate/<int:note_id>/", views.rate_note, name="rate_note"),
     path("scoring/", views.scoring_page, name="scoring"),
     path("scoring/rescore/", views.rescore, name="rescore"),
+    path("supernotes/stuck/", views.stuck_posts, name="stuck_posts"),
+    path("supernotes/posts/<int:post_id>/generate/", views.supernote_generate, name="supernote_generate"),
+    path("supernotes/runs/<int:run_id>/", views.supernote_run, name="supernote_run"),
 ]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from notes.models import Note
 from tests.judging.llm_answers import answers, stage_of
@@ -75,9 +76,8 @@ def test_it_walks_from_signup_to_a_submitted_note(
     ready.locator("button:has-text('This passage supports my note')").click()
     page.wait_for_selector(".snippet.state-ready .review-state[data-state=confirmed]")
     page.click("#request-draft")
-    page.wait_for_function(
-        "document.querySelector('#id_text') && document.querySelector('#id_text').value.length > 0", timeout=60_000
-    )
+    # Locator waits, not wait_for_function: the page's CSP forbids the eval that one needs.
+    expect(page.locator("#id_text")).not_to_have_value("", timeout=60_000)
     assert page.input_value("#id_text") == draft
     assert "the LLM scripted-model" in page.inner_text(".draft-method")
     _shot(page, "4-draft")

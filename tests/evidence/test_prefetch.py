@@ -62,7 +62,6 @@ def test_it_queues_exactly_one_prefetch_per_url_however_often_the_field_changes(
 def test_it_refuses_private_addresses_with_the_usual_error(
     contributor_client: Any, sent: list[int], django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:
-    settings.EVIDENCE_ALLOW_LOOPBACK = False
     html = _post(
         contributor_client,
         django_capture_on_commit_callbacks,

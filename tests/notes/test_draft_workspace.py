@@ -9,7 +9,7 @@ import pytest
 
 from evidence.models import Snippet
 from notes.models import DraftJob, Note
-from tests.notes.factories import make_failed_snippet, make_job, make_ready_snippet
+from tests.notes.factories import make_failed_snippet, make_job, make_post, make_ready_snippet
 
 pytestmark = pytest.mark.django_db
 
@@ -310,3 +310,25 @@ def test_it_names_the_producer_of_the_draft(contributor_client: Any, job: Any) -
     DraftJob.objects.filter(pk=job.pk).update(draft_method="baseline:extractive-lexical-v1")
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "the offline baseline (baseline:extractive-lexical-v1), not an LLM" in html
+
+
+@pytest.mark.parametrize("word", ["quot", "amp", "x27"])
+def test_it_highlights_without_breaking_escaped_characters(word: str) -> None:
+    from notes.templatetags.crowdnotes import highlight
+
+    html = str(highlight(f'He said "{word}" & it\'s <b>{word}</b>', f"{word} said"))
+    assert html == (
+        f"He <mark>said</mark> &quot;<mark>{word}</mark>&quot; &amp; it&#x27;s &lt;b&gt;<mark>{word}</mark>&lt;/b&gt;"
+    )
+
+
+def test_it_shows_the_passage_with_quotes_intact_when_the_post_says_quot(contributor: Any) -> None:
+    from django.test import Client
+
+    job = make_job(contributor, make_post('The "amp" and "quot" words: quot amp x27.'))
+    make_ready_snippet(job, "https://www.cdc.gov/q", 'He said "stop" & it\'s done; quot amp x27.')
+    client = Client()
+    client.force_login(contributor)
+    html = client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "He said &quot;stop&quot; &amp; it&#x27;s done; <mark>quot</mark> <mark>amp</mark> <mark>x27</mark>." in html
+    assert "&<mark>" not in html

@@ -212,3 +212,21 @@ def test_an_imported_post_without_text_is_shown_as_such(rater_client: Any) -> No
     marker = "Imported post 1353031711349739523: its text is not in the public Community Notes data"
     assert marker in rater_client.get(reverse("rate_note", args=[note.pk])).content.decode()
     assert marker in rater_client.get(reverse("post_detail", args=[post.pk])).content.decode()
+
+
+def test_it_explains_why_a_rater_cannot_open_their_own_note_and_where_to_go(
+    rater_client: Any, rater: Any, note: Note
+) -> None:
+    own = Note.objects.create(post=note.post, author=participant_for_user(user=rater), text="My own note.")
+    response = rater_client.get(f"/rate/{own.pk}/")
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert "authors cannot rate their own notes" in html
+    assert 'href="/rate/"' in html  # back to the rating queue
+
+
+def test_it_refuses_an_empty_rating_post_with_a_message(rater_client: Any, note: Note) -> None:
+    response = rater_client.post(f"/rate/{note.pk}/", {})
+    assert response.status_code == 400
+    assert "This field is required" in response.content.decode()
+    assert not Rating.objects.exists()
