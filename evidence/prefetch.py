@@ -36,7 +36,7 @@ TEXTS = {
     Prefetch.State.READY: "Ready: the page is read; on submit only the match with the post remains.",
 }
 CAPPED = "Not started: {n} of your links are already being read. It will be read when you submit."
-LIMITED = "Not started: too many links in the last minute. It will be read when you submit."
+LIMITED = "Not started: too many requests in the last minute. The links will be read when you submit."
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,14 @@ def prefetch_statuses(*, urls: list[str]) -> list[PrefetchStatus]:
 # --- Services ----------------------------------------------------------------------------------
 
 
+def prefetch_limited(*, urls: list[str]) -> list[PrefetchStatus]:
+    """What the form shows when the request rate (crowdnotes_site.limits, group "prefetch") was hit."""
+    return [PrefetchStatus(url, "limited", LIMITED) for url in urls[: settings.MAX_EVIDENCE_URLS]]
+
+
 def prefetch_request(*, user: User, urls: list[str]) -> list[PrefetchStatus]:
     """Start a head start for each URL (at most MAX_EVIDENCE_URLS): one queued task per URL
-    however often it is requested, none for a URL already read, none past the user's limits."""
+    however often it is requested, none for a URL already read, none past the user's cap."""
     return [_request_one(user=user, url=url) for url in urls[: settings.MAX_EVIDENCE_URLS]]
 
 
@@ -109,11 +114,6 @@ def _request_one(*, user: User, url: str) -> PrefetchStatus:
     pending = mine.filter(state__in=PENDING, updated_at__gte=_stale_before()).count()
     if pending >= settings.EVIDENCE_PREFETCH_MAX_PENDING:
         return PrefetchStatus(url, "capped", CAPPED.format(n=pending))
-    if (
-        mine.filter(updated_at__gte=timezone.now() - timedelta(minutes=1)).count()
-        >= settings.EVIDENCE_PREFETCH_PER_MINUTE
-    ):
-        return PrefetchStatus(url, "limited", LIMITED)
     now = timezone.now()
     if row is None:
         try:

@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.limits import over_limit
 from evidence import prefetch
 
 _valid_url = URLValidator(schemes=["http", "https"])
@@ -41,7 +42,13 @@ def _fragment(request: AuthenticatedHttpRequest, statuses: list[prefetch.Prefetc
 def prefetch_view(request: AuthenticatedHttpRequest) -> HttpResponse:
     """POST (the form's URL field, debounced): start head starts; GET ?url=…: their status (polled)."""
     if request.method == "POST":
-        statuses = prefetch.prefetch_request(user=request.user, urls=_urls(request.POST.getlist("urls")))
+        urls = _urls(request.POST.getlist("urls"))
+        # Rate-limited like every POST group (crowdnotes_site.limits), but answered in the fragment:
+        # a 429 would make htmx reload the form the contributor is typing in.
+        if over_limit(request, "prefetch"):
+            statuses = prefetch.prefetch_limited(urls=urls)
+        else:
+            statuses = prefetch.prefetch_request(user=request.user, urls=urls)
     else:
         statuses = prefetch.prefetch_statuses(urls=_urls(request.GET.getlist("url")))
     return _fragment(request, statuses)

@@ -136,3 +136,19 @@ def test_a_prefetched_url_is_not_fetched_again_and_its_snippet_is_the_exhaustive
     exhaustive = services.get_matcher().match(post, [p.text for p in passages], strategy="exhaustive")
     assert snippet.passage_id == passages[exhaustive.best_index].pk
     assert "97 percent" in snippet.passage.text
+
+
+@pytest.mark.django_db
+def test_past_the_request_rate_it_answers_in_the_fragment_and_queues_nothing(
+    contributor_client: Any, sent: list[int], django_capture_on_commit_callbacks: Any, settings: Any
+) -> None:
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "prefetch": "2/m"}
+    from django.core.cache import cache
+
+    cache.clear()
+    for i in range(2):
+        _post(contributor_client, django_capture_on_commit_callbacks, f"https://b.example.org/{i}")
+    html = _post(contributor_client, django_capture_on_commit_callbacks, "https://b.example.org/9")
+    assert "Not started: too many requests" in html  # a 200 fragment, so htmx keeps the form as typed
+    assert len(sent) == 2
+    assert not Prefetch.objects.filter(url="https://b.example.org/9").exists()
