@@ -81,9 +81,7 @@ def serve() -> tuple[ThreadingHTTPServer, int]:
 
 
 def policy(port: int) -> FetchPolicy:
-    return FetchPolicy(
-        allow_loopback_for_tests=True, allowed_ports=frozenset({port}), total_timeout=20, max_bytes=20 * 1024 * 1024
-    )
+    return FetchPolicy(allowed_local=frozenset({("127.0.0.1", port)}), total_timeout=20, max_bytes=20 * 1024 * 1024)
 
 
 def pct(values: list[float], q: float) -> float:

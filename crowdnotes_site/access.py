@@ -64,7 +64,7 @@ def endpoint(
             if access.login_required and not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             if access.permission and not request.user.has_perm(access.permission):
-                raise PermissionDenied
+                raise PermissionDenied("Your account does not have the role this page needs.")
             return view(request, *args, **kwargs)
 
         wrapper.access = access  # type: ignore[attr-defined]

@@ -1,12 +1,19 @@
-"""/healthz: is the database reachable, and the Celery broker?"""
+"""/healthz: is the database reachable, and the Celery broker?
+
+Anyone sees the overall status (a load balancer needs no login); which check failed and why is
+shown to staff only and always logged, since error texts name internal hosts and ports."""
 
 from __future__ import annotations
+
+import logging
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 
 from crowdnotes_site.access import PUBLIC, endpoint
+
+logger = logging.getLogger(__name__)
 
 
 def _check_database() -> str:
@@ -33,5 +40,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
             checks[name] = check()
         except Exception as exc:  # any failure means unhealthy; say which and why
             checks[name] = f"error: {exc.__class__.__name__}: {exc}"[:300]
+            logger.warning("healthz: %s check failed: %s", name, checks[name])
     healthy = all(value == "ok" for value in checks.values())
-    return JsonResponse({"status": "ok" if healthy else "error", "checks": checks}, status=200 if healthy else 503)
+    body: dict[str, object] = {"status": "ok" if healthy else "error"}
+    if request.user.is_staff:
+        body["checks"] = checks
+    return JsonResponse(body, status=200 if healthy else 503)

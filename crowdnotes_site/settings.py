@@ -7,14 +7,30 @@ filesystem Celery broker) so the demo needs no server; tests, CI and production 
 from __future__ import annotations
 
 import os
+import re
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from crowdnotes_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("CROWDNOTES_VAR_DIR", str(BASE_DIR / "var")))
+
+
+def _find_shared_data() -> Path:
+    """`../shared/data` next to the checkout, or further up (a git worktree sits one level deeper)."""
+    for folder in BASE_DIR.parents:
+        if (folder / "shared" / "data").is_dir():
+            return folder / "shared" / "data"
+    return BASE_DIR.parent / "shared" / "data"
+
+
+# The real public data the demo, the classifier command and the benchmarks read by default.
+SHARED_DATA_DIR = Path(env_str("CROWDNOTES_SHARED_DATA", str(_find_shared_data())))
 
 DEBUG = env_bool("DEBUG", False)
 # A fixed key is only acceptable for local DEBUG runs; production must provide one.
@@ -33,6 +49,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "crowdnotes_site",
+    "axes",
     "notes",
     "evidence",
     "judging",
@@ -48,7 +65,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "django_ratelimit.middleware.RatelimitMiddleware",
+    # Last, as django-axes asks: it answers the login attempts of a locked-out client.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "crowdnotes_site.urls"
@@ -91,9 +112,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL", "")
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
+        # Rate-limit counters, shared by every web worker (crowdnotes_site/limits.py).
+        "limits": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "limits",
+        },
+    }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "limits": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "limits"},
+    }
 
 # Timeouts nest so a stuck call is cut by the innermost one first:
 # LLM client timeout < task soft limit < task hard limit < broker visibility timeout.
@@ -135,6 +167,7 @@ CELERY_TASK_ROUTES = {
     "judging.tasks.train_*": {"queue": "cpu"},
     "judging.tasks.*": {"queue": "llm"},
     "notes.tasks.draft_*": {"queue": "llm"},
+    "notes.tasks.supernote_*": {"queue": "llm"},
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 # Rescore every note from all ratings (notes.tasks.score_notes on the cpu queue).
@@ -142,6 +175,19 @@ CELERY_BEAT_SCHEDULE["score-notes"] = {
     "task": "notes.tasks.score_notes",
     "schedule": env_int("SCORING_INTERVAL_SECONDS", 3600),
 }
+# --- Supernotes ------------------------------------------------------------------------------
+SUPERNOTE_CANDIDATES = env_int("SUPERNOTE_CANDIDATES", 100, minimum=1)
+SUPERNOTE_JURY_SIZE = env_int("SUPERNOTE_JURY_SIZE", 200, minimum=1)
+# Fetch every candidate link through evidence/fetch.py (off: only the well-formed check).
+SUPERNOTE_CHECK_LINKS_REACHABLE = env_bool("SUPERNOTE_CHECK_LINKS_REACHABLE", False)
+# Optional periodic job: a Supernote run for stuck posts without one (0 = off).
+SUPERNOTE_INTERVAL_SECONDS = env_int("SUPERNOTE_INTERVAL_SECONDS", 0, minimum=0)
+if SUPERNOTE_INTERVAL_SECONDS:
+    CELERY_BEAT_SCHEDULE["supernote-stuck-posts"] = {
+        "task": "notes.tasks.supernote_runs_start_stuck",
+        "schedule": SUPERNOTE_INTERVAL_SECONDS,
+    }
+PHM_DIR = Path(env_str("PHM_DIR", str(VAR_DIR / "models" / "phm")))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Outbox, leases, sweeper (crowdnotes_site/queue.py, evidence/snippets.py, notes/services.py) ----
@@ -196,14 +242,42 @@ JUDGE_RETRY_BACKOFF_S = env_int("JUDGE_RETRY_BACKOFF_S", 30, minimum=0)  # doubl
 JUDGE_CLAIM_LEASE_S = env_int("JUDGE_CLAIM_LEASE_S", CELERY_TASK_TIME_LIMIT + 30, minimum=1)
 JUDGE_MAX_CLAIMS = env_int("JUDGE_MAX_CLAIMS", 10, minimum=1)  # poison-message bound (worker deaths)
 HELPFULNESS_CLASSIFIER_DIR = Path(env_str("HELPFULNESS_CLASSIFIER_DIR", str(VAR_DIR / "models" / "helpfulness")))
+# `run_benchmark` writes each run to BENCHMARK_DIR/<dataset name> by default; the results page reads the latest.
+BENCHMARK_DIR = Path(env_str("BENCHMARK_DIR", str(VAR_DIR / "benchmark")))
 
 # --- Evidence -------------------------------------------------------------------------
 EMBEDDING_MODEL = env_choice("EMBEDDING_MODEL", "all-mpnet-base-v2", ("all-mpnet-base-v2", "all-MiniLM-L6-v2"))
+# The torch device the embedding model loads on (evidence/embedding.py): "cpu", or "cuda" /
+# "cuda:N" / "mps" for a cpu-queue worker on a machine with a GPU (set it in that worker's env).
+EMBEDDING_DEVICE = env_str("EMBEDDING_DEVICE", "cpu")
+if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", EMBEDDING_DEVICE):
+    raise ImproperlyConfigured(f"EMBEDDING_DEVICE must be cpu, cuda, cuda:N or mps, not {EMBEDDING_DEVICE!r}")
 PASSAGE_TOKENS = env_int("PASSAGE_TOKENS", 512, minimum=16)
 PASSAGE_OVERLAP = env_int("PASSAGE_OVERLAP", 128, minimum=0)
 MAX_EVIDENCE_URLS = env_int("MAX_EVIDENCE_URLS", 5, minimum=1)
-# Only tests and the local demo fetch from loopback; never enable it in production.
-EVIDENCE_ALLOW_LOOPBACK = env_bool("EVIDENCE_ALLOW_LOOPBACK", False)
+# Loopback/private addresses the fetcher may reach, as explicit host:port pairs (IP or localhost),
+# e.g. "127.0.0.1:8001" for the demo's page server; empty in production. Never these ports on a
+# non-public address, listed or not: the app's own (SITE_PORTS), the database's and Redis'.
+EVIDENCE_ALLOWED_LOCAL = env_list("EVIDENCE_ALLOWED_LOCAL", [])
+SITE_PORTS = [int(port) for port in env_list("SITE_PORTS", ["8000"])]
+
+
+def _url_port(url: str, default: int) -> int | None:
+    if not url or "://" not in url or url.startswith("filesystem://"):
+        return None
+    try:
+        return urlsplit(url).port or default
+    except ValueError:
+        return None
+
+
+EVIDENCE_NEVER_LOCAL_PORTS = sorted(
+    {
+        *SITE_PORTS,
+        *(port for port in (_url_port(DATABASE_URL, 5432), _url_port(REDIS_URL, 6379)) if port),
+        *(port for port in (_url_port(CELERY_BROKER_URL, 6379),) if port),
+    }
+)
 MODEL_CACHE_DIR = Path(env_str("MODEL_CACHE_DIR", str(VAR_DIR / "models")))
 # Safe fetching of evidence URLs (evidence/fetch.py) and matching (evidence/matching.py).
 EVIDENCE_FETCH_TIMEOUT = env_float("EVIDENCE_FETCH_TIMEOUT", 15.0)  # total per URL, all hops and reads
@@ -229,6 +303,32 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login lockout (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username from one
+# IP address, that pair is refused (429 page) for AXES_COOLOFF_MINUTES, even with the right password.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 30, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+# Request rates (django-ratelimit, "count/period" with period s, m, h or d), per signed-in user or
+# per IP address for anonymous visitors; only POSTs count. Past a rate: a 429 page that says so.
+RATELIMIT_USE_CACHE = "limits"
+RATELIMIT_VIEW = "crowdnotes_site.limits.ratelimited"
+RATE_LIMITS = {
+    "login": env_str("RATE_LIMIT_LOGIN", "30/m"),
+    "signup": env_str("RATE_LIMIT_SIGNUP", "10/h"),
+    "contribute": env_str("RATE_LIMIT_CONTRIBUTE", "20/h"),
+    "evidence": env_str("RATE_LIMIT_EVIDENCE", "30/h"),
+    "draft": env_str("RATE_LIMIT_DRAFT", "30/h"),
+    "preflight": env_str("RATE_LIMIT_PREFLIGHT", "30/h"),
+    "rating": env_str("RATE_LIMIT_RATING", "300/h"),
+}
+# Evidence pages one contributor may have waiting for the CPU queue (queued or being matched) at
+# once; a contribution or an addition past it is refused with a form error.
+MAX_QUEUED_EVIDENCE_PER_USER = env_int("MAX_QUEUED_EVIDENCE_PER_USER", 10, minimum=1)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
@@ -260,6 +360,21 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): scripts and styles only from our own static files, no
+# inline code (htmx's inline indicator styles are switched off in base.html), nothing framed.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 SILENCED_SYSTEM_CHECKS = ["security.W021"] if not SECURE_HSTS_PRELOAD else []
 
 LOGGING = {

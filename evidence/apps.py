@@ -19,6 +19,8 @@ class EvidenceConfig(AppConfig):
     verbose_name = "Evidence"
 
     def ready(self) -> None:
+        from evidence import checks  # noqa: F401  (registers the allow-list check)
+
         # SQLite loses a table's triggers when a later migration rebuilds the table: re-create
         # the full-text index's triggers (and rebuild it) after every migrate.
         post_migrate.connect(_ensure_index, sender=self)

@@ -29,7 +29,15 @@ MPNET = "all-mpnet-base-v2"
 MINILM = "all-MiniLM-L6-v2"
 
 _lock = threading.Lock()
-_loaded: dict[tuple[str, str, int], SentenceTransformer] = {}
+_loaded: dict[tuple[str, str, int, str], SentenceTransformer] = {}
+
+
+def default_device() -> str:
+    """The torch device models load on: settings.EMBEDDING_DEVICE ("cpu", "cuda", "cuda:1", "mps")
+    when Django is configured (workers, web), else "cpu" (benchmarks, plain scripts)."""
+    from django.conf import settings
+
+    return str(getattr(settings, "EMBEDDING_DEVICE", "cpu")) if settings.configured else "cpu"
 
 
 def default_cache_dir() -> Path:
@@ -86,12 +94,13 @@ def model_path(name: str, cache_dir: Path | None = None) -> Path:
 
 
 def load_model(
-    name: str = MPNET, *, max_seq_length: int | None = 512, cache_dir: Path | None = None
+    name: str = MPNET, *, max_seq_length: int | None = 512, cache_dir: Path | None = None, device: str | None = None
 ) -> SentenceTransformer:
     """Load a model once per process (thread-safe); later calls return the same object.
 
     `max_seq_length=None` keeps the model's own limit (the judges' short texts need no more)."""
-    key = (name, str(cache_dir or ""), max_seq_length or 0)
+    device = device or default_device()
+    key = (name, str(cache_dir or ""), max_seq_length or 0, device)
     with _lock:
         model = _loaded.get(key)
         if model is not None:
@@ -100,7 +109,7 @@ def load_model(
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        model = SentenceTransformer(str(model_path(name, cache_dir)), device="cpu")
+        model = SentenceTransformer(str(model_path(name, cache_dir)), device=device)
         if max_seq_length is not None:
             model.max_seq_length = max_seq_length
         model.eval()

@@ -56,8 +56,12 @@ class FetchPolicy:
     connect_timeout: float = 5.0
     max_redirects: int = 3
     allowed_ports: frozenset[int] = frozenset({80, 443})
-    # Only for the test suite's loopback servers: allows 127.0.0.0/8 and ::1, nothing else.
-    allow_loopback_for_tests: bool = False
+    # Non-public addresses that may be fetched anyway, as exact (IP, port) pairs: the page server
+    # of the demo or of the tests. Any other loopback or private address:port stays refused.
+    allowed_local: frozenset[tuple[str, int]] = frozenset()
+    # Ports never fetched on a non-public address, even when listed above: the app's own port,
+    # the database and Redis (a misconfigured allow-list must not open them).
+    never_local_ports: frozenset[int] = frozenset()
     # Environment proxies (HTTP_PROXY ...) are never used; an operator may configure one here.
     proxy_url: str | None = None
     user_agent: str = USER_AGENT
@@ -96,23 +100,48 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     return found
 
 
-def address_refusal(address: str, *, allow_loopback: bool = False) -> str | None:
+def parse_host_ports(entries: list[str]) -> frozenset[tuple[str, int]]:
+    """`["127.0.0.1:8001", "[::1]:8001", "localhost:8001"]` → (IP, port) pairs; "localhost" means
+    127.0.0.1 and ::1. Raises ValueError on anything else (names are not resolved: an explicit list)."""
+    pairs: set[tuple[str, int]] = set()
+    for entry in entries:
+        host, sep, port_text = entry.strip().rpartition(":")
+        if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ValueError(f"{entry!r} is not host:port")
+        host = host.strip("[]")
+        addresses = ["127.0.0.1", "::1"] if host.lower() == "localhost" else [host]
+        for address in addresses:
+            try:
+                pairs.add((str(ipaddress.ip_address(address)), int(port_text)))
+            except ValueError:
+                raise ValueError(f"{entry!r}: the host must be an IP address or localhost") from None
+    return frozenset(pairs)
+
+
+def _local_allowed(policy: FetchPolicy, address: str, port: int) -> bool:
+    """The (address, port) pair is named in the policy's allow-list (and is not a forbidden port)."""
+    try:
+        ip = str(ipaddress.ip_address(address.split("%", 1)[0]))
+    except ValueError:
+        return False
+    return port not in policy.never_local_ports and (ip, port) in policy.allowed_local
+
+
+def address_refusal(address: str) -> str | None:
     """Why an IP must not be contacted, or None when it is globally routable."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return "not an IP address"
-    if allow_loopback and ip.is_loopback:
-        return None
     if isinstance(ip, ipaddress.IPv6Address):
         if ip in _NAT64_LOCAL:
             return "local-use NAT64 address"
         if ip.ipv4_mapped is not None or ip in _NAT64:
             # These forms reach exactly the embedded IPv4 host: judge that host alone.
-            inner_reason = address_refusal(str(_embedded_ipv4(ip)[0]), allow_loopback=allow_loopback)
+            inner_reason = address_refusal(str(_embedded_ipv4(ip)[0]))
             return f"IPv6 form of a refused IPv4 address ({inner_reason})" if inner_reason else None
         for inner in _embedded_ipv4(ip):
-            reason = address_refusal(str(inner), allow_loopback=allow_loopback)
+            reason = address_refusal(str(inner))
             if reason:
                 return f"IPv6 form of a refused IPv4 address ({reason})"
     for flag in ("is_unspecified", "is_loopback", "is_link_local", "is_multicast", "is_private", "is_reserved"):
@@ -149,9 +178,8 @@ def _parse(url: str, policy: FetchPolicy) -> _Target:
     if not raw_host:
         raise FetchError("bad_url", "missing host", url=url)
     port = port if port is not None else (443 if scheme == "https" else 80)
-    # Test servers listen on random ports: with the test-only loopback switch, the port is
-    # checked after resolution instead (any port on loopback, allowed ports elsewhere).
-    if port not in policy.allowed_ports and not policy.allow_loopback_for_tests:
+    # A port of an allow-listed local pair is checked again after resolution (that address only).
+    if port not in policy.allowed_ports and all(port != local for _, local in policy.allowed_local):
         raise FetchError("bad_port", f"port {port} is not allowed", url=url)
     try:
         ip = ipaddress.ip_address(raw_host)
@@ -163,7 +191,7 @@ def _parse(url: str, policy: FetchPolicy) -> _Target:
                 host = socket.inet_ntoa(socket.inet_aton(raw_host))
             except OSError as exc:
                 raise FetchError("bad_url", f"malformed numeric host {raw_host!r}", url=url) from exc
-            reason = address_refusal(host, allow_loopback=policy.allow_loopback_for_tests)
+            reason = address_refusal(host)
             raise FetchError(
                 "blocked_address", f"numeric host {raw_host!r} is {host}: {reason or 'ambiguous spelling'}", url=url
             ) from None
@@ -208,10 +236,12 @@ def _resolve(target: _Target, policy: FetchPolicy, deadline: float, url: str) ->
         raise FetchError("dns_error", f"no address for {target.host}", url=url)
     # Refuse if ANY answer is non-global: an attacker's zone can mix public and private records.
     for address in addresses:
-        reason = address_refusal(address, allow_loopback=policy.allow_loopback_for_tests)
+        if _local_allowed(policy, address, target.port):
+            continue
+        reason = address_refusal(address)
         if reason:
-            raise FetchError("blocked_address", f"{target.host} resolves to {address}: {reason}", url=url)
-    if target.port not in policy.allowed_ports and not all(ipaddress.ip_address(a).is_loopback for a in addresses):
+            raise FetchError("blocked_address", f"{target.host}:{target.port} resolves to {address}: {reason}", url=url)
+    if target.port not in policy.allowed_ports and not all(_local_allowed(policy, a, target.port) for a in addresses):
         raise FetchError("bad_port", f"port {target.port} is not allowed", url=url)
     return addresses[0]
 
@@ -219,11 +249,12 @@ def _resolve(target: _Target, policy: FetchPolicy, deadline: float, url: str) ->
 class _GuardMixin:
     """Re-checks the peer right before connect(): the pool only ever holds a validated IP."""
 
-    allow_loopback = False
+    policy = FetchPolicy()
     host: str
+    port: int
 
     def _new_conn(self) -> socket.socket:  # type: ignore[misc]
-        reason = address_refusal(self.host, allow_loopback=self.allow_loopback)
+        reason = None if _local_allowed(self.policy, self.host, self.port) else address_refusal(self.host)
         if reason:
             raise FetchError("blocked_address", f"refusing to connect to {self.host}: {reason}")
         return super()._new_conn()  # type: ignore[misc]
@@ -296,7 +327,7 @@ def _pool(
     target: _Target, ip: str, policy: FetchPolicy, timeout: urllib3.Timeout
 ) -> urllib3.connectionpool.HTTPConnectionPool:
     if target.scheme == "https":
-        conn_cls = type("Conn", (_GuardedHTTPSConnection,), {"allow_loopback": policy.allow_loopback_for_tests})
+        conn_cls = type("Conn", (_GuardedHTTPSConnection,), {"policy": policy})
         https_pool = HTTPSConnectionPool(
             ip,
             port=target.port,
@@ -310,7 +341,7 @@ def _pool(
         )
         https_pool.ConnectionCls = conn_cls
         return https_pool
-    conn_cls = type("Conn", (_GuardedHTTPConnection,), {"allow_loopback": policy.allow_loopback_for_tests})
+    conn_cls = type("Conn", (_GuardedHTTPConnection,), {"policy": policy})
     http_pool = HTTPConnectionPool(ip, port=target.port, timeout=timeout, retries=False, maxsize=1)
     http_pool.ConnectionCls = conn_cls
     return http_pool

@@ -19,7 +19,7 @@ from django.utils import timezone
 from crowdnotes_site.hashing import sha256_hex
 from evidence.errors import FetchError
 from evidence.extract import Extracted
-from evidence.fetch import FetchPolicy, FetchResult
+from evidence.fetch import FetchPolicy, FetchResult, parse_host_ports
 from evidence.matching import MatchConfig, Matcher
 from evidence.models import DomainCategory, EvidenceSource, Passage
 from evidence.pipeline import timed
@@ -35,7 +35,8 @@ def fetch_policy() -> FetchPolicy:
         total_timeout=settings.EVIDENCE_FETCH_TIMEOUT,
         max_redirects=settings.EVIDENCE_MAX_REDIRECTS,
         allowed_ports=frozenset({80, 443, *settings.EVIDENCE_EXTRA_PORTS}),
-        allow_loopback_for_tests=settings.EVIDENCE_ALLOW_LOOPBACK,
+        allowed_local=parse_host_ports(settings.EVIDENCE_ALLOWED_LOCAL),
+        never_local_ports=frozenset(settings.EVIDENCE_NEVER_LOCAL_PORTS),
         proxy_url=settings.EVIDENCE_PROXY_URL or None,
     )
 

@@ -64,6 +64,32 @@ def snippet_refining(snippet: Snippet) -> bool:
     return settings.EVIDENCE_REFINE and recent and any(score is None for score in snippet.scores or [])
 
 
+WAITING_STATES = (
+    Snippet.State.QUEUED,
+    Snippet.State.FETCHING,
+    Snippet.State.EXTRACTING,
+    Snippet.State.EMBEDDING,
+)
+
+
+def snippets_waiting_count(*, user: User) -> int:
+    """Evidence pages of `user` still waiting for (or in) the CPU queue: what the per-user cap counts."""
+    return Snippet.objects.filter(draft_job__contributor=user, state__in=WAITING_STATES).count()
+
+
+def snippets_cap_refusal(*, user: User, adding: int) -> str | None:
+    """Why `adding` more pages would pass MAX_QUEUED_EVIDENCE_PER_USER, or None when they fit."""
+    cap = settings.MAX_QUEUED_EVIDENCE_PER_USER
+    waiting = snippets_waiting_count(user=user) if adding else 0
+    if waiting + adding <= cap:
+        return None
+    return (
+        f"You already have {waiting} evidence page{'s' if waiting != 1 else ''} waiting to be processed, and at most "
+        f"{cap} may wait at once so that everyone's pages get their turn. Add "
+        f"{'at most ' + str(cap - waiting) if waiting < cap else 'more'} once those are done."
+    )
+
+
 def snippet_in_context(*, snippet: Snippet, margin: int = 2000) -> dict[str, object]:
     """The chosen passage with the source text around it (by the passage's character offsets)."""
     source, passage = snippet.source, snippet.passage

@@ -25,7 +25,7 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 
 from crowdnotes_site.hashing import sha256_hex
 from notes import status
-from notes.text_rules import find_urls
+from notes.text_rules import find_urls, strip_urls
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -175,9 +175,19 @@ def dedupe(examples: Iterable[LabelledNote]) -> list[LabelledNote]:
 # --- Model --------------------------------------------------------------------------------
 
 
-def _features(embeddings: np.ndarray, texts: Sequence[str]) -> np.ndarray:
-    # Citing a source is a Community Notes criterion the embedding barely sees.
-    extra = np.array([[min(len(find_urls(t)), 3) / 3.0, math.log1p(len(t)) / 6.0] for t in texts])
+FEATURES = "text-without-urls+url-count-v2"
+
+
+def judged_form(text: str) -> tuple[str, int]:
+    """A training note as the helpfulness stage judges it: its text without URLs, and how
+    many URLs it cites (the stage strips URLs from the text and passes them separately)."""
+    return strip_urls(text), len(find_urls(text))
+
+
+def _features(embeddings: np.ndarray, texts: Sequence[str], url_counts: Sequence[int]) -> np.ndarray:
+    # Citing a source is a Community Notes criterion the embedding barely sees: the URL
+    # count is a feature of its own, taken from the cited URLs, never from the text.
+    extra = np.array([[min(n, 3) / 3.0, math.log1p(len(t)) / 6.0] for t, n in zip(texts, url_counts, strict=True)])
     return np.hstack([embeddings, extra])
 
 
@@ -189,10 +199,12 @@ class HelpfulnessClassifier:
     embed: Embed | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def predict_proba_helpful(self, texts: Sequence[str]) -> list[float]:
+    def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]:
+        """P(helpful) of each note text (without URLs, as the stage judges it) citing the
+        matching list of URLs."""
         if self.embed is None:
             raise RuntimeError("no embedding function attached")
-        x = _features(self.embed(list(texts)), texts)
+        x = _features(self.embed(list(texts)), texts, [len(u) for u in urls])
         helpful_col = list(self.model.classes_).index(1)
         return [float(p) for p in self.model.predict_proba(x)[:, helpful_col]]
 
@@ -232,11 +244,12 @@ def train(
     """Fit on a stratified split, report held-out macro-F1/macro-accuracy plus 5-fold CV
     macro-F1 (the held-out set is small), then refit on all examples for the saved model."""
     examples = dedupe(examples)
-    texts = [ex.text for ex in examples]
+    judged = [judged_form(ex.text) for ex in examples]
+    texts = [t for t, _ in judged]
     y = np.array([1 if ex.helpful else 0 for ex in examples])
     if len(set(y.tolist())) < 2 or min(np.bincount(y)) < 4:
         raise ValueError("need at least 4 examples of each class")
-    x = _features(np.asarray(embed(texts)), texts)
+    x = _features(np.asarray(embed(texts)), texts, [n for _, n in judged])
     idx = np.arange(len(y))
     tr, te = train_test_split(idx, test_size=test_size, random_state=seed, stratify=y)
     held = _fit(x[tr], y[tr], c, seed)
@@ -255,7 +268,7 @@ def train(
         cv_macro_f1_mean=float(np.mean(cv)),
         cv_macro_f1_std=float(np.std(cv)),
         baselines_macro_f1={
-            name: float(f1_score(y[te], [int(rule(texts[i])) for i in te], average="macro"))
+            name: float(f1_score(y[te], [int(rule(examples[i].text)) for i in te], average="macro"))
             for name, rule in (baselines or {}).items()
         },
     )
@@ -266,6 +279,7 @@ def train(
     meta = {
         "version": version,
         "embedding_model": embedding_model,
+        "features": FEATURES,
         "trained_at": dt.datetime.now(dt.UTC).isoformat(),
         "sources": list(sources) or sorted({ex.source for ex in examples}),
         "params": {

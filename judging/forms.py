@@ -4,6 +4,8 @@ from django import forms
 
 from judging.models import JudgeDecision, JudgeKind, Stage
 from judging.selectors import DecisionFilters
+from notes.forms import VisibleTextField
+from notes.text_rules import is_blank
 
 
 class DecisionFilterForm(forms.Form):
@@ -28,7 +30,7 @@ class DecisionFilterForm(forms.Form):
 
 class OverrideForm(forms.Form):
     verdict = forms.ChoiceField(choices=JudgeDecision.Verdict.choices[:2])
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), min_length=5, strip=True)
+    reason = VisibleTextField(widget=forms.Textarea(attrs={"rows": 3}), min_length=5, strip=True)
 
 
 # Pre-flight limits: the judges' prompts stay small and one request cannot queue hours of work.
@@ -41,10 +43,10 @@ PREFLIGHT_MAX_SNIPPETS_CHARS = 15000
 
 
 class PreflightForm(forms.Form):
-    post_text = forms.CharField(
+    post_text = VisibleTextField(
         widget=forms.Textarea(attrs={"rows": 3}), label="Post", max_length=PREFLIGHT_MAX_POST_CHARS
     )
-    note_text = forms.CharField(
+    note_text = VisibleTextField(
         widget=forms.Textarea(attrs={"rows": 4}), label="Draft note", max_length=PREFLIGHT_MAX_NOTE_CHARS
     )
     urls = forms.CharField(
@@ -89,4 +91,4 @@ class PreflightForm(forms.Form):
 
     def snippet_list(self) -> list[str]:
         blocks = self.cleaned_data["snippets"].replace("\r\n", "\n").split("\n\n")
-        return [b.strip() for b in blocks if b.strip()]
+        return [b.strip() for b in blocks if not is_blank(b)]

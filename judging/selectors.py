@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.db.models import QuerySet
 
 from evidence.models import Snippet
-from judging.models import JudgeDecision, JudgeRun, PreflightCheck, Stage
+from judging.models import JudgeDecision, JudgeKind, JudgeRun, PreflightCheck, Stage
 from judging.pipeline import STAGES, JudgeInput
 from judging.steps.common import Evidence
 from notes.models import Note, NoteStatus
+
+
+def unjudgeable_reason(note: Note) -> str | None:
+    """Why the judges must not see this note, or None: an imported post without its text
+    would be judged by its placeholder."""
+    if not note.post.text_available:
+        return "its post was imported without text (the public data has none)"
+    return None
 
 
 def judge_input_for_note(note: Note) -> JudgeInput:
@@ -78,6 +88,8 @@ class Funnel:
     n_relevant: int
     n_correct: int
     n_helpful: int
+    # Judged, but not with real inputs (no evidence snippets, or a post without its text).
+    n_excluded: int = 0
 
     @staticmethod
     def _share(a: int, b: int) -> float | None:
@@ -100,9 +112,12 @@ class Funnel:
         return self._share(self.n_helpful, self.n_notes)
 
 
-def _verdicts_by_note(decisions: QuerySet[JudgeDecision]) -> dict[tuple[int, str], dict[str, str]]:
+Verdicts = dict[str, str]
+
+
+def _verdicts_by_note(decisions: QuerySet[JudgeDecision]) -> dict[tuple[int, str], Verdicts]:
     """(note id, content hash) -> stage -> effective verdict (overrides count)."""
-    out: dict[tuple[int, str], dict[str, str]] = {}
+    out: dict[tuple[int, str], Verdicts] = {}
     for note_id, content_hash, stage, verdict, override in decisions.values_list(
         "note_id", "content_hash", "stage", "verdict", "override_verdict"
     ):
@@ -124,17 +139,42 @@ def _latest_versions(decisions: QuerySet[JudgeDecision]) -> QuerySet[JudgeDecisi
     return JudgeDecision.objects.filter(pk__in=keep)
 
 
-def funnel(decisions: QuerySet[JudgeDecision] | None = None) -> Funnel:
-    """P(R), P(C|R), P(H|C,R) and overall over the notes' latest judged versions. A note
-    counts once its relevance was judged (error verdicts count as not passing)."""
-    base = _latest_versions(decisions if decisions is not None else JudgeDecision.objects.all())
-    per_note = [v for v in _verdicts_by_note(base).values() if Stage.RELEVANCE in v]
+def _real_inputs(decisions: QuerySet[JudgeDecision]) -> set[tuple[int, str]]:
+    """(note id, content hash) of versions judged with real inputs: the relevance judge saw
+    evidence snippets and the post's own text (not an import placeholder)."""
+    rows = decisions.filter(stage=Stage.RELEVANCE, note__post__text_available=True).values_list(
+        "note_id", "content_hash", "inputs"
+    )
+    return {(note_id, h) for note_id, h, inputs in rows if (inputs or {}).get("snippets")}
+
+
+def judged_notes(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], int]:
+    """note id -> verdicts of its latest judged version, for notes judged with real inputs,
+    and how many judged notes were left out because they were not."""
+    base = _latest_versions(decisions)
+    per_note = {k: v for k, v in _verdicts_by_note(base).items() if Stage.RELEVANCE in v}
+    real = _real_inputs(base)
+    kept = {note_id: v for (note_id, h), v in per_note.items() if (note_id, h) in real}
+    return kept, len(per_note) - len(kept)
+
+
+def funnel_of(per_note: Iterable[Verdicts], n_excluded: int = 0) -> Funnel:
+    per_note = list(per_note)
     return Funnel(
         n_notes=len(per_note),
         n_relevant=sum(1 for v in per_note if v.get(Stage.RELEVANCE) == "yes"),
         n_correct=sum(1 for v in per_note if v.get(Stage.RELEVANCE) == "yes" and v.get(Stage.CORRECTNESS) == "yes"),
         n_helpful=sum(1 for v in per_note if all(v.get(s) == "yes" for s in STAGES)),
+        n_excluded=n_excluded,
     )
+
+
+def funnel(decisions: QuerySet[JudgeDecision] | None = None) -> Funnel:
+    """P(R), P(C|R), P(H|C,R) and overall over the notes' latest judged versions judged with
+    real inputs. A note counts once its relevance was judged (error verdicts count as not
+    passing); notes judged without evidence or post text are counted in n_excluded only."""
+    per_note, excluded = judged_notes(decisions if decisions is not None else JudgeDecision.objects.all())
+    return funnel_of(per_note.values(), excluded)
 
 
 @dataclass(frozen=True)
@@ -144,18 +184,20 @@ class CrowdAgreement:
     fail_relevance: int
     fail_correctness: int  # among those that passed relevance
     judged_helpful: int
+    n_excluded: int = 0  # judged without real inputs, left out
 
     def share(self, n: int) -> float | None:
         return n / self.n_notes if self.n_notes else None
 
 
 def crowd_agreement() -> list[CrowdAgreement]:
-    """For crowd-Helpful and crowd-Not-Helpful notes: how many the judges fail at R and C
-    (the source study: 11.7% of crowd-Helpful notes failed relevance, 14.0% correctness)."""
+    """For crowd-Helpful and crowd-Not-Helpful notes judged with real inputs: how many the
+    judges fail at R and C (the source study: 11.7% of crowd-Helpful notes failed relevance,
+    14.0% correctness)."""
     rows = []
     for status in (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL):
-        decisions = _latest_versions(JudgeDecision.objects.filter(note__status=status))
-        per_note = [v for v in _verdicts_by_note(decisions).values() if Stage.RELEVANCE in v]
+        by_note, excluded = judged_notes(JudgeDecision.objects.filter(note__status=status))
+        per_note = list(by_note.values())
         rows.append(
             CrowdAgreement(
                 status=str(status.label),
@@ -165,6 +207,7 @@ def crowd_agreement() -> list[CrowdAgreement]:
                     1 for v in per_note if v[Stage.RELEVANCE] == "yes" and v.get(Stage.CORRECTNESS, "yes") != "yes"
                 ),
                 judged_helpful=sum(1 for v in per_note if all(v.get(s) == "yes" for s in STAGES)),
+                n_excluded=excluded,
             )
         )
     return rows
@@ -194,3 +237,93 @@ def preflight_queue_waiting(*, check: PreflightCheck) -> bool:
     if check.state != PreflightCheck.State.QUEUED:
         return False
     return bool(outbox_waiting([outbox_key("judging.tasks.preflight_check", [check.pk])]))
+
+
+def benchmark_latest() -> dict[str, Any] | None:
+    """The table of the most recently updated benchmark run under BENCHMARK_DIR (or None)."""
+    from django.conf import settings
+
+    from judging.benchmark.runner import latest_table
+    from judging.benchmark.table import MODE_TEXT
+
+    data = latest_table(Path(settings.BENCHMARK_DIR))
+    if data is not None:
+        for row in data["modes"]:
+            row["mode_text"] = MODE_TEXT.get(row["mode"], row["mode"])
+    return data
+
+
+# --- The contributor's view of their notes' judging ------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageView:
+    """One stage as the contributor sees it: its verdict (after any override) or why there is none."""
+
+    stage: str
+    label: str
+    state: str  # "yes", "no", "error", "waiting" (queued or running), "not_reached" (an earlier stage said no)
+    reasoning: str = ""
+    judge_kind: str = ""
+    judge_name: str = ""
+    overridden: bool = False
+
+
+@dataclass(frozen=True)
+class JudgingView:
+    run_state: str
+    run_state_label: str
+    stages: list[StageView]
+    helpful: bool | None
+    error: str
+
+    @property
+    def running(self) -> bool:
+        return self.run_state in (JudgeRun.State.QUEUED, JudgeRun.State.RUNNING)
+
+
+def judging_for_notes(notes: list[Note]) -> dict[int, JudgingView]:
+    """For each note, its latest judge run (the note's current version) stage by stage."""
+    ids = [n.pk for n in notes]
+    latest: dict[int, JudgeRun] = {}
+    for run in JudgeRun.objects.filter(note_id__in=ids).order_by("note_id", "-created_at", "-id"):
+        latest.setdefault(run.note_id, run)
+    decisions: dict[tuple[int, str, str], JudgeDecision] = {
+        (d.note_id, d.content_hash, d.stage): d
+        for d in JudgeDecision.objects.filter(
+            note_id__in=ids, content_hash__in=[r.content_hash for r in latest.values()]
+        )
+    }
+    kinds = dict(JudgeKind.choices)
+    views: dict[int, JudgingView] = {}
+    for note_id, run in latest.items():
+        stages: list[StageView] = []
+        stopped = False
+        for stage in STAGES:
+            label = Stage(stage).label
+            d = decisions.get((note_id, run.content_hash, stage))
+            if d is not None:
+                stages.append(
+                    StageView(
+                        stage=stage,
+                        label=label,
+                        state=d.effective_verdict,
+                        reasoning=d.reasoning or d.error,
+                        judge_kind=str(kinds.get(d.judge_kind, d.judge_kind)),
+                        judge_name=d.judge_name,
+                        overridden=bool(d.override_verdict),
+                    )
+                )
+                stopped = stopped or d.effective_verdict != JudgeDecision.Verdict.YES
+            elif stopped or run.state in (JudgeRun.State.DONE, JudgeRun.State.FAILED):
+                stages.append(StageView(stage=stage, label=label, state="not_reached"))
+            else:
+                stages.append(StageView(stage=stage, label=label, state="waiting"))
+        views[note_id] = JudgingView(
+            run_state=run.state,
+            run_state_label=JudgeRun.State(run.state).label,
+            stages=stages,
+            helpful=run.helpful,
+            error=run.error,
+        )
+    return views

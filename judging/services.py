@@ -28,7 +28,7 @@ from judging import pipeline
 from judging.llm import LLMClient, LLMConfig
 from judging.models import JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
 from judging.pipeline import JudgeInput, PipelineResult, StageResult
-from judging.selectors import decisions_for_run, judge_input_for_note
+from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
 from judging.steps.common import Evidence
 from notes.models import Note
 
@@ -100,11 +100,19 @@ def judges_from_settings() -> dict[str, pipeline.Judge]:
 # --- Runs -------------------------------------------------------------------------------------
 
 
+class NotJudgeable(ValueError):
+    """The note cannot be judged as it stands (e.g. its post was imported without text)."""
+
+
 def judge_run_request(*, note: Note) -> JudgeRun:
     """Queue judging of the note's current text and evidence (once per content hash).
 
     Editing the note gives a new hash, hence a new run; decisions of older versions stay
-    in the audit but no longer describe the note."""
+    in the audit but no longer describe the note. Raises NotJudgeable for a note the judges
+    must not see (see judging.selectors.unjudgeable_reason)."""
+    reason = unjudgeable_reason(note)
+    if reason:
+        raise NotJudgeable(f"note {note.pk}: {reason}")
     content_hash = pipeline.content_hash(judge_input_for_note(note))
     run, created = JudgeRun.objects.get_or_create(
         note=note, content_hash=content_hash, defaults={"stage": pipeline.RELEVANCE}
@@ -170,6 +178,10 @@ def judge_run_step(*, run_id: int) -> str | None:
     run = JudgeRun.objects.select_related("note__post").get(pk=run_id)
     if run.attempts > settings.JUDGE_MAX_CLAIMS:
         judge_run_fail(run_id=run_id, error=f"gave up after {run.attempts - 1} attempts (workers lost or retries)")
+        return None
+    reason = unjudgeable_reason(run.note)
+    if reason:
+        judge_run_fail(run_id=run_id, error=f"not judged: {reason}")
         return None
     inp = judge_input_for_note(run.note)
     if pipeline.content_hash(inp) != run.content_hash:

@@ -13,4 +13,5 @@ urlpatterns = [
     path("audit/<int:decision_id>/override/", views.decision_override, name="decision_override"),
     path("preflight/", views.preflight, name="preflight"),
     path("preflight/<int:check_id>/", views.preflight_detail, name="preflight_detail"),
+    path("benchmark/", views.benchmark_results, name="benchmark_results"),
 ]

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.limits import limited
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
 from judging.models import JudgeDecision, PreflightCheck
@@ -68,9 +69,10 @@ def decision_export(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_note")
+@limited("preflight")
 def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Queue the judges on a draft (a worker runs them) and show the result page; submits nothing."""
-    form = PreflightForm(request.POST or None)
+    form = PreflightForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         check = services.preflight_request(
             user=request.user,
@@ -83,7 +85,7 @@ def preflight(request: AuthenticatedHttpRequest) -> HttpResponse:
             context = {"form": form, "check": check, "queue_waiting": selectors.preflight_queue_waiting(check=check)}
             return render(request, "judging/preflight.html#result-section", context)
         return redirect("judging:preflight_detail", check_id=check.pk)
-    template = "judging/preflight.html" + ("#form-section" if request.htmx else "")
+    template = "judging/preflight.html" + ("#result-section" if request.htmx else "")
     return render(request, template, {"form": form}, status=400 if form.errors and not request.htmx else 200)
 
 
@@ -95,3 +97,12 @@ def preflight_detail(request: AuthenticatedHttpRequest, check_id: int) -> HttpRe
     if request.htmx:
         return render(request, "judging/preflight.html#result-section", context)
     return render(request, "judging/preflight_detail.html", context)
+
+
+@endpoint(methods=["GET"], permission=VIEW)
+def benchmark_results(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The latest `run_benchmark` run's table (read from its out dir under BENCHMARK_DIR)."""
+    from django.conf import settings
+
+    context = {"run": selectors.benchmark_latest(), "benchmark_dir": settings.BENCHMARK_DIR}
+    return render(request, "judging/benchmark.html", context)

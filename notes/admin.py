@@ -25,7 +25,7 @@ class NoteAdmin(admin.ModelAdmin):
 
     @admin.action(description="Rescore all notes now (Community Notes scorer)", permissions=["run_scoring"])
     def rescore_notes(self, request: HttpRequest, queryset: QuerySet[Note]) -> None:
-        services.notes_rescore_request()
+        services.notes_rescore_request(user=request.user)  # type: ignore[arg-type]
         self.message_user(request, "Rescoring queued on the cpu queue; statuses update when it finishes.")
 
     def has_run_scoring_permission(self, request: HttpRequest) -> bool:

@@ -20,6 +20,7 @@ from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
 from notes import communitynotes_io as cio
+from notes.analytics.delays import note_time_ms, snowflake_time
 from notes.models import ImportCheckpoint, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating
 from notes.services import post_text_hash
 from notes.text_rules import find_urls
@@ -62,8 +63,9 @@ def _posts(tweet_ids: set[str]) -> dict[str, int]:
         text = f"Post {tweet_id} (imported from the public Community Notes data; text not included)"
         new.append(
             Post(
-                external_id=tweet_id, text=text, text_hash=post_text_hash(text),
+                external_id=tweet_id, text=text, text_hash=post_text_hash(text), text_available=False,
                 source_url=f"https://x.com/i/status/{tweet_id}",
+                posted_at=snowflake_time(tweet_id) if tweet_id.isdigit() and int(tweet_id) > 0 else None,
             )
         )  # fmt: skip
     Post.objects.bulk_create(new)
@@ -87,7 +89,8 @@ def import_notes(path: str | Path, report: ImportReport) -> None:
             notes = [
                 Note(
                     external_id=str(n.note_id), post_id=posts[n.tweet_id or "0"], author_id=people[n.author_id],
-                    text=n.summary, classification=n.classification, created_at=_dt(n.created_at_ms),
+                    text=n.summary, classification=n.classification,
+                    created_at=_dt(note_time_ms(n.note_id, n.created_at_ms)),
                     evidence_urls=find_urls(n.summary, web_only=True)[:10],
                 )
                 for n in latest.values()

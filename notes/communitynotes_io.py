@@ -212,6 +212,26 @@ def read_notes(path: str | Path) -> Iterator[NoteRow | Skipped]:
         )
 
 
+@dataclass(frozen=True)
+class NoteTimeRow:
+    """What the delay analytics need of a notes-file row (any layout)."""
+
+    note_id: int
+    created_at_ms: int  # 0 when the file has none
+    tweet_id: str
+
+
+def read_note_times(path: str | Path) -> Iterator[NoteTimeRow | Skipped]:
+    """noteId, createdAtMillis and tweetId of every note row, read by header name; unlike
+    read_notes it keeps rows whose author or classification would not import."""
+    for r in _note_records(path):
+        if isinstance(r, Skipped):
+            yield r
+            continue
+        created = _int(r.rec.get("createdAtMillis"))
+        yield NoteTimeRow(r.note_id, created if created and created > 0 else 0, (r.rec.get("tweetId") or "").strip())
+
+
 def _rating_level(rec: dict[str, str]) -> str | None:
     """helpfulnessLevel when present; else the v1 helpful / notHelpful answer."""
     level = (rec.get("helpfulnessLevel") or "").strip()

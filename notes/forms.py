@@ -12,9 +12,18 @@ from django.http import QueryDict
 
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
-from notes.text_rules import NOTE_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, note_length
+from notes.text_rules import NOTE_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, is_blank, note_length
 
 _url_validator = URLValidator(schemes=["http", "https"])
+
+
+class VisibleTextField(forms.CharField):
+    """A CharField for text people write: text a reader cannot see (only whitespace, zero-width
+    or bidi-control characters; `text_rules.is_blank`) counts as empty, so `required` refuses it."""
+
+    def to_python(self, value: Any) -> str:
+        text = super().to_python(value) or ""
+        return "" if is_blank(text) else text
 
 
 class SignupForm(UserCreationForm):
@@ -58,7 +67,7 @@ def parse_url_lines(raw: str, *, already: list[str] | None = None, required: boo
 class ContributeForm(forms.Form):
     """Flag a post and paste its evidence in one step, so nothing typed is lost on an error."""
 
-    text = forms.CharField(
+    text = VisibleTextField(
         label="Post text",
         widget=forms.Textarea(attrs={"rows": 4}),
         max_length=5000,
@@ -115,7 +124,7 @@ class NoteForm(forms.Form):
     rule from the textarea's data attributes, so the browser counts as notes.text_rules does."""
 
     max_chars = NOTE_MAX_CHARS
-    text = forms.CharField(
+    text = VisibleTextField(
         label="Your note",
         widget=forms.Textarea(
             attrs={
@@ -140,9 +149,10 @@ class NoteForm(forms.Form):
             raise ValidationError("The note is empty.")
         length = note_length(text, self.urls)
         if length > NOTE_MAX_CHARS:
+            over = length - NOTE_MAX_CHARS
             raise ValidationError(
-                f"The note is {length} characters under the Community Notes rule (each URL counts as 1); "
-                f"the limit is {NOTE_MAX_CHARS}. Shorten it by {length - NOTE_MAX_CHARS}."
+                f"{over} character{'s' if over != 1 else ''} over the {NOTE_MAX_CHARS} limit: the note counts "
+                f"{length} (each link counts as 1 character). Shorten it."
             )
         return text
 

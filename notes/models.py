@@ -39,6 +39,9 @@ class Post(models.Model):
     topic = models.CharField(max_length=20, choices=Topic.choices, blank=True)
     topic_method = models.CharField(max_length=100, blank=True)
     is_demo = models.BooleanField(default=False)
+    # False for a post imported from public data without its text: `text` is then a
+    # placeholder, shown as such and never sent to a judge or classifier as the post.
+    text_available = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -72,6 +75,8 @@ class Note(models.Model):
     class Origin(models.TextChoices):
         HUMAN = "human", "Human"
         AUGMENTED = "augmented", "Augmented (human evidence, machine draft)"
+        # Machine-proposed evidence, but the contributor rewrote the machine draft (or wrote without one).
+        HUMAN_MACHINE_EVIDENCE = "human_machine_evidence", "Human-written with machine evidence"
         AUTOMATED = "automated", "Automated (machine evidence and draft)"
         # Human and machine-proposed evidence together: neither "augmented" (human evidence only)
         # nor "automated" (machine evidence only) would be true.
@@ -88,7 +93,7 @@ class Note(models.Model):
     )
     external_id = models.CharField(max_length=64, unique=True, null=True, blank=True)
     text = models.TextField()
-    origin = models.CharField(max_length=12, choices=Origin.choices, default=Origin.HUMAN)
+    origin = models.CharField(max_length=24, choices=Origin.choices, default=Origin.HUMAN)
     classification = models.CharField(max_length=40, choices=Classification.choices, default=Classification.MISLEADING)
     evidence_urls = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -97,6 +102,8 @@ class Note(models.Model):
         "notes.DraftJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="note"
     )
     draft_text = models.TextField(blank=True)
+    # How much of the machine draft the submitted text kept (difflib ratio, 0..1); None: no draft.
+    draft_survival = models.FloatField(null=True, blank=True)
     status = models.CharField(
         max_length=32, choices=NoteStatus.choices, default=NoteStatus.NEEDS_MORE_RATINGS, db_index=True
     )
@@ -155,6 +162,45 @@ class NoteStatusChange(models.Model):
 
     def __str__(self) -> str:
         return f"note {self.note_id} -> {self.status}"
+
+
+class ScoringRun(models.Model):
+    """One run of the Community Notes scorer over the whole database (scheduled or asked for)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        SKIPPED = "skipped", "Skipped (another run was in progress)"
+        FAILED = "failed", "Failed"
+
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule", "Schedule"
+        ADMIN = "admin", "Admin (rescore now)"
+
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SCHEDULE)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The scorer's summary (notes, ratings, notes_updated, status_changes, helpful, ...).
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"scoring run {self.pk} ({self.state})"
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
 
 
 class RatingLevel(models.TextChoices):
@@ -277,3 +323,73 @@ class DraftJob(models.Model):
         from judging.steps.common import Producer
 
         return Producer.from_label(self.draft_method)
+
+
+class SupernoteRun(models.Model):
+    """One Supernote generation for a post: candidates, filters, jury and the selection outcome."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="supernote_runs")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    stage = models.CharField(max_length=200, blank=True)
+    progress = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    n_candidates = models.PositiveIntegerField(default=100)
+    jury_size = models.PositiveIntegerField(default=200)
+    stratified = models.BooleanField(default=False)
+    seed = models.BigIntegerField(default=0)
+    # The notes the candidates were made from (pks), the PHM version and the scorer's μ used.
+    source_note_ids = models.JSONField(default=list, blank=True)
+    phm_version = models.CharField(max_length=120, blank=True)
+    mu = models.FloatField(null=True, blank=True)
+    best_existing_note = models.ForeignKey(
+        "notes.Note", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    best_existing_intercept = models.FloatField(null=True, blank=True)
+    proposed_note = models.OneToOneField(
+        "notes.Note", null=True, blank=True, on_delete=models.SET_NULL, related_name="supernote_run"
+    )
+    outcome = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"supernote run {self.pk} ({self.state})"
+
+
+class SupernoteCandidate(models.Model):
+    """A candidate text of a run, with the principle-filter log and its jury score."""
+
+    run = models.ForeignKey(SupernoteRun, on_delete=models.CASCADE, related_name="candidates")
+    index = models.PositiveIntegerField()
+    text = models.TextField(blank=True)
+    # "llm:<model>" or "baseline:extractive-merge-v1" (Producer.label).
+    producer = models.CharField(max_length=120)
+    # The source notes given to the generator, in the order given (pks).
+    source_note_ids = models.JSONField(default=list)
+    passed = models.BooleanField(default=False)
+    # [{"filter": name, "ok": bool, "reason": text, "by": producer label}]
+    filter_log = models.JSONField(default=list, blank=True)
+    jury_intercept = models.FloatField(null=True, blank=True)
+    jury_factor = models.FloatField(null=True, blank=True)
+    jury_intercept_sd = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="one_candidate_per_index")]
+
+    def __str__(self) -> str:
+        return f"candidate {self.index} of run {self.run_id}"
+
+    @property
+    def failed_filters(self) -> list[dict[str, object]]:
+        return [entry for entry in self.filter_log if not entry.get("ok")]

@@ -15,6 +15,8 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "notes.add_draftjob",
         "notes.change_draftjob",
         "notes.view_draftjob",
+        # Stuck posts page and its "Generate Supernote" button.
+        "notes.add_supernoterun",
         "evidence.add_snippet",
         "evidence.change_snippet",
     ],

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterable
@@ -27,6 +28,7 @@ from notes.models import (
     Participant,
     Post,
     Rating,
+    ScoringRun,
 )
 
 if TYPE_CHECKING:
@@ -296,16 +298,33 @@ def _draft_claimed(job: DraftJob) -> DraftJob:
     return job
 
 
-def note_origin(*, confirmed: list[Snippet], drafted: bool) -> str:
-    """Who chose the evidence: automated (CrowdNotes proposed every confirmed source), mixed (some
-    proposed, some the contributor's), augmented (the contributor's only, with a machine draft),
-    human (the contributor's only, written by hand)."""
+# A submitted text keeping less than this share of the machine draft (difflib ratio) is the
+# contributor's own writing: the draft did not survive.
+DRAFT_SURVIVAL_MIN = 0.5
+
+
+def draft_survival(*, draft: str, final: str) -> float | None:
+    """How much of the machine draft the final text kept: difflib's ratio on words (None: no draft)."""
+    if not draft.strip():
+        return None
+    return difflib.SequenceMatcher(a=draft.split(), b=final.split(), autojunk=False).ratio()
+
+
+def note_origin(*, confirmed: list[Snippet], survival: float | None) -> str:
+    """Who chose the evidence and who wrote the text, as it happened.
+
+    Evidence: the contributor's, CrowdNotes' proposals, or both (mixed). Text: the machine draft
+    when at least DRAFT_SURVIVAL_MIN of it survived in the submitted text, else the contributor.
+    human: own evidence, own words; augmented: own evidence, machine draft kept; automated:
+    proposed evidence, machine draft kept; human-written with machine evidence: proposed evidence,
+    own words; mixed: evidence from both (whoever wrote the text)."""
     proposed = [s for s in confirmed if s.proposed_by_id is not None]
+    machine_text = survival is not None and survival >= DRAFT_SURVIVAL_MIN
     if proposed and len(proposed) < len(confirmed):
         return Note.Origin.MIXED
     if proposed:
-        return Note.Origin.AUTOMATED
-    return Note.Origin.AUGMENTED if drafted else Note.Origin.HUMAN
+        return Note.Origin.AUTOMATED if machine_text else Note.Origin.HUMAN_MACHINE_EVIDENCE
+    return Note.Origin.AUGMENTED if machine_text else Note.Origin.HUMAN
 
 
 @transaction.atomic
@@ -322,11 +341,13 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     gate = draft_gate(job=job)
     if not gate.can_draft:
         raise FlowError(" ".join(gate.reasons))
+    survival = draft_survival(draft=job.draft_text, final=text)
     note = Note.objects.create(
         post=job.post,
         author=participant_for_user(user=user),
         text=text,
-        origin=note_origin(confirmed=gate.confirmed, drafted=bool(job.draft_text)),
+        origin=note_origin(confirmed=gate.confirmed, survival=survival),
+        draft_survival=survival,
         evidence_urls=gate.urls,
         draft_job=job,
         draft_text=job.draft_text,
@@ -335,9 +356,11 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     job.state = DraftJob.State.SUBMITTED
     job.save(update_fields=["state", "updated_at"])
     NoteStatusChange.objects.create(note=note, status=note.status)
+    from judging.selectors import unjudgeable_reason
     from judging.services import judge_run_request
 
-    judge_run_request(note=note)
+    if unjudgeable_reason(note) is None:  # a post imported without text is never judged
+        judge_run_request(note=note)
     return note
 
 
@@ -375,11 +398,49 @@ def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[
     return rating, created
 
 
-def notes_rescore_request() -> None:
-    """Queue a rescoring on the cpu queue once the current transaction commits."""
+def notes_rescore_request(*, user: User | None = None) -> ScoringRun:
+    """Queue a rescoring ("rescore now") on the cpu queue once the current transaction commits.
+
+    One asked-for run at a time: while one is queued or running, asking again returns it."""
     from notes.tasks import score_notes
 
-    enqueue_on_commit(score_notes)
+    pending = ScoringRun.objects.filter(
+        trigger=ScoringRun.Trigger.ADMIN, state__in=[ScoringRun.State.QUEUED, ScoringRun.State.RUNNING]
+    ).first()
+    if pending is not None:
+        return pending
+    run = ScoringRun.objects.create(trigger=ScoringRun.Trigger.ADMIN, requested_by=user)
+    enqueue_on_commit(score_notes, run.pk)
+    return run
+
+
+def scoring_run_execute(*, run_id: int | None = None) -> ScoringRun:
+    """Run the scorer and record the run (a scheduled run, run_id None, gets its row here).
+
+    The run's row is written outside the scoring transaction, so a failed scoring still shows
+    as a failed run with its error."""
+    if run_id is None:
+        run = ScoringRun.objects.create(trigger=ScoringRun.Trigger.SCHEDULE)
+    else:
+        run = ScoringRun.objects.get(pk=run_id)
+        if run.state in (ScoringRun.State.DONE, ScoringRun.State.SKIPPED):
+            return run  # a redelivered task: the work is done
+    run.state, run.started_at, run.error = ScoringRun.State.RUNNING, timezone.now(), ""
+    run.save(update_fields=["state", "started_at", "error"])
+    try:
+        summary = notes_rescore(now=run.started_at)  # its status changes carry the run's start time
+    except Exception as exc:
+        run.state, run.error, run.finished_at = (
+            ScoringRun.State.FAILED,
+            f"{type(exc).__name__}: {exc}"[:2000],
+            timezone.now(),
+        )
+        run.save(update_fields=["state", "error", "finished_at"])
+        raise
+    run.state = ScoringRun.State.SKIPPED if "skipped" in summary else ScoringRun.State.DONE
+    run.summary, run.finished_at = summary, timezone.now()
+    run.save(update_fields=["state", "summary", "finished_at"])
+    return run
 
 
 def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[Any, ...]]) -> None:

@@ -25,5 +25,22 @@ def draft_generate(job_id: int) -> None:
     retry_backoff=10,
     max_retries=3,
 )
-def score_notes() -> dict[str, Any]:
-    return services.notes_rescore()
+def score_notes(run_id: int | None = None) -> dict[str, Any]:
+    """Score every note; the run (asked for by an admin, or a new scheduled one) is recorded."""
+    run = services.scoring_run_execute(run_id=run_id)
+    return dict(run.summary)
+
+
+# Routed to the "llm" queue (CELERY_TASK_ROUTES "notes.tasks.supernote_*"): mostly LLM calls.
+@shared_task(name="notes.tasks.supernote_run_execute", acks_late=True, soft_time_limit=3000, time_limit=3060)
+def supernote_run_execute(run_id: int) -> None:
+    from notes.supernotes import services as supernotes
+
+    supernotes.supernote_run_execute(run_id=run_id)
+
+
+@shared_task(name="notes.tasks.supernote_runs_start_stuck")
+def supernote_runs_start_stuck() -> int:
+    from notes.supernotes import services as supernotes
+
+    return supernotes.supernote_runs_start_stuck()

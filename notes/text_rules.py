@@ -7,6 +7,7 @@ Rule: a note may hold at most 280 characters, where every URL counts as one char
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -95,3 +96,9 @@ def _dedupe(items: Sequence[str]) -> list[str]:
             seen.add(item)
             out.append(item)
     return out
+
+
+def is_blank(text: str) -> bool:
+    """True when `text` holds nothing a reader can see: only whitespace and Unicode format
+    characters (category Cf: zero-width spaces and joiners, bidi controls, the BOM, soft hyphens)."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)

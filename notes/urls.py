@@ -19,7 +19,12 @@ urlpatterns = [
     path("snippets/<int:snippet_id>/context/", views.snippet_context, name="snippet_context"),
     path("snippets/<int:snippet_id>/<str:action>/", views.snippet_action, name="snippet_action"),
     path("me/notes/", views.my_notes, name="my_notes"),
+    path("me/notes/<int:note_id>/", views.my_note_detail, name="my_note_detail"),
     path("rate/", views.rating_queue, name="rating_queue"),
     path("rate/<int:note_id>/", views.rate_note, name="rate_note"),
+    path("scoring/", views.scoring_page, name="scoring"),
     path("scoring/rescore/", views.rescore, name="rescore"),
+    path("supernotes/stuck/", views.stuck_posts, name="stuck_posts"),
+    path("supernotes/posts/<int:post_id>/generate/", views.supernote_generate, name="supernote_generate"),
+    path("supernotes/runs/<int:run_id>/", views.supernote_run, name="supernote_run"),
 ]

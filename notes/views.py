@@ -8,18 +8,24 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
+from crowdnotes_site.limits import limited
 from evidence import snippets
 from evidence.models import Snippet
 from evidence.search.selectors import automation_view
 from evidence.search.services import AutomationError, automation_run_start
 from notes import selectors, services
 from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
-from notes.models import DraftJob, Participant, Post
+from notes.models import DraftJob, Participant, Post, SupernoteRun, Topic
+from notes.supernotes import selectors as supernote_selectors
+from notes.supernotes import services as supernote_services
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "notes/home.html", {"posts": selectors.posts_for_home()})
+    topic = request.GET.get("topic", "")
+    topic = topic if topic in Topic.values else ""
+    context = {"posts": selectors.posts_for_home(topic=topic), "topics": Topic.choices, "topic": topic}
+    return render(request, "notes/home.html", context)
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
@@ -27,12 +33,18 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     post = get_object_or_404(Post, pk=post_id)
     notes = post.notes.select_related("author__user").order_by("-created_at")
     viewer = selectors.participant_of(user=request.user)
-    return render(request, "notes/post_detail.html", {"post": post, "notes": notes, "viewer": viewer})
+    run = supernote_selectors.latest_run(post=post)
+    return render(
+        request,
+        "notes/post_detail.html",
+        {"post": post, "notes": notes, "viewer": viewer, "run": run, **_run_context(run)},
+    )
 
 
 @endpoint(methods=["GET", "POST"], permission=PUBLIC)
+@limited("signup")
 def signup(request: HttpRequest) -> HttpResponse:
-    form = SignupForm(request.POST or None)
+    form = SignupForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         user = services.user_signup(
             username=form.cleaned_data["username"],
@@ -76,13 +88,24 @@ def _workspace(request: HtmxHttpRequest, job: DraftJob, **extra: object) -> Http
     return render(request, "notes/draft_detail.html", context)
 
 
+def _within_evidence_cap(request: AuthenticatedHttpRequest, form: ContributeForm | AddEvidenceForm) -> bool:
+    """The per-user cap on evidence pages waiting for the CPU queue; past it, a form error says why."""
+    refusal = snippets.snippets_cap_refusal(user=request.user, adding=len(form.cleaned_data["urls"]))
+    if refusal:
+        form.add_error("urls", refusal)
+    return refusal is None
+
+
 @endpoint(methods=["GET", "POST"], permission="notes.add_post")
+@limited("contribute")
 def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     post_id = request.GET.get("post", "")
     post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
     finding = request.POST.get("action") == "find"
-    form = ContributeForm(request.POST or None, initial={"text": post.text if post else ""}, finding=finding)
-    if request.method == "POST" and form.is_valid():
+    form = ContributeForm(
+        request.POST if request.method == "POST" else None, initial={"text": post.text if post else ""}, finding=finding
+    )
+    if request.method == "POST" and form.is_valid() and _within_evidence_cap(request, form):
         data = form.cleaned_data
         done = services.contribution_submit(
             text=data["text"],
@@ -112,10 +135,11 @@ def draft_detail(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
+@limited("evidence")
 def draft_add_urls(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
     form = AddEvidenceForm(request.POST, existing=list(job.snippets.values_list("url", flat=True)))
-    if not form.is_valid():
+    if not (form.is_valid() and _within_evidence_cap(request, form)):
         return _workspace(request, job, add_form=form)
     try:
         services.draft_job_add_urls(job=job, urls=form.cleaned_data["urls"])
@@ -125,6 +149,7 @@ def draft_add_urls(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
+@limited("evidence")
 def automation_start(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     """ "Find evidence for me": queue the search; its progress and proposals appear on the draft page."""
     job = _own_job(request, job_id)
@@ -173,6 +198,7 @@ def snippet_context(request: AuthenticatedHttpRequest, snippet_id: int) -> HttpR
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
+@limited("draft")
 def draft_request(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     job = _own_job(request, job_id)
     seen = request.POST.get("round", "")
@@ -212,17 +238,30 @@ def note_submit(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     except services.FlowError as exc:
         messages.error(request, str(exc))
         return _workspace(request, job, note_form=form)
-    messages.success(request, "Note submitted. The judges will check it; raters decide its status.")
-    return redirect(f"{reverse('post_detail', args=[note.post_id])}#note-{note.pk}")
+    messages.success(
+        request, "Note submitted. The judges' verdicts appear below as they arrive; raters decide its status."
+    )
+    return redirect("my_note_detail", note_id=note.pk)
 
 
 @endpoint(methods=["GET"], permission="notes.add_note")
 def my_notes(request: AuthenticatedHttpRequest) -> HttpResponse:
-    context = {
-        "drafts": selectors.drafts_for_user(user=request.user),
-        "notes": selectors.notes_for_user(user=request.user),
-    }
+    progress = selectors.notes_progress(notes=list(selectors.notes_for_user(user=request.user)))
+    if request.htmx:
+        return render(request, "notes/my_notes.html#notes", {"progress": progress})
+    context = {"drafts": selectors.drafts_for_user(user=request.user), "progress": progress}
     return render(request, "notes/my_notes.html", context)
+
+
+@endpoint(methods=["GET"], permission="notes.add_note")
+def my_note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    """The contributor's own note: each judge's verdict as it arrives, then the crowd status and why."""
+    note = selectors.own_note(user=request.user, note_id=note_id)
+    progress = selectors.notes_progress(notes=[note])
+    context = {"note": note, "item": progress.items[0], "progress": progress}
+    if request.htmx:
+        return render(request, "notes/my_note_detail.html#live", context)
+    return render(request, "notes/my_note_detail.html", context)
 
 
 @endpoint(methods=["GET"], permission="notes.add_rating")
@@ -233,12 +272,18 @@ def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
+@limited("rating")
 def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     participant = _participant(request)
     note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
     if not note.can_be_rated_by(participant):
-        raise PermissionDenied("You cannot rate your own note.")
-    form = RatingForm(request.POST or None, initial=RatingForm.initial_for(own, request.GET if request.htmx else None))
+        raise PermissionDenied(
+            "You wrote this note, and authors cannot rate their own notes: its status comes from other raters."
+        )
+    form = RatingForm(
+        request.POST if request.method == "POST" else None,
+        initial=RatingForm.initial_for(own, request.GET if request.htmx else None),
+    )
     saved = False
     if request.method == "POST" and form.is_valid():
         services.rating_submit(rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags)
@@ -253,12 +298,23 @@ def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
 
 @endpoint(methods=["POST"], permission="notes.run_scoring")
 def rescore(request: AuthenticatedHttpRequest) -> HttpResponse:
-    services.notes_rescore_request()
-    messages.success(request, "Rescoring queued; statuses update when it finishes.")
-    return redirect("rating_queue")
+    services.notes_rescore_request(user=request.user)
+    if request.htmx:
+        return render(request, "notes/scoring.html#runs", {"overview": selectors.scoring_overview()})
+    messages.success(request, "Rescoring queued; this page shows its progress.")
+    return redirect("scoring")
+
+
+@endpoint(methods=["GET"], permission="notes.run_scoring")
+def scoring_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Admin: the scorer's runs (last run, duration, counts, status changes, next run), rescore now."""
+    overview = selectors.scoring_overview()
+    template = "notes/scoring.html#runs" if request.htmx else "notes/scoring.html"
+    return render(request, template, {"overview": overview})
 
 
 @endpoint(methods=["POST"], permission="notes.add_note")
+@limited("preflight")
 def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     """Queue the judges on the text in the editor; the page polls their verdicts. Submits nothing."""
     job = _own_job(request, job_id)
@@ -271,3 +327,56 @@ def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
 
     waiting = preflight_queue_waiting(check=check)
     return _workspace(request, job, note_form=form, preflight_check=check, queue_waiting=waiting)
+
+
+# --- Supernotes ------------------------------------------------------------------------------
+
+
+def _run_context(run: SupernoteRun | None) -> dict[str, object]:
+    """What the post page and the run page show of a run: provenance, the chosen candidate, and
+    the rejected candidates grouped by the first filter they failed."""
+    if run is None:
+        return {}
+    candidates = list(run.candidates.all())
+    rejected: dict[str, int] = {}
+    for c in candidates:
+        failed = c.failed_filters
+        if failed:
+            name = str(failed[0]["filter"])
+            rejected[name] = rejected.get(name, 0) + 1
+    scored = sorted((c for c in candidates if c.jury_intercept is not None), key=lambda c: -(c.jury_intercept or 0))
+    # The proposal is the best-scored candidate (several candidates can share its text).
+    chosen = scored[0] if run.proposed_note and scored and scored[0].text == run.proposed_note.text else None
+    return {
+        "sources": supernote_selectors.source_notes(run=run),
+        "candidates": candidates,
+        "n_passed": sum(c.passed for c in candidates),
+        "rejected_by_filter": sorted(rejected.items()),
+        "chosen": chosen,
+        "top_scored": scored[:5],
+    }
+
+
+@endpoint(methods=["GET"], permission="notes.add_supernoterun")
+def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
+    return render(request, "notes/stuck_posts.html", {"stuck": supernote_selectors.stuck_posts()})
+
+
+@endpoint(methods=["POST"], permission="notes.add_supernoterun")
+def supernote_generate(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
+    post = get_object_or_404(Post, pk=post_id)
+    try:
+        run = supernote_services.supernote_run_start(post=post, user=request.user)
+    except supernote_services.SupernoteError as exc:
+        messages.error(request, str(exc))
+        return redirect("stuck_posts")
+    return redirect("supernote_run", run_id=run.pk)
+
+
+@endpoint(methods=["GET"], permission="notes.add_supernoterun")
+def supernote_run(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(SupernoteRun.objects.select_related("post", "proposed_note"), pk=run_id)
+    context = {"run": run, "active": run.state in (SupernoteRun.State.QUEUED, SupernoteRun.State.RUNNING),
+               **_run_context(run)}  # fmt: skip
+    template = "notes/_supernote_run.html" if request.htmx else "notes/supernote_run.html"
+    return render(request, template, context)

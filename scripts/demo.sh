@@ -8,10 +8,12 @@ cd "$(dirname "$0")/.."
 procs_trap
 procs_run scripts/setup.sh
 export DEBUG=${DEBUG:-1}
-export EVIDENCE_ALLOW_LOOPBACK=${EVIDENCE_ALLOW_LOOPBACK:-1}  # the demo's evidence pages are served on loopback
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export SCORING_INTERVAL_SECONDS=${SCORING_INTERVAL_SECONDS:-180}  # the demo rescoring every 3 minutes, so new ratings show
 PORT=${PORT:-8000}
 PAGES_PORT=${PAGES_PORT:-8001}
+# The fetcher may reach the demo's page server and nothing else on loopback (not the app itself).
+export EVIDENCE_ALLOWED_LOCAL=${EVIDENCE_ALLOWED_LOCAL:-127.0.0.1:$PAGES_PORT} SITE_PORTS=${SITE_PORTS:-$PORT}
 PY=.venv/bin/python
 mkdir -p var/log
 procs_run $PY manage.py migrate --noinput -v0

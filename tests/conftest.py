@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import ipaddress
-import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +46,18 @@ def _block_outbound_network() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(socket.socket, "connect", _loopback_only_connect)
         yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    """Each test starts with no request counted against the rate limits (crowdnotes_site/limits.py)."""
+    from django.core.cache import caches
+
+    cache: Any = caches["limits"]
+    client = cache._cache.get_client(write=True)
+    keys = list(client.scan_iter(match="limits:*"))
+    if keys:
+        client.delete(*keys)
 
 
 # --- Clients ---------------------------------------------------------------------------------
@@ -151,35 +162,25 @@ def _web_session() -> Iterator[WebServer]:
 
 
 @pytest.fixture
-def web_server(_web_session: WebServer) -> WebServer:
+def web_server(_web_session: WebServer, settings: Any) -> WebServer:
     """The loopback web server (tests/support/web_server.py), emptied for this test: no pages,
-    no recorded requests or connections. Its pages are fetchable by the app under
-    EVIDENCE_ALLOW_LOOPBACK (test settings) and by test fetch policies (tests/evidence)."""
+    no recorded requests or connections. Its address is the one pair on the app's local
+    allow-list (EVIDENCE_ALLOWED_LOCAL, here and in the workers) and in test fetch policies."""
     _web_session.reset()
+    settings.EVIDENCE_ALLOWED_LOCAL = [f"127.0.0.1:{_web_session.port}"]
     return _web_session
 
 
 # --- Shared data -----------------------------------------------------------------------------
-def _shared_data_dir() -> Path:
-    # CROWDNOTES_SHARED_DATA when set; else ../shared/data next to the checkout (a worktree,
-    # /work/wt/<name>, finds it one level further up).
-    if os.environ.get("CROWDNOTES_SHARED_DATA"):
-        return Path(os.environ["CROWDNOTES_SHARED_DATA"])
-    for folder in ROOT.parents:
-        if (folder / "shared" / "data").is_dir():
-            return folder / "shared" / "data"
-    raise RuntimeError(
-        f"no shared/data folder next to {ROOT} or above it (or set CROWDNOTES_SHARED_DATA): the tests read the real data there"
-    )
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real data (`../shared/data`: communitynotes/, webpages/), resolved from the checkout."""
-    try:
-        return _shared_data_dir()
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
+    from django.conf import settings
+
+    folder = Path(settings.SHARED_DATA_DIR)
+    if not folder.is_dir():
+        pytest.fail(f"no real data at {folder} (set CROWDNOTES_SHARED_DATA): the tests read the real data there")
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -202,12 +203,17 @@ def _evidence_model_warm() -> None:
 
 @pytest.fixture(scope="session")
 def _worker_session(
-    django_db_setup: None, django_db_blocker: Any, _llm_session: ScriptedLLM, _evidence_model_warm: None
+    django_db_setup: None,
+    django_db_blocker: Any,
+    _llm_session: ScriptedLLM,
+    _web_session: WebServer,
+    _evidence_model_warm: None,
 ) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
     def start(**kwargs: Any) -> Worker:
         kwargs.setdefault("extra_env", {}).setdefault("LLM_BASE_URL", _llm_session.base_url)
+        kwargs["extra_env"].setdefault("EVIDENCE_ALLOWED_LOCAL", f"127.0.0.1:{_web_session.port}")
         worker = Worker(**kwargs)
         workers.append(worker)
         return worker
@@ -289,7 +295,11 @@ def browser() -> Iterator[Any]:
 def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1100, "height": 900})
     page = context.new_page()
+    # The Content-Security-Policy must never have blocked anything the pages (or htmx) do.
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
     yield page
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-final.png"), full_page=True)
     context.close()
+    assert violations == [], violations

@@ -10,8 +10,6 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-012
 os.environ.setdefault("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# Loopback evidence pages are served by the tests themselves.
-os.environ.setdefault("EVIDENCE_ALLOW_LOOPBACK", "1")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 # Playwright's sync API runs an event loop in the test thread; the ORM calls in tests are still synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

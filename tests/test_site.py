@@ -18,26 +18,34 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.django_db
-def test_it_reports_healthy_database_and_broker(anon_client: Any) -> None:
-    response = anon_client.get("/healthz")
+def test_it_reports_healthy_database_and_broker(anon_client: Any, admin_client: Any) -> None:
+    assert anon_client.get("/healthz").json() == {"status": "ok"}
+    response = admin_client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
 
 
 @pytest.mark.django_db
-def test_it_reports_an_unreachable_broker(anon_client: Any, settings: Any) -> None:
+def test_it_reports_an_unreachable_broker_with_details_to_staff_only(
+    anon_client: Any, admin_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     from crowdnotes_site.celery import app
 
     original = app.conf.broker_url
     app.conf.broker_url = "redis://127.0.0.1:1/0"
     try:
-        response = anon_client.get("/healthz")
+        public = anon_client.get("/healthz")
+        staff = admin_client.get("/healthz")
     finally:
         app.conf.broker_url = original
-    assert response.status_code == 503
-    body = response.json()
+    assert public.status_code == 503
+    assert public.json() == {"status": "error"}  # no internal host, port or exception text
+    assert "127.0.0.1:1" not in public.content.decode()
+    assert staff.status_code == 503
+    body = staff.json()
     assert body["checks"]["database"] == "ok"
     assert body["checks"]["broker"].startswith("error:")
+    assert any("broker check failed" in record.getMessage() for record in caplog.records)
 
 
 @pytest.mark.django_db
@@ -145,3 +153,36 @@ def test_the_embedded_broker_keeps_all_its_folders_under_var(tmp_path: Path) -> 
     folders = [options[key] for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder")]
     assert all(Path(folder).is_relative_to(tmp_path / "broker") for folder in folders)
     assert (tmp_path / "broker" / "control").is_dir()
+
+
+@pytest.mark.django_db
+def test_it_sends_a_content_security_policy_without_inline_code(anon_client: Any) -> None:
+    response = anon_client.get("/")
+    policy = dict(part.strip().split(" ", 1) for part in response["Content-Security-Policy"].split(";") if part.strip())
+    assert policy["script-src"] == "'self'"
+    assert policy["style-src"] == "'self'"
+    assert policy["frame-ancestors"] == "'none'"
+    assert "unsafe-inline" not in response["Content-Security-Policy"]
+    html = response.content.decode()
+    assert "<script>" not in html and "<style" not in html and " style=" not in html
+    # htmx would otherwise inject an inline <style> for its indicators, which the policy blocks.
+    assert '"includeIndicatorStyles": false' in html
+
+
+@pytest.mark.django_db
+def test_it_explains_a_missing_page_and_where_to_go(contributor_client: Any) -> None:
+    response = contributor_client.get("/drafts/999999/")
+    html = response.content.decode()
+    assert response.status_code == 404
+    assert "Page not found" in html
+    assert "/drafts/999999/" in html
+    assert 'href="/me/notes/"' in html
+
+
+@pytest.mark.django_db
+def test_it_explains_a_missing_role(rater_client: Any) -> None:
+    response = rater_client.get("/contribute/")
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert "does not have the role this page needs" in html
+    assert 'href="/rate/"' in html

@@ -8,6 +8,7 @@
 - `principles` Supernote principle checks
 - `supernote`  a Supernote candidate from existing notes
 - `topics`     health-topic labels
+- `compare`    pairwise evidence utility, machine vs human evidence (the benchmark)
 
 Every result says who produced it (`Producer`): "llm" + model name, "baseline" + baseline
 name, or "classifier" + version. Baselines are honest, simple heuristics, never presented as
@@ -18,7 +19,7 @@ changes; stored decisions record them); PROMPT_VERSIONS is all of them.
 
 from __future__ import annotations
 
-from judging.steps import drafting, judges, principles, search, supernote, topics
+from judging.steps import compare, drafting, judges, principles, search, supernote, topics
 
 PROMPT_VERSIONS: dict[str, str] = {
     **drafting.VERSIONS,
@@ -27,4 +28,5 @@ PROMPT_VERSIONS: dict[str, str] = {
     **principles.VERSIONS,
     **supernote.VERSIONS,
     **topics.VERSIONS,
+    **compare.VERSIONS,
 }

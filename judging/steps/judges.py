@@ -44,7 +44,7 @@ class HelpfulnessModel(Protocol):
 
     version: str
 
-    def predict_proba_helpful(self, texts: Sequence[str]) -> list[float]: ...
+    def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]: ...
 
 
 # --- Prompts ------------------------------------------------------------------------------------
@@ -242,6 +242,20 @@ def helpfulness_llm(client: LLMClient, *, post: str, note: str, urls: Sequence[s
     )
 
 
+_CAPS_WORD = r"[A-Z][A-Z'’]*[A-Z]"
+# Three or more all-capital words in a row, separated by spaces only: "THIS IS FALSE".
+_SHOUTING_RE = re.compile(rf"\b{_CAPS_WORD}(?:[ \t]+{_CAPS_WORD}){{2,}}\b")
+
+
+def shouting_run(text: str) -> str | None:
+    """The first run of three or more capitalised words in a row, or None.
+
+    Acronyms (SIDS, VAERS, CDC, ASRM, ACOG) stand alone or in lists ("the ASRM, ACOG and
+    SMFM"), so one or many of them are not shouting; a phrase written in capitals is."""
+    match = _SHOUTING_RE.search(strip_urls(text))
+    return match.group(0) if match else None
+
+
 def helpfulness_baseline(*, post: str, note: str, urls: Sequence[str]) -> StepResult:
     """Checks a few Community Notes criteria that text rules can see: a source is cited,
     the note is not a fragment, no opinion/speculation markers, no hostile wording, no
@@ -256,23 +270,29 @@ def helpfulness_baseline(*, post: str, note: str, urls: Sequence[str]) -> StepRe
         problems.append("opinion or speculation wording")
     if HOSTILE_RE.search(note):
         problems.append("argumentative or hostile wording")
-    shouting = [w for w in re.findall(r"\b[A-Z]{4,}\b", note) if w not in {"COVID", "NIH", "WHO", "FDA", "CDC"}]
-    if len(shouting) >= 2 or "!!" in note:
-        problems.append("shouting (capitals or repeated exclamation marks)")
+    run = shouting_run(note)
+    if run:
+        problems.append(f"shouting (a phrase in capitals: {run!r})")
+    elif "!!" in note:
+        problems.append("shouting (repeated exclamation marks)")
     verdict = not problems
     reasoning = (
         "Problems: " + "; ".join(problems) + "."
         if problems
         else "Cites a source, gives context, no opinion, hostile or shouting wording."
     )
-    return baseline_result("cn-criteria-heuristic-v1", VERSIONS["helpfulness"], verdict, reasoning, started)
+    return baseline_result("cn-criteria-heuristic-v2", VERSIONS["helpfulness"], verdict, reasoning, started)
 
 
 def helpfulness_classifier(model: HelpfulnessModel, *, post: str, note: str, urls: Sequence[str]) -> StepResult:
+    """The note as the stage judges it (text without URLs) with the cited URLs as a feature."""
     started = time.monotonic()
-    proba = float(model.predict_proba_helpful([note])[0])
+    proba = float(model.predict_proba_helpful([note], [list(urls)])[0])
     verdict = proba >= 0.5
-    reasoning = f"Trained classifier: P(helpful) = {proba:.3f} ({'>=' if verdict else '<'} 0.5)."
+    reasoning = (
+        f"Trained classifier: P(helpful) = {proba:.3f} ({'>=' if verdict else '<'} 0.5); "
+        f"{len(urls)} cited URL(s) counted."
+    )
     return StepResult(
         value=verdict,
         producer=Producer("classifier", model.version),

@@ -1,8 +1,10 @@
-"""Supernote principle checks (neutral wording, no opinion): prompt, LLM step, lexicon baseline.
-(Not wired into a flow yet.)"""
+"""Supernote principle checks (neutral wording, no opinion): prompt, LLM step, lexicon baseline
+(hostile words, "!!", shouting in capitals that is not an acronym such as CDC or SIDS). Used by
+notes.supernotes.filters."""
 
 from __future__ import annotations
 
+import re
 import time
 
 from judging.llm import LLMClient
@@ -18,7 +20,7 @@ from judging.steps.common import (
 )
 
 VERSIONS: dict[str, str] = {
-    "principle_neutral": "principle-neutral-v1",
+    "principle_neutral": "principle-neutral-v2",
     "principle_no_opinion": "principle-no-opinion-v1",
 }
 
@@ -33,6 +35,23 @@ PRINCIPLE_QUESTIONS = {
     ),
 }
 PRINCIPLES = tuple(PRINCIPLE_QUESTIONS)
+
+
+# All-caps words that are names, not shouting (health acronyms and agencies).
+ACRONYMS = frozenset(
+    "CDC WHO FDA NIH NHS EMA SIDS HIV AIDS COVID SARS MERS RSV HPV MMR DNA RNA MRNA BMI ADHD PTSD "
+    "CEO USA UK EU UN US ICU ER PCR WHO'S FAQ PDF BBC CNN AP NYT".split()
+)
+_CAPS_WORD_RE = re.compile(r"\b[A-Z][A-Z']{2,}\b")
+
+
+def shouting_words(text: str) -> list[str]:
+    """All-caps words of 3+ letters that are not known acronyms. Acronyms of up to 5 letters are
+    allowed on their own; shouting is two or more such words, or one long one (8+ letters)."""
+    found = [w for w in _CAPS_WORD_RE.findall(text) if w not in ACRONYMS]
+    if len(found) >= 2 or any(len(w) >= 8 for w in found):
+        return found
+    return []
 
 
 def principle_prompt(text: str, name: str) -> Messages:
@@ -54,8 +73,12 @@ def principle_check_llm(client: LLMClient, *, text: str, principle: str) -> Step
 def principle_check_baseline(*, text: str, principle: str) -> StepResult:
     started = time.monotonic()
     if principle == "neutral":
-        bad = bool(HOSTILE_RE.search(text)) or "!!" in text
-        reason = "hostile or loaded wording found" if bad else "no hostile or loaded wording found"
+        shouted = shouting_words(text)
+        bad = bool(HOSTILE_RE.search(text)) or "!!" in text or bool(shouted)
+        if shouted:
+            reason = "shouting in capitals: " + ", ".join(shouted[:5])
+        else:
+            reason = "hostile or loaded wording found" if bad else "no hostile or loaded wording found"
     elif principle == "no_opinion":
         bad = bool(OPINION_RE.search(text))
         reason = "opinion/speculation markers found" if bad else "no opinion/speculation markers found"

@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from notes.models import Note
+from tests.judging.llm_answers import answers, stage_of
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGE = """<!doctype html><html><head><title>Vitamin C and the common cold</title></head><body>
 <nav>Home | Topics | Contact</nav>
 <article><h1>Vitamin C and the common cold</h1>
@@ -36,7 +39,12 @@ def test_it_walks_from_signup_to_a_submitted_note(
     good = web_server.add("/vitamin-c.html", PAGE)
     broken = web_server.url("/missing-page.html")  # 404
     draft = "Randomized trials found vitamin C supplements do not prevent colds or flu in most adults; vaccination protects best."
-    llm_server.respond_with(lambda messages: draft)
+    judge = answers(
+        relevance="The snippet is about vitamin C and colds, the post's claim.\nFinal decision: yes",
+        correctness="Every claim of the note is in the snippet.\nFinal decision: yes",
+        helpfulness="Clear, sourced and on point.\nFinal decision: yes",
+    )
+    llm_server.respond_with(lambda messages: draft if stage_of(messages) == "other" else judge(messages))
     base = live_server.url
 
     page.goto(f"{base}/accounts/signup/")
@@ -68,9 +76,8 @@ def test_it_walks_from_signup_to_a_submitted_note(
     ready.locator("button:has-text('This passage supports my note')").click()
     page.wait_for_selector(".snippet.state-ready .review-state[data-state=confirmed]")
     page.click("#request-draft")
-    page.wait_for_function(
-        "document.querySelector('#id_text') && document.querySelector('#id_text').value.length > 0", timeout=60_000
-    )
+    # Locator waits, not wait_for_function: the page's CSP forbids the eval that one needs.
+    expect(page.locator("#id_text")).not_to_have_value("", timeout=60_000)
     assert page.input_value("#id_text") == draft
     assert "the LLM scripted-model" in page.inner_text(".draft-method")
     _shot(page, "4-draft")
@@ -83,12 +90,29 @@ def test_it_walks_from_signup_to_a_submitted_note(
     page.fill("#id_text", draft)
     assert page.is_enabled("#submit-note")
     page.click("#submit-note")
-    page.wait_for_url(re.compile(r".*/posts/\d+/#note-\d+$"))
+    page.wait_for_url(re.compile(r".*/me/notes/\d+/$"))
     note = Note.objects.get()
     assert note.text == draft
     assert note.evidence_urls == [good]
+    assert note.origin == Note.Origin.AUGMENTED and note.draft_survival == 1.0
     assert draft in page.inner_text(f"#note-{note.pk}")
     _shot(page, "6-posted")
+
+    # The three verdicts arrive on this page without a reload (htmx polling swaps them in).
+    page.evaluate("window.notReloaded = true")
+    page.wait_for_selector("[data-stage=helpfulness][data-state=yes]", timeout=120_000)
+    assert page.evaluate("window.notReloaded === true")
+    live = page.inner_text("#live")
+    assert "The snippet is about vitamin C and colds" in live
+    assert "Every claim of the note is in the snippet." in live
+    assert "Clear, sourced and on point." in live
+    assert live.count("· LLM (") == 3  # judge kind and name on each stage
+    # Then the crowd status, with what it still needs.
+    assert "Needs More Ratings" in live
+    assert "0 ratings so far; a status needs at least 5: 5 more." in live
+    page.wait_for_selector("#live:not([hx-get])")  # judging over: the page stops polling
+    DOCS.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS / "contributor-verdicts.png"), full_page=True)
 
     page.click("text=My notes")
     assert draft[:60] in page.inner_text("main")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from playwright.sync_api import expect
 
 from notes.models import Note
 from notes.roles import CONTRIBUTOR
@@ -90,7 +91,7 @@ def test_it_finds_evidence_for_a_post_and_drafts_from_the_confirmed_proposal(
     assert "Why: The CDC page reviews the studies on vaccines and SIDS." in chosen
     _shot(page, "2-queries-pool-chosen")
 
-    page.wait_for_function("document.querySelectorAll('.snippet.proposed.state-ready').length === 3", timeout=120_000)
+    expect(page.locator(".snippet.proposed.state-ready")).to_have_count(3, timeout=120_000)
     cdc = page.locator(".snippet.proposed", has_text="Sudden Infant Death Syndrome (SIDS) and Vaccines")
     assert "Proposed by CrowdNotes" in cdc.inner_text() and "open the indexed copy" in cdc.inner_text()
     _shot(page, "3-review")
@@ -101,7 +102,7 @@ def test_it_finds_evidence_for_a_post_and_drafts_from_the_confirmed_proposal(
             "button:has-text('Reject')"
         ).click()
         page.wait_for_timeout(300)
-    page.wait_for_function("document.querySelectorAll('.review-state[data-state=rejected]').length === 2")
+    expect(page.locator(".review-state[data-state=rejected]")).to_have_count(2)
 
     page.click("summary:has-text('Add more evidence')")
     page.fill("#id_urls", own)
@@ -112,13 +113,12 @@ def test_it_finds_evidence_for_a_post_and_drafts_from_the_confirmed_proposal(
     page.wait_for_selector(".snippet:not(.proposed) .review-state[data-state=confirmed]")
 
     page.click("#request-draft")
-    page.wait_for_function(
-        "document.querySelector('#id_text') && document.querySelector('#id_text').value.length > 0", timeout=60_000
-    )
+    # Locator waits, not wait_for_function: the page's CSP forbids the eval that one needs.
+    expect(page.locator("#id_text")).not_to_have_value("", timeout=60_000)
     assert page.input_value("#id_text") == DRAFT
     _shot(page, "4-draft")
     page.click("#submit-note")
-    page.wait_for_url(re.compile(r".*/posts/\d+/#note-\d+$"))
+    page.wait_for_url(re.compile(r".*/me/notes/\d+/$"))
     note = Note.objects.get()
     assert note.origin == Note.Origin.MIXED
     assert note.evidence_urls == [CDC, own]

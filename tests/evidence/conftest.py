@@ -19,8 +19,7 @@ from tests.support.web_server import WebServer
 @pytest.fixture
 def test_policy(web_server: WebServer) -> FetchPolicy:
     return FetchPolicy(
-        allow_loopback_for_tests=True,
-        allowed_ports=frozenset({80, 443, web_server.port}),
+        allowed_local=frozenset({("127.0.0.1", web_server.port)}),
         total_timeout=3.0,
         max_bytes=200_000,
     )

@@ -230,7 +230,7 @@ def test_it_reports_connection_refused(test_policy: FetchPolicy) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    policy = FetchPolicy(**{**test_policy.__dict__, "allowed_ports": frozenset({port})})
+    policy = FetchPolicy(**{**test_policy.__dict__, "allowed_local": frozenset({("127.0.0.1", port)})})
     assert _code(f"http://127.0.0.1:{port}/", policy) == "connection_error"
 
 
@@ -329,7 +329,9 @@ def tls_server(tmp_path: Any) -> Any:
 def test_it_verifies_tls_for_the_name_while_connecting_to_the_pinned_ip(tls_server: Any) -> None:
     port, cert, seen = tls_server
     policy = FetchPolicy(
-        allow_loopback_for_tests=True, ca_certs=cert, resolver=_resolver({"secure.test": ["127.0.0.1"]})
+        allowed_local=frozenset({("127.0.0.1", port)}),
+        ca_certs=cert,
+        resolver=_resolver({"secure.test": ["127.0.0.1"]}),
     )
     result = fetch(f"https://secure.test:{port}/", policy)
     assert result.body == PAGE
@@ -339,8 +341,98 @@ def test_it_verifies_tls_for_the_name_while_connecting_to_the_pinned_ip(tls_serv
 def test_it_refuses_certificates_for_another_name_or_untrusted(tls_server: Any) -> None:
     port, cert, _ = tls_server
     wrong_name = FetchPolicy(
-        allow_loopback_for_tests=True, ca_certs=cert, resolver=_resolver({"other.test": ["127.0.0.1"]})
+        allowed_local=frozenset({("127.0.0.1", port)}), ca_certs=cert, resolver=_resolver({"other.test": ["127.0.0.1"]})
     )
     assert _code(f"https://other.test:{port}/", wrong_name) == "tls_error"
-    untrusted = FetchPolicy(allow_loopback_for_tests=True, resolver=_resolver({"secure.test": ["127.0.0.1"]}))
+    untrusted = FetchPolicy(
+        allowed_local=frozenset({("127.0.0.1", port)}), resolver=_resolver({"secure.test": ["127.0.0.1"]})
+    )
     assert _code(f"https://secure.test:{port}/", untrusted) == "tls_error"
+
+
+# --- The local allow-list: exact host:port pairs, never the app, the database or Redis ---------------
+
+
+def _listening_server(page: bytes = PAGE) -> WebServer:
+    """A second loopback server (an app or service that is not on the allow-list)."""
+    other = WebServer()
+    other.add("/", page)
+    return other
+
+
+def test_it_parses_the_allow_list_and_refuses_anything_but_ip_or_localhost_with_a_port() -> None:
+    from evidence.fetch import parse_host_ports
+
+    assert parse_host_ports(["127.0.0.1:8001", "[::1]:9", "localhost:7"]) == {
+        ("127.0.0.1", 8001),
+        ("::1", 9),
+        ("127.0.0.1", 7),
+        ("::1", 7),
+    }
+    for bad in ["127.0.0.1", "127.0.0.0/8:80", "pages.internal:80", "127.0.0.1:0", "127.0.0.1:http"]:
+        with pytest.raises(ValueError):
+            parse_host_ports([bad])
+
+
+def test_it_fetches_only_the_listed_pair_on_loopback(web_server: WebServer, test_policy: FetchPolicy) -> None:
+    other = _listening_server()
+    try:
+        assert fetch(web_server.add("/page", PAGE), test_policy).body == PAGE
+        assert _code(f"http://127.0.0.1:{other.port}/", test_policy) == "bad_port"
+        # The listed port on another loopback address is not the listed pair either.
+        assert _code(f"http://127.0.0.2:{web_server.port}/page", test_policy) == "blocked_address"
+        assert other.connections == 0
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("status", [301, 302, 307])
+def test_it_refuses_a_redirect_from_the_listed_server_to_another_local_port(
+    web_server: WebServer, test_policy: FetchPolicy, status: int
+) -> None:
+    other = _listening_server(b"<html><body>the app's own login page</body></html>")
+    try:
+        web_server.add("/hop", b"", status=status, headers={"Location": f"http://127.0.0.1:{other.port}/"})
+        web_server.add("/hop6", b"", status=status, headers={"Location": f"http://[::1]:{web_server.port}/page"})
+        assert _code(web_server.url("/hop"), test_policy) == "bad_port"
+        assert _code(web_server.url("/hop6"), test_policy) == "blocked_address"
+        assert other.connections == 0
+    finally:
+        other.close()
+
+
+def test_it_never_fetches_a_forbidden_port_even_when_listed(web_server: WebServer, test_policy: FetchPolicy) -> None:
+    policy = FetchPolicy(**{**test_policy.__dict__, "never_local_ports": frozenset({web_server.port})})
+    assert _code(web_server.add("/page", PAGE), policy) == "blocked_address"
+    assert web_server.connections == 0
+
+
+def test_the_app_policy_refuses_its_own_port_the_database_and_redis(settings: Any, connect_audit: ConnectAudit) -> None:
+    from evidence.services import fetch_policy
+
+    settings.EVIDENCE_ALLOWED_LOCAL = ["127.0.0.1:5432", "127.0.0.1:6379", "localhost:8000", "127.0.0.1:8001"]
+    settings.EVIDENCE_NEVER_LOCAL_PORTS = [5432, 6379, 8000]
+    policy = fetch_policy()
+    for port in (5432, 6379, 8000):
+        assert _code(f"http://127.0.0.1:{port}/", policy) == "blocked_address"
+    assert connect_audit.connects == []
+
+
+def test_the_default_settings_never_allow_the_database_redis_or_the_site_port(settings: Any) -> None:
+    from urllib.parse import urlsplit
+
+    assert settings.EVIDENCE_ALLOWED_LOCAL == []
+    never = set(settings.EVIDENCE_NEVER_LOCAL_PORTS)
+    assert {urlsplit(settings.DATABASE_URL).port or 5432, urlsplit(settings.REDIS_URL).port or 6379, 8000} <= never
+
+
+def test_the_start_up_check_names_a_bad_allow_list(settings: Any) -> None:
+    from evidence.checks import evidence_allowed_local
+
+    settings.EVIDENCE_ALLOWED_LOCAL = ["127.0.0.1:8001"]
+    assert evidence_allowed_local() == []
+    settings.EVIDENCE_ALLOWED_LOCAL = ["127.0.0.1/8"]
+    assert [e.id for e in evidence_allowed_local()] == ["evidence.E001"]
+    settings.EVIDENCE_NEVER_LOCAL_PORTS = [6379]
+    settings.EVIDENCE_ALLOWED_LOCAL = ["localhost:6379"]
+    assert [e.id for e in evidence_allowed_local()] == ["evidence.E002", "evidence.E002"]

@@ -45,6 +45,7 @@ def test_it_puts_transient_failures_back_in_the_queue(contributor: Any, settings
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    settings.EVIDENCE_ALLOWED_LOCAL = [f"127.0.0.1:{port}"]  # nothing listens there: refused, a transient error
     snippet = snippets_for(make_job(contributor), [f"http://127.0.0.1:{port}/"])[0]
     with pytest.raises(snippets.TransientEvidenceError):
         snippets.snippet_process(snippet_id=snippet.pk, final_attempt=False)

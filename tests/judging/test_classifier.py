@@ -45,7 +45,9 @@ def test_it_learns_a_separable_signal_and_reports_held_out_metrics() -> None:
     assert metrics.n_train + metrics.n_test == 60
     assert metrics.macro_f1 > 0.9 and metrics.macro_accuracy > 0.9
     assert metrics.baselines_macro_f1["always"] < 0.5  # majority rule
-    probs = clf.predict_proba_helpful(["Official health agency data says otherwise, see source", "fake idiots lol"])
+    probs = clf.predict_proba_helpful(
+        ["Official health agency data says otherwise, see source", "fake idiots lol"], [[], []]
+    )
     assert probs[0] > 0.5 > probs[1]
 
 
@@ -64,7 +66,9 @@ def test_it_saves_and_loads_a_versioned_model(tmp_path: Path) -> None:
     assert loaded is not None and loaded.version == clf.version
     assert loaded.metadata["metrics"]["n_examples"] == 60
     texts = ["see source trials", "fake lol"]
-    assert loaded.predict_proba_helpful(texts) == pytest.approx(clf.predict_proba_helpful(texts))
+    urls: list[list[str]] = [["https://a.org"], []]
+    assert loaded.predict_proba_helpful(texts, urls) == pytest.approx(clf.predict_proba_helpful(texts, urls))
+    assert loaded.metadata["features"] == classifier.FEATURES
     assert classifier.load(tmp_path / "empty") is None
 
 
@@ -86,3 +90,25 @@ def test_it_joins_public_note_texts_with_scorer_statuses(cn_data: Path) -> None:
             assert statuses[row.note_id] == (
                 "CURRENTLY_RATED_HELPFUL" if row.helpful else "CURRENTLY_RATED_NOT_HELPFUL"
             )
+
+
+def test_it_trains_on_text_without_urls_and_reads_cited_urls_as_a_feature() -> None:
+    """The helpfulness stage strips URLs from the note and passes them apart: the classifier
+    learns from that form, so a judged note keeps its "cites a source" signal."""
+    embedded: list[str] = []
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        embedded.extend(texts)
+        return hashed_bow(texts)
+
+    rows = [
+        LabelledNote(
+            str(i), f"Trials found no effect case {i}" + (f" https://nih.gov/s{i}" if i % 2 else ""), bool(i % 2), "t"
+        )
+        for i in range(40)
+    ]
+    clf, _ = classifier.train(rows, embed=embed, embedding_model="hashed-bow")
+    assert embedded and not any("http" in t for t in embedded)
+    text = "Trials found no effect case 99"
+    cited, uncited = clf.predict_proba_helpful([text, text], [["https://nih.gov/x"], []])
+    assert cited > 0.5 > uncited

@@ -128,3 +128,16 @@ def test_it_queues_runs_for_existing_notes_once(django_capture_on_commit_callbac
         call_command("judge_notes", stdout=out)
     assert JudgeRun.objects.filter(note=first).count() == 1 and JudgeRun.objects.filter(note=second).count() == 1
     assert len(callbacks) == 2
+
+
+def test_judge_notes_skips_notes_on_imported_posts_without_text(django_capture_on_commit_callbacks: Any) -> None:
+    from tests.judging.factories import note_with_evidence
+
+    real, imported = note_with_evidence(), note_with_evidence(text="A note on an imported post.")
+    imported.post.text_available = False
+    imported.post.save()
+    out = io.StringIO()
+    with django_capture_on_commit_callbacks():
+        call_command("judge_notes", stdout=out)
+    assert JudgeRun.objects.filter(note=real).exists() and not JudgeRun.objects.filter(note=imported).exists()
+    assert "1 skipped (imported post without text)" in out.getvalue()

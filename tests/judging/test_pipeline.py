@@ -143,7 +143,7 @@ def test_it_uses_the_classifier_for_helpfulness_when_offline() -> None:
     class Model:
         version = "helpfulness-clf-test"
 
-        def predict_proba_helpful(self, texts: Sequence[str]) -> list[float]:
+        def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]:
             return [0.2 for _ in texts]
 
     judges = build_judges(client=None, classifier=Model())

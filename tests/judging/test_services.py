@@ -184,3 +184,34 @@ def test_it_runs_preflight_offline_without_writing(settings: Any) -> None:
     result = services.preflight_run(post_text="MMR vaccine causes autism", note_text="x", snippets=[SNIPPET])
     assert result.stages[0].judge == "baseline:lexical-overlap-v1"
     assert JudgeDecision.objects.count() == 0 and JudgeRun.objects.count() == 0
+
+
+def test_agreement_and_funnel_exclude_notes_judged_without_real_inputs(llm_server: Any) -> None:
+    """A crowd-Helpful note judged without evidence snippets fails relevance by rule: it says
+    nothing about the judges, so it is counted as excluded, not as a failure."""
+    from notes.models import Note, Post
+
+    llm_server.respond_with(ALL_YES)
+    _run_to_end(services.judge_run_request(note=note_with_evidence(status=NoteStatus.HELPFUL)))
+    post = Post.objects.create(text="The MMR vaccine causes autism.", text_hash="x")
+    bare = Note.objects.create(post=post, text="No link was found.", status=NoteStatus.HELPFUL)
+    _run_to_end(services.judge_run_request(note=bare))
+    assert JudgeDecision.objects.get(note=bare, stage="relevance").verdict == "no"
+    helpful_row, not_helpful_row = crowd_agreement()
+    assert (helpful_row.n_notes, helpful_row.fail_relevance, helpful_row.n_excluded) == (1, 0, 1)
+    assert (not_helpful_row.n_notes, not_helpful_row.n_excluded) == (0, 0)
+    f = funnel()
+    assert (f.n_notes, f.n_helpful, f.n_excluded) == (1, 1, 1)
+
+
+def test_a_note_on_an_imported_post_without_text_is_never_judged(llm_server: Any) -> None:
+    note = note_with_evidence(status=NoteStatus.HELPFUL)
+    run = services.judge_run_request(note=note)  # queued before the post was known to be a placeholder
+    note.post.text_available = False
+    note.post.save()
+    with pytest.raises(services.NotJudgeable):
+        services.judge_run_request(note=note)
+    assert services.judge_run_step(run_id=run.pk) is None
+    run.refresh_from_db()
+    assert run.state == JudgeRun.State.FAILED and "imported without text" in run.error
+    assert llm_server.requests == [] and not JudgeDecision.objects.exists()

@@ -130,3 +130,17 @@ def test_it_runs_preflight_for_contributors_without_saving(contributor_client: A
 
 def test_it_refuses_preflight_to_raters(rater_client: Any) -> None:
     assert rater_client.get(reverse("judging:preflight")).status_code == 403
+
+
+def test_it_shows_preflight_errors_under_htmx_and_judges_nothing(contributor_client: Any, llm_server: Any) -> None:
+    response = contributor_client.post(
+        reverse("judging:preflight"),
+        {"post_text": "\u200b\u202e", "note_text": "", "urls": "", "snippets": ""},
+        HTTP_HX_REQUEST="true",
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith('<section id="result-section">')  # the fragment htmx swaps in
+    assert "Post: This field is required." in html
+    assert "Draft note: This field is required." in html
+    assert llm_server.requests == []

@@ -100,3 +100,22 @@ def test_it_prefills_the_post_when_writing_a_note_on_an_existing_post(contributo
     post = make_post("Onions in socks draw out the flu.")
     html = contributor_client.get(f"/contribute/?post={post.pk}").content.decode()
     assert "Onions in socks draw out the flu.</textarea>" in html
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b\u200b", "\u202e\u2066 \u200d\ufeff", "\u00a0\u2060\n"])
+def test_it_refuses_a_post_made_only_of_invisible_characters(
+    contributor_client: Any, text: str, no_evidence_tasks: list[int]
+) -> None:
+    response = contributor_client.post("/contribute/", {"text": text, "urls": "https://www.cdc.gov/"})
+    assert response.status_code == 200
+    assert "This field is required" in response.content.decode()
+    assert not Post.objects.exists()
+
+
+def test_it_shows_every_error_of_an_empty_submit(contributor_client: Any, no_evidence_tasks: list[int]) -> None:
+    response = contributor_client.post("/contribute/", {})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "This field is required" in html
+    assert "Paste at least one evidence URL" in html
+    assert not Post.objects.exists()

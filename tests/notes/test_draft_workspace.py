@@ -9,7 +9,7 @@ import pytest
 
 from evidence.models import Snippet
 from notes.models import DraftJob, Note
-from tests.notes.factories import make_failed_snippet, make_job, make_ready_snippet
+from tests.notes.factories import make_failed_snippet, make_job, make_post, make_ready_snippet
 
 pytestmark = pytest.mark.django_db
 
@@ -94,8 +94,7 @@ def test_it_blocks_a_note_over_280_characters_and_keeps_the_text(contributor_cli
     response = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": too_long})
     html = response.content.decode()
     assert response.status_code == 200
-    assert "The note is 281 characters" in html
-    assert "Shorten it by 1" in html
+    assert "1 character over the 280 limit: the note counts 281" in html
     assert too_long in html
     assert not Note.objects.exists()
 
@@ -111,8 +110,10 @@ def test_it_submits_the_note_with_evidence_confirmations_and_draft(contributor_c
     )
     note = Note.objects.get()
     assert response.status_code == 302
-    assert response["Location"] == f"/posts/{job.post_id}/#note-{note.pk}"
-    assert note.origin == Note.Origin.AUGMENTED
+    assert response["Location"] == f"/me/notes/{note.pk}/"
+    # The contributor rewrote the machine draft completely: the text is theirs.
+    assert note.draft_survival == 0.0
+    assert note.origin == Note.Origin.HUMAN
     assert note.evidence_urls == ["https://a.example/1"]
     assert note.draft_text == "Machine draft."
     assert note.author is not None and note.author.user is not None
@@ -309,3 +310,25 @@ def test_it_names_the_producer_of_the_draft(contributor_client: Any, job: Any) -
     DraftJob.objects.filter(pk=job.pk).update(draft_method="baseline:extractive-lexical-v1")
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "the offline baseline (baseline:extractive-lexical-v1), not an LLM" in html
+
+
+@pytest.mark.parametrize("word", ["quot", "amp", "x27"])
+def test_it_highlights_without_breaking_escaped_characters(word: str) -> None:
+    from notes.templatetags.crowdnotes import highlight
+
+    html = str(highlight(f'He said "{word}" & it\'s <b>{word}</b>', f"{word} said"))
+    assert html == (
+        f"He <mark>said</mark> &quot;<mark>{word}</mark>&quot; &amp; it&#x27;s &lt;b&gt;<mark>{word}</mark>&lt;/b&gt;"
+    )
+
+
+def test_it_shows_the_passage_with_quotes_intact_when_the_post_says_quot(contributor: Any) -> None:
+    from django.test import Client
+
+    job = make_job(contributor, make_post('The "amp" and "quot" words: quot amp x27.'))
+    make_ready_snippet(job, "https://www.cdc.gov/q", 'He said "stop" & it\'s done; quot amp x27.')
+    client = Client()
+    client.force_login(contributor)
+    html = client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "He said &quot;stop&quot; &amp; it&#x27;s done; <mark>quot</mark> <mark>amp</mark> <mark>x27</mark>." in html
+    assert "&<mark>" not in html

@@ -54,6 +54,9 @@ def test_it_imports_the_public_samples_idempotently(cn_data: Path) -> None:
     assert note.post.external_id == "1353031711349739523"
     assert note.evidence_urls and note.evidence_urls[0].startswith("https://twitter.com/search")
     assert note.created_at.year == 2021
+    # The public data has no post text: the post is marked, and its time comes from its id.
+    assert note.post.text_available is False and not Post.objects.filter(text_available=True).exists()
+    assert note.post.posted_at is not None and note.post.posted_at.isoformat().startswith("2021-01-23T")
     rated = Note.objects.get(external_id="1352796878438424576")
     assert rated.num_ratings == Rating.objects.filter(note=rated).count() > 0
     assert Note.objects.exclude(status=NoteStatus.NEEDS_MORE_RATINGS).exists()  # statuses from the history

@@ -196,3 +196,37 @@ def test_it_shows_the_tags_of_the_chosen_level_with_htmx(rater_client: Any, note
     assert tag_input is not None and "checked" in tag_input.group(0)  # kept while switching level
     somewhat = rater_client.get(f"/rate/{note.pk}/?level=SOMEWHAT_HELPFUL", headers=htmx).content.decode()
     assert "Cites high-quality sources" in somewhat and "Incorrect information" in somewhat
+
+
+@pytest.mark.django_db
+def test_an_imported_post_without_text_is_shown_as_such(rater_client: Any) -> None:
+    from django.urls import reverse
+
+    from notes.models import Note, Post
+
+    post = Post.objects.create(
+        text="Post 1353031711349739523 (imported from the public Community Notes data; text not included)",
+        text_hash="p", external_id="1353031711349739523", text_available=False,
+    )  # fmt: skip
+    note = Note.objects.create(post=post, text="An imported note.")
+    marker = "Imported post 1353031711349739523: its text is not in the public Community Notes data"
+    assert marker in rater_client.get(reverse("rate_note", args=[note.pk])).content.decode()
+    assert marker in rater_client.get(reverse("post_detail", args=[post.pk])).content.decode()
+
+
+def test_it_explains_why_a_rater_cannot_open_their_own_note_and_where_to_go(
+    rater_client: Any, rater: Any, note: Note
+) -> None:
+    own = Note.objects.create(post=note.post, author=participant_for_user(user=rater), text="My own note.")
+    response = rater_client.get(f"/rate/{own.pk}/")
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert "authors cannot rate their own notes" in html
+    assert 'href="/rate/"' in html  # back to the rating queue
+
+
+def test_it_refuses_an_empty_rating_post_with_a_message(rater_client: Any, note: Note) -> None:
+    response = rater_client.post(f"/rate/{note.pk}/", {})
+    assert response.status_code == 400
+    assert "This field is required" in response.content.decode()
+    assert not Rating.objects.exists()

@@ -14,7 +14,7 @@ from django.utils import timezone
 from crowdnotes_site.celery import app
 from crowdnotes_site.queue import Enqueued
 from notes import scoring, scoring_explain, selectors, services, synthetic
-from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel
+from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel, ScoringRun
 from notes.tasks import score_notes
 from tests.conftest import wait_for
 
@@ -112,16 +112,18 @@ def test_it_queues_rescoring_from_the_admin(admin_client: Any, django_capture_on
         response = admin_client.post(url, {"action": "rescore_notes", "_selected_action": [note.pk], "index": 0})
     assert response.status_code == 302
     assert "Rescoring queued" in admin_client.get(response["Location"]).content.decode()
-    assert callbacks == [Enqueued(score_notes)]
+    run = ScoringRun.objects.get()
+    assert callbacks == [Enqueued(score_notes, (run.pk,))]
 
 
 @pytest.mark.django_db
 def test_it_queues_rescoring_from_the_button(admin_client: Any, django_capture_on_commit_callbacks: Any) -> None:
-    assert "Rescore all notes now" in admin_client.get("/rate/").content.decode()
+    assert 'href="/scoring/"' in admin_client.get("/rate/").content.decode()
+    assert "Rescore now" in admin_client.get("/scoring/").content.decode()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = admin_client.post("/scoring/rescore/")
     assert response.status_code == 302
-    assert callbacks == [Enqueued(score_notes)]
+    assert callbacks == [Enqueued(score_notes, (ScoringRun.objects.get().pk,))]
 
 
 @pytest.mark.django_db
@@ -141,7 +143,8 @@ def test_it_schedules_rescoring_on_the_cpu_queue() -> None:
 def test_it_rescores_in_a_real_worker(celery_worker: Any) -> None:
     _load_synthetic(3000, seed=6)
     score_notes.delay()
-    wait_for(lambda: Note.objects.exclude(scored_at=None).exists(), timeout=120)
+    wait_for(lambda: ScoringRun.objects.filter(state=ScoringRun.State.DONE).exists(), timeout=120)
+    assert Note.objects.exclude(scored_at=None).exists()
     assert NoteStatusChange.objects.exists()
     assert Participant.objects.exclude(rater_factor=None).exists()
 

@@ -48,3 +48,13 @@ def test_it_truncates_so_text_plus_urls_fits() -> None:
     assert len(judged.text) <= NOTE_MAX_CHARS - 3
     assert note_length(judged.text, urls) <= NOTE_MAX_CHARS
     assert "http" not in judged.text
+
+
+def test_it_counts_invisible_text_as_blank() -> None:
+    from notes.text_rules import is_blank
+
+    invisible = "\u200b \u200c\u200d\u2060\ufeff\u202e\u2066\u00ad\n\t\u00a0"
+    assert is_blank(invisible)
+    assert is_blank("")
+    assert not is_blank("\u200bx\u200b")
+    assert not is_blank("\u202eevil")

@@ -38,7 +38,6 @@ class Worker:
                 "REDIS_URL": settings.REDIS_URL,
                 "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
                 "SECRET_KEY": settings.SECRET_KEY,
-                "EVIDENCE_ALLOW_LOOPBACK": "1",
                 "EMBEDDING_MODEL": settings.EMBEDDING_MODEL,
                 # Where the session warmed the model and its pre-filter table (tests/conftest.py).
                 "MODEL_CACHE_DIR": str(settings.MODEL_CACHE_DIR),

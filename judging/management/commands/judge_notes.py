@@ -24,9 +24,12 @@ class Command(BaseCommand):
             notes = notes.filter(pk__in=opts["note_ids"])
         if opts["status"]:
             notes = notes.filter(status=opts["status"])
+        # Imported posts without text: their placeholder is not the post, so never judged.
+        skipped = notes.filter(post__text_available=False).count()
         with transaction.atomic():
-            runs = [judge_run_request(note=note) for note in notes]
+            runs = [judge_run_request(note=note) for note in notes.filter(post__text_available=True)]
         queued = sum(1 for r in runs if r.state == "queued")
         self.stdout.write(
             f"{len(runs)} notes: {queued} runs queued or waiting, {len(runs) - queued} already judged/running"
+            + (f"; {skipped} skipped (imported post without text)" if skipped else "")
         )

@@ -14,7 +14,7 @@ from judging.steps import judges
 from notes.models import Note, NoteStatus
 from notes.text_rules import find_urls
 
-DEFAULT_DATA = settings.BASE_DIR.parent / "shared" / "data" / "communitynotes"
+DEFAULT_DATA = settings.SHARED_DATA_DIR / "communitynotes"
 
 
 def _app_notes() -> list[clf.LabelledNote]:

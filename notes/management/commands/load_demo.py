@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from notes.demo import DEMO_PASSWORD, DEMO_USERS, demo_load
 from notes.services import notes_rescore
 
-DEFAULT_SOURCE = settings.BASE_DIR.parent / "shared/data/communitynotes/aaronbergman/tweet_data_checkpoint_1_subset.csv"
+DEFAULT_SOURCE = settings.SHARED_DATA_DIR / "communitynotes/aaronbergman/tweet_data_checkpoint_1_subset.csv"
 
 
 class Command(BaseCommand):

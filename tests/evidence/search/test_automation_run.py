@@ -113,7 +113,10 @@ def test_the_origin_says_who_chose_the_evidence(contributor: Any) -> None:
     theirs = make_ready_snippet(job, "https://b.example/2", "Text two.")
     Snippet.objects.filter(pk=theirs.pk).update(proposed_by=run)
     theirs.refresh_from_db()
-    assert note_origin(confirmed=[theirs], drafted=True) == Note.Origin.AUTOMATED
-    assert note_origin(confirmed=[mine, theirs], drafted=True) == Note.Origin.MIXED
-    assert note_origin(confirmed=[mine], drafted=True) == Note.Origin.AUGMENTED
-    assert note_origin(confirmed=[mine], drafted=False) == Note.Origin.HUMAN
+    assert note_origin(confirmed=[theirs], survival=0.9) == Note.Origin.AUTOMATED
+    assert note_origin(confirmed=[theirs], survival=0.1) == Note.Origin.HUMAN_MACHINE_EVIDENCE
+    assert note_origin(confirmed=[theirs], survival=None) == Note.Origin.HUMAN_MACHINE_EVIDENCE
+    assert note_origin(confirmed=[mine, theirs], survival=0.9) == Note.Origin.MIXED
+    assert note_origin(confirmed=[mine], survival=0.9) == Note.Origin.AUGMENTED
+    assert note_origin(confirmed=[mine], survival=0.2) == Note.Origin.HUMAN
+    assert note_origin(confirmed=[mine], survival=None) == Note.Origin.HUMAN

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from judging.llm import LLMClient
-from judging.steps import PROMPT_VERSIONS, drafting, judges, principles, search, supernote, topics
+from judging.steps import PROMPT_VERSIONS, compare, drafting, judges, principles, search, supernote, topics
 from judging.steps.common import Producer
 from tests.judging.steps.examples import POST, SNIPPETS
 from tests.support.llm_server import Reply, ScriptedLLM
 
-FAMILIES = (drafting, judges, search, principles, supernote, topics)
+FAMILIES = (drafting, judges, search, principles, supernote, topics, compare)
 
 
 def test_it_parses_a_producer_label_back() -> None:

@@ -1,0 +1,302 @@
+"""Load benchmark: the main pages on gunicorn + PostgreSQL + Redis under concurrent clients.
+
+Sets up a benchmark database (migrate, the demo, `--ratings` synthetic Community Notes ratings
+imported with `import_communitynotes`, one draft with evidence per client, judge decisions),
+starts `gunicorn -w 4` with production settings (DEBUG=0), then, one page at a time, lets
+`--clients` threads (one signed-in user each) send `--requests` requests each, and prints
+p50 / p95 / max latency and throughput per page.
+
+    flock /tmp/heavy.lock .venv/bin/python bench/bench_load.py \\
+        --database-url postgres://postgres@127.0.0.1:5432/cn_bench_load --redis-url redis://127.0.0.1:6379/4
+
+The client is the standard library (one connection per request, as gunicorn's sync workers
+close them anyway); it runs on the same machine as the server, so it takes some of the CPU.
+Rate limits are raised for the run (each client posts many ratings in seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the project's modules (the script runs from bench/)
+PY = sys.executable
+
+
+def _env(database_url: str, redis_url: str, static_root: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "RATE_LIMIT_"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="crowdnotes_site.settings",
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        SECRET_KEY="bench-only-" + "k" * 50,
+        DEBUG="0",
+        ALLOWED_HOSTS="127.0.0.1",
+        SECURE_SSL_REDIRECT="0",
+        STATIC_ROOT=static_root,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        LOG_LEVEL="WARNING",
+        RATE_LIMIT_RATING="100000/h",
+        RATE_LIMIT_LOGIN="100000/h",
+    )
+    return env
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    out = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    return out.stdout
+
+
+def _ensure_database(database_url: str) -> None:
+    import psycopg
+
+    name = database_url.rsplit("/", 1)[1]
+    with psycopg.connect(database_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def prepare(env: dict[str, str], n_ratings: int, workdir: Path) -> None:
+    _manage(env, "migrate", "--noinput", "-v0")
+    _manage(env, "collectstatic", "--noinput", "-v0")
+    imported = subprocess.run(
+        [PY, __file__, "--child", "count-ratings"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    if int(imported or 0) == 0:
+        _manage(env, "load_demo")
+        if n_ratings:
+            from notes import synthetic
+
+            synthetic.write_tsv(synthetic.generate(n_ratings, seed=5), workdir)
+            started = time.perf_counter()
+            _manage(
+                env, "import_communitynotes", "--notes", str(workdir / "notes-00000.tsv"),
+                "--ratings", str(workdir / "ratings-00000.tsv"),
+            )  # fmt: skip
+            print(f"imported {n_ratings:,} synthetic ratings in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def child_count_ratings() -> None:
+    import django
+
+    django.setup()
+    from notes.models import Rating
+
+    print(Rating.objects.count())
+
+
+def child_setup(n_clients: int) -> None:
+    """One user per client in every role, signed in (a session), with a draft holding 5 sources."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+    from django.contrib.auth.models import Group
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from evidence.models import EvidenceSource, Passage, Snippet
+    from evidence.services import url_hash
+    from judging.models import JudgeDecision, JudgeKind, Stage
+    from notes.models import DraftJob, Note, NoteStatus, Post
+    from notes.roles import ADMIN, CONTRIBUTOR, RATER
+    from notes.services import participant_for_user
+
+    groups = list(Group.objects.filter(name__in=[ADMIN, CONTRIBUTOR, RATER]))
+    posts = list(Post.objects.filter(is_demo=True).order_by("pk")[:n_clients])
+    if JudgeDecision.objects.count() < 300:
+        for note in Note.objects.order_by("pk")[:150]:
+            for stage in (Stage.RELEVANCE, Stage.CORRECTNESS):
+                JudgeDecision.objects.create(
+                    note=note, stage=stage, verdict="yes", judge_kind=JudgeKind.BASELINE, judge_name="bench",
+                    content_hash=f"bench-{note.pk}", reasoning="Benchmark decision.",
+                )  # fmt: skip
+    clients = []
+    for i in range(n_clients):
+        user, _ = get_user_model().objects.get_or_create(username=f"bench-user-{i:02d}")
+        user.groups.set(groups)
+        participant_for_user(user=user)
+        post = posts[i % len(posts)]
+        job = DraftJob.objects.filter(contributor=user).first()
+        if job is None:
+            job = DraftJob.objects.create(post=post, contributor=user)
+            for j in range(5):
+                url = f"https://example.org/bench/{i}/{j}"
+                text = f"Passage {j} of the evidence for {post.text[:80]}"
+                source, _ = EvidenceSource.objects.get_or_create(
+                    url_hash=url_hash(url), defaults={"url": url, "final_url": url, "cleaned_text": text}
+                )
+                passage = Passage.objects.create(
+                    source=source, embedding_model="bench", chunk_index=0, text=text, char_start=0, char_end=len(text)
+                )
+                Snippet.objects.create(
+                    post=post, draft_job=job, url=url, position=j, state=Snippet.State.READY,
+                    source=source, passage=passage, similarity=0.5,
+                )  # fmt: skip
+        session = SessionStore()
+        session[SESSION_KEY] = str(user.pk)
+        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+        session.create()
+        clients.append({"session": session.session_key, "job": job.pk, "post": post.pk})
+    to_rate = list(
+        Note.objects.filter(status=NoteStatus.NEEDS_MORE_RATINGS, is_demo=True).values_list("pk", flat=True)[:50]
+    )
+    print(json.dumps({"clients": clients, "notes": to_rate}))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _request(port: int, method: str, path: str, cookies: str, headers: dict[str, str], body: str = "") -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        all_headers = {"Cookie": cookies, "Host": "127.0.0.1", **headers}
+        if body:
+            all_headers["Content-Type"] = "application/x-www-form-urlencoded"
+        conn.request(method, path, body=body or None, headers=all_headers)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors: list[int] = []
+    lock = threading.Lock()
+
+    def client(index: int, info: dict[str, Any]) -> None:
+        token = secrets.token_hex(16)  # a 32-character CSRF secret: cookie and header agree
+        cookies = f"sessionid={info['session']}; csrftoken={token}"
+        for r in range(n_requests):
+            method, path, headers, body, ok = "GET", "/", {}, "", (200,)
+            if name == "post page":
+                path = f"/posts/{info['post']}/"
+            elif name == "rating queue":
+                path = "/rate/"
+            elif name == "posting a rating":
+                notes = setup["notes"]
+                method, path, ok = "POST", f"/rate/{notes[(index * 7 + r) % len(notes)]}/", (302,)
+                headers = {"X-CSRFToken": token}
+                body = "level=" + ("HELPFUL" if r % 2 else "NOT_HELPFUL")
+            elif name == "draft page poll":
+                path, headers = f"/drafts/{info['job']}/?was=collecting", {"HX-Request": "true"}
+            elif name == "audit list":
+                path = "/judging/audit/"
+            started = time.perf_counter()
+            status = _request(port, method, path, cookies, headers, body)
+            elapsed = (time.perf_counter() - started) * 1000
+            with lock:
+                latencies.append(elapsed)
+                if status not in ok:
+                    errors.append(status)
+
+    threads = [threading.Thread(target=client, args=(i, c)) for i, c in enumerate(setup["clients"])]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    ordered = sorted(latencies)
+    return {
+        "page": name,
+        "requests": len(ordered),
+        "errors": len(errors),
+        "error_statuses": sorted(set(errors)),
+        "p50": statistics.median(ordered),
+        "p95": ordered[max(int(len(ordered) * 0.95) - 1, 0)],
+        "max": ordered[-1],
+        "rps": len(ordered) / wall,
+    }
+
+
+PAGES = ["home", "post page", "rating queue", "posting a rating", "draft page poll", "audit list"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cn_bench_load")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/4")
+    parser.add_argument("--ratings", type=int, default=200_000, help="synthetic ratings imported on first run")
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--requests", type=int, default=15, help="per client and page")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
+    parser.add_argument("--child", choices=["count-ratings", "setup"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child == "count-ratings":
+        return child_count_ratings()
+    if args.child == "setup":
+        return child_setup(args.clients)
+
+    workdir = ROOT / "var" / "bench-load"
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = _env(args.database_url, args.redis_url, str(workdir / "static"))
+    _ensure_database(args.database_url)
+    prepare(env, args.ratings, workdir)
+    out = subprocess.run(
+        [PY, __file__, "--child", "setup", "--clients", str(args.clients)],
+        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    setup = json.loads(out.stdout.strip().splitlines()[-1])
+    counts = subprocess.run(
+        [PY, "manage.py", "shell", "-c",
+         "from notes.models import Post, Note, Rating; print(Post.objects.count(), Note.objects.count(), Rating.objects.count())"],
+        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    port = _free_port()
+    log = (workdir / "gunicorn.log").open("w")
+    server = subprocess.Popen(
+        [PY, "-m", "gunicorn", "crowdnotes_site.wsgi", "-w", str(args.workers), "-b", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if _request(port, "GET", "/healthz", "", {}) == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit(f"gunicorn did not start; see {workdir / 'gunicorn.log'}")
+            time.sleep(0.5)
+        for name in PAGES:  # warm every worker's connections and templates
+            run_page(port, {**setup, "clients": setup["clients"][:4]}, name, 2)
+        rows = [run_page(port, setup, name, args.requests) for name in PAGES]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(
+        f"\n{args.clients} clients x {args.requests} requests per page, gunicorn -w {args.workers} (sync), DEBUG=0; "
+        f"database: {int(counts[0]):,} posts, {int(counts[1]):,} notes, {int(counts[2]):,} ratings\n"
+    )
+    print("| page | requests | errors | p50 ms | p95 ms | max ms | req/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        errors = f"{row['errors']} {row['error_statuses']}" if row["errors"] else "0"
+        print(
+            f"| {row['page']} | {row['requests']} | {errors} | {row['p50']:.0f} | {row['p95']:.0f} | "
+            f"{row['max']:.0f} | {row['rps']:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

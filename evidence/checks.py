@@ -1,0 +1,29 @@
+"""Start-up check of the fetcher's local allow-list (EVIDENCE_ALLOWED_LOCAL): well-formed, and
+naming none of the ports that must never be fetched (the app itself, the database, Redis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, register
+
+from evidence.fetch import parse_host_ports
+
+
+@register()
+def evidence_allowed_local(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    try:
+        pairs = parse_host_ports(settings.EVIDENCE_ALLOWED_LOCAL)
+    except ValueError as exc:
+        return [Error(f"EVIDENCE_ALLOWED_LOCAL: {exc}", id="evidence.E001")]
+    never = set(settings.EVIDENCE_NEVER_LOCAL_PORTS)
+    return [
+        Error(
+            f"EVIDENCE_ALLOWED_LOCAL names {host}:{port}, a port of the app, the database or Redis; "
+            "the fetcher refuses it anyway",
+            id="evidence.E002",
+        )
+        for host, port in sorted(pairs)
+        if port in never
+    ]

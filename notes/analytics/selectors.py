@@ -1,0 +1,209 @@
+"""Reads for the analytics pages: delays, spikes, topics, judge funnel over time."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import Count, Min, Q, QuerySet
+from django.db.models.functions import Coalesce
+
+from evidence.models import Snippet
+from evidence.search.categories import CATEGORY_LABELS, category_by_rules
+from judging.models import JudgeDecision
+from judging.selectors import Funnel, funnel_of, judged_notes
+from notes.analytics import delays, spikes
+from notes.models import Note, NoteStatus, Post, Topic
+
+VERDICTS = (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL)
+
+
+@dataclass(frozen=True)
+class AnalyticsFilters:
+    topic: str = ""
+    origin: str = ""
+    date_from: dt.date | None = None  # on the note's creation date
+    date_to: dt.date | None = None
+    demo: str = ""  # "": all, "real": no demo content, "demo": demo only
+
+
+def notes_filtered(f: AnalyticsFilters) -> QuerySet[Note]:
+    qs = Note.objects.all()
+    if f.topic:
+        qs = qs.filter(post__topic=f.topic)
+    if f.origin:
+        qs = qs.filter(origin=f.origin)
+    if f.date_from:
+        qs = qs.filter(created_at__date__gte=f.date_from)
+    if f.date_to:
+        qs = qs.filter(created_at__date__lte=f.date_to)
+    if f.demo == "real":
+        qs = qs.filter(is_demo=False, post__is_demo=False)
+    elif f.demo == "demo":
+        qs = qs.filter(Q(is_demo=True) | Q(post__is_demo=True))
+    return qs
+
+
+@dataclass(frozen=True)
+class DelaySummary:
+    report: delays.DelayReport
+    n_notes: int
+    n_posts: int
+    n_scored: int  # notes the never-left-NMR share is over
+
+
+def delay_summary(f: AnalyticsFilters) -> DelaySummary:
+    """The delays of the notes matching `f`, with the definitions of notes.analytics.delays:
+    a post's time is its posted_at (imported posts: from the tweet id), else when it was
+    flagged; a note's first verdict is its first Helpful / Not Helpful status change. The
+    never-left-NMR share is over notes with a known status history: scored by the app's
+    scorer, or with a recorded verdict (imported status history)."""
+    notes = notes_filtered(f)
+    per_post = (
+        notes.values("post_id")
+        .annotate(first_note=Min("created_at"), post_time=Coalesce(Min("post__posted_at"), Min("post__created_at")))
+        .values_list("first_note", "post_time")
+    )
+    post_hours = [(first - posted).total_seconds() / 3600 for first, posted in per_post]
+    rows = notes.annotate(
+        first_verdict=Min("status_changes__changed_at", filter=Q(status_changes__status__in=VERDICTS))
+    ).values_list("created_at", "first_verdict", "scored_at")
+    known = [(created, verdict) for created, verdict, scored in rows if scored is not None or verdict is not None]
+    report = delays.delay_report(
+        post_delays_hours=post_hours,
+        notes_first_verdict=[(int(c.timestamp() * 1000), int(v.timestamp() * 1000) if v else None) for c, v in known],
+    )
+    return DelaySummary(report, n_notes=len(rows), n_posts=len(post_hours), n_scored=len(known))
+
+
+# --- Spikes ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpikeReport:
+    unit: str
+    series: spikes.DailySeries
+    spikes: list[spikes.Spike]
+    n_items: int
+    n_texts: int  # items whose text the trending terms could read
+    shown_from: dt.date | None = None  # set when only the last SHOWN_DAYS days are shown
+
+
+SHOWN_DAYS = 180
+
+
+def spike_report(
+    f: AnalyticsFilters, *, unit: str = "notes", window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA
+) -> SpikeReport:
+    """Daily counts of notes (by creation day) or of flagged posts (by the post's time:
+    posted_at, else when it was flagged) among those matching `f`, with spikes and their
+    trending terms (note texts; a post's text, or its notes' texts when the post was
+    imported without text)."""
+    notes = notes_filtered(f)
+    if unit == "posts":
+        rows = list(
+            Post.objects.filter(pk__in=notes.values("post_id"))
+            .annotate(when=Coalesce("posted_at", "created_at"))
+            .values_list("pk", "when", "text", "text_available")
+        )
+        # A post imported without its text is read through its notes' texts.
+        note_texts: dict[int, list[str]] = defaultdict(list)
+        for post_id, text in notes.filter(post__text_available=False).values_list("post_id", "text"):
+            note_texts[post_id].append(text)
+        items = [
+            (when.date(), text if available else " ".join(note_texts.get(pk, []))) for pk, when, text, available in rows
+        ]
+    else:
+        items = [(c.date(), t) for c, t in notes.values_list("created_at", "text")]
+    days, counts = spikes.daily_counts(d for d, _ in items)
+    texts: dict[dt.date, list[str]] = defaultdict(list)
+    for day, text in items:
+        if text:
+            texts[day].append(text)
+    series, found = spikes.spikes_with_terms(days, counts, texts, window=window, k=k)
+    shown_from = None
+    if not (f.date_from or f.date_to) and len(series.days) > SHOWN_DAYS:
+        # Without a date range, show the last SHOWN_DAYS days (detected on the whole history).
+        series, found = spikes.last_days(series, found, SHOWN_DAYS)
+        shown_from = series.days[0]
+    return SpikeReport(
+        unit, series, found, n_items=len(items), n_texts=sum(len(v) for v in texts.values()), shown_from=shown_from
+    )
+
+
+# --- Topics ------------------------------------------------------------------------------
+
+
+def topic_counts(f: AnalyticsFilters) -> list[tuple[str, str, int]]:
+    """(topic value, label, posts) for the posts of the matching notes; "" = not classified."""
+    posts = Post.objects.filter(pk__in=notes_filtered(f).values("post_id"))
+    counts: dict[str, int] = dict(posts.order_by().values("topic").annotate(n=Count("pk")).values_list("topic", "n"))
+    out = [(value, str(label), counts.get(value, 0)) for value, label in Topic.choices]
+    out.append(("", "Not classified yet", counts.get("", 0)))
+    return out
+
+
+# --- Judge funnel over time, evidence source categories ------------------------------------
+
+
+@dataclass(frozen=True)
+class FunnelRow:
+    month: str
+    origin: str
+    origin_label: str
+    funnel: Funnel
+    n_excluded: int
+
+
+def funnel_over_time(f: AnalyticsFilters) -> tuple[list[FunnelRow], int]:
+    """The judge funnel per month of note creation and note origin, over each note's latest
+    judged version judged with real inputs; and how many judged notes were excluded."""
+    notes = notes_filtered(f)
+    per_note, excluded = judged_notes(JudgeDecision.objects.filter(note__in=notes))
+    info = dict(
+        (pk, (created.strftime("%Y-%m"), origin))
+        for pk, created, origin in notes.filter(pk__in=list(per_note)).values_list("pk", "created_at", "origin")
+    )
+    groups: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
+    for note_id, verdicts in per_note.items():
+        groups[info[note_id]].append(verdicts)
+    labels = dict(Note.Origin.choices)
+    rows = [
+        FunnelRow(month, origin, str(labels.get(origin, origin)), funnel_of(v), 0)
+        for (month, origin), v in sorted(groups.items())
+    ]
+    return rows, excluded
+
+
+@dataclass(frozen=True)
+class SourceCategories:
+    categories: list[tuple[str, str]]  # (value, label)
+    human: list[int]
+    machine: list[int]
+    n_by_rules: int  # URLs without a stored source, categorised by the domain rules
+
+
+def source_categories(f: AnalyticsFilters) -> SourceCategories:
+    """Evidence sources of the matching notes by source category: chosen by people (the
+    contributor's URLs, imported notes' URLs) or proposed by the automation (Snippet.proposed_by)."""
+    notes = notes_filtered(f)
+    human: dict[str, int] = defaultdict(int)
+    machine: dict[str, int] = defaultdict(int)
+    with_snippets: set[int] = set()
+    by_rules = 0
+    for note_id, url, category, proposed in (
+        Snippet.objects.filter(note__in=notes)
+        .exclude(confirmation=Snippet.Confirmation.REJECTED)
+        .values_list("note_id", "url", "source__category", "proposed_by_id")
+    ):
+        with_snippets.add(note_id)
+        if not category:
+            category, by_rules = category_by_rules(url).category, by_rules + 1
+        (machine if proposed else human)[category] += 1
+    for urls in notes.exclude(pk__in=with_snippets).values_list("evidence_urls", flat=True):
+        for url in urls or []:
+            human[category_by_rules(str(url)).category] += 1
+            by_rules += 1
+    cats = list(CATEGORY_LABELS.items())
+    return SourceCategories(cats, [human[c] for c, _ in cats], [machine[c] for c, _ in cats], by_rules)

@@ -1,0 +1,55 @@
+"""Health topics of posts: the labels of judging.steps.topics mapped onto Post.topic, and the
+service that classifies and stores them (LLM when configured, else the labelled offline
+baseline). A post imported without its text is never classified (its placeholder is not
+the post)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from judging.steps import topics as topic_step
+from judging.steps.common import StepResult
+from notes.models import Post, Topic
+
+# The step's labels are the model's choices, lower-cased: map by label, checked at import.
+TOPIC_BY_LABEL: dict[str, str] = {str(label).lower(): value for value, label in Topic.choices}
+assert set(topic_step.TOPIC_LABELS) == set(TOPIC_BY_LABEL), "topic labels and Post.topic choices differ"
+
+
+def topic_value(label: str | None) -> str | None:
+    """The Post.topic value of a step label, or None (unparsable answer)."""
+    return TOPIC_BY_LABEL.get(label.lower()) if label else None
+
+
+def classify_text(text: str) -> StepResult:
+    from judging.services import llm_client
+
+    client = llm_client()
+    if client is None:
+        return topic_step.topic_label_baseline(text=text)
+    return topic_step.topic_label_llm(client, text=text)
+
+
+def post_classify_topic(*, post: Post) -> str | None:
+    """Classify one post and store its topic and the producer ("llm:<model>" or
+    "baseline:<name>"); None when the post has no text or the answer did not parse."""
+    if not post.text_available:
+        return None
+    result = classify_text(post.text)
+    value = topic_value(result.value)
+    if value is None:
+        return None
+    Post.objects.filter(pk=post.pk).update(topic=value, topic_method=result.producer.label[:100])
+    return value
+
+
+def posts_classify_topics(posts: Iterable[Post]) -> dict[str, int]:
+    counts: dict[str, int] = {"classified": 0, "no text": 0, "unparsed": 0}
+    for post in posts:
+        if not post.text_available:
+            counts["no text"] += 1
+        elif post_classify_topic(post=post):
+            counts["classified"] += 1
+        else:
+            counts["unparsed"] += 1
+    return counts

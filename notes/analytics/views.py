@@ -1,0 +1,133 @@
+"""Analytics pages for admins and researchers (all under /analytics/): thin views over
+notes.analytics.selectors, every chart a server-rendered SVG (notes.analytics.charts) with
+the same numbers in a table."""
+
+from __future__ import annotations
+
+import csv
+
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.utils.safestring import mark_safe
+
+from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
+from notes.analytics import charts, selectors
+from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
+
+# Analytics show every note's scores and outcomes: the admin role's permission for scores.
+ANALYTICS = "notes.view_scores"
+
+STUDY_HEALTH = {"post_to_first_note_p50": 10.4, "note_to_first_verdict_p50": 7.2, "never_left_nmr_share": 0.879}
+
+
+@endpoint(methods=["GET"], permission=ANALYTICS)
+def analytics_index(request: AuthenticatedHttpRequest) -> HttpResponse:
+    return render(request, "notes/analytics/index.html")
+
+
+def _delay_rows(summary: selectors.DelaySummary) -> list[tuple[str, dict[str, float | int | None]]]:
+    r = summary.report
+    return [
+        ("post → first note (hours)", r.post_to_first_note_hours.as_dict()),
+        ("note → first verdict (hours)", r.note_to_first_verdict_hours.as_dict()),
+    ]
+
+
+@endpoint(methods=["GET"], permission=ANALYTICS)
+def delays_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = AnalyticsFilterForm(request.GET or None)
+    summary = selectors.delay_summary(form.filters())
+    rows = _delay_rows(summary)
+    chart = charts.bar_chart(
+        "Delay percentiles (hours)",
+        ["25th percentile", "median", "75th percentile", "90th percentile"],
+        [charts.Series(name, [values[p] for p in ("p25", "p50", "p75", "p90")]) for name, values in rows],
+        unit=" h",
+        description="Hours from post to first note and from note to first verdict, at four percentiles.",
+    )
+    context = {
+        "form": form,
+        "summary": summary,
+        "rows": rows,
+        "chart": mark_safe(chart),  # noqa: S308  (built by notes.analytics.charts, which escapes all text)
+        "query": request.GET.urlencode(),
+        "study": STUDY_HEALTH,
+    }
+    return render(request, "notes/analytics/delays.html", context)
+
+
+@endpoint(methods=["GET"], permission=ANALYTICS)
+def delays_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = AnalyticsFilterForm(request.GET or None)
+    summary = selectors.delay_summary(form.filters())
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="delays.csv"'
+    writer = csv.writer(response)
+    writer.writerow(["metric", "p25", "p50", "p75", "p90", "n"])
+    for name, values in _delay_rows(summary):
+        writer.writerow([name, *(values[k] for k in ("p25", "p50", "p75", "p90", "n"))])
+    writer.writerow(
+        ["never left Needs More Ratings (share)", "", summary.report.never_left_nmr_share, "", "", summary.n_scored]
+    )
+    return response
+
+
+@endpoint(methods=["GET"], permission=ANALYTICS)
+def spikes_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = SpikeForm(request.GET or None)
+    unit, window, k = form.options()
+    report = selectors.spike_report(form.filters(), unit=unit, window=window, k=k)
+    s = report.series
+    chart = charts.time_series_chart(
+        f"{'Notes' if unit == 'notes' else 'Flagged posts'} per day",
+        [d.isoformat() for d in s.days],
+        [float(c) for c in s.counts],
+        lines=[
+            charts.Series(f"{window}-day rolling mean", s.rolling_mean),
+            charts.Series(f"mean + {k:g} standard deviations", s.threshold),
+        ],
+        marked=[sp.index for sp in report.spikes],
+        description=f"Daily counts with {len(report.spikes)} spikes marked in red.",
+    )
+    context = {
+        "form": form,
+        "report": report,
+        "chart": mark_safe(chart),  # noqa: S308  (escaped by notes.analytics.charts)
+        "unit": unit,
+        "daily": list(zip(s.days, s.counts, s.rolling_mean, s.threshold, strict=True)),
+        "window": window,
+        "k": k,
+    }
+    return render(request, "notes/analytics/spikes.html", context)
+
+
+@endpoint(methods=["GET"], permission=ANALYTICS)
+def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = AnalyticsFilterForm(request.GET or None)
+    filters = form.filters()
+    rows, excluded = selectors.funnel_over_time(filters)
+    cats = selectors.source_categories(filters)
+    topics = selectors.topic_counts(filters)
+    cat_chart = charts.bar_chart(
+        "Evidence sources by category",
+        [label for _, label in cats.categories],
+        [charts.Series("chosen by people", cats.human), charts.Series("proposed by the automation", cats.machine)],
+        description="Number of evidence sources per source category, human-selected and machine-selected.",
+    )
+    topic_chart = charts.bar_chart(
+        "Posts by health topic",
+        [label for _, label, _ in topics],
+        [charts.Series("posts", [n for _, _, n in topics])],
+        description="Posts of the matching notes per health topic.",
+    )
+    context = {
+        "form": form,
+        "rows": rows,
+        "excluded": excluded,
+        "cats": cats,
+        "cat_rows": list(zip(cats.categories, cats.human, cats.machine, strict=True)),
+        "cat_chart": mark_safe(cat_chart),  # noqa: S308  (escaped by notes.analytics.charts)
+        "topics": topics,
+        "topic_chart": mark_safe(topic_chart),  # noqa: S308  (escaped by notes.analytics.charts)
+    }
+    return render(request, "notes/analytics/judging.html", context)

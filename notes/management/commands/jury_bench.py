@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from notes.supernotes import evaluation
+
+
+class Command(BaseCommand):
+    help = "Time PHM inference + rating sampling + projection for N candidates x J jurors."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--candidates", type=int, default=100)
+        parser.add_argument("--jurors", type=int, default=200)
+        parser.add_argument("--repeat", type=int, default=3)
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        runs = [evaluation.bench(candidates=options["candidates"], jurors=options["jurors"], seed=i)
+                for i in range(options["repeat"])]  # fmt: skip
+        best = min(runs, key=lambda r: r.seconds)
+        if options["json"]:
+            self.stdout.write(json.dumps(asdict(best)))
+        else:
+            self.stdout.write(f"{best.candidates} candidates x {best.jurors} jurors: {best.seconds:.3f} s "
+                              f"(best of {len(runs)}); embedding {best.embed_seconds:.3f} s")  # fmt: skip

@@ -1,0 +1,129 @@
+"""Offline evaluation of the jury (pure): on posts with several rated notes, does the jury pick the
+empirically best note (highest intercept from the real ratings, which the PHM never saw)?
+
+Synthetic population (`synthetic_population`): notes.synthetic.generate's raters and notes (known
+factors), grouped into posts of `notes_per_post` notes; each note gets a stand-in "embedding" = a
+fixed random projection of its true (intercept, factor) plus noise (what a text embedding would
+carry about the note, imperfectly). The ratings of the evaluation posts' notes are held out from
+the PHM and from the scorer run that gives the jurors their parameters.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from notes import scoring, synthetic
+from notes.supernotes import jury, phm
+
+EMBED_DIM = 16
+
+
+@dataclass
+class EvalResult:
+    p_at_1: float
+    random_p_at_1: float
+    n_posts: int
+    auc: float
+    train_seconds: float
+    jury_seconds: float
+    calibration: list[dict[str, object]]
+
+
+def _scorer_config() -> scoring.ScoringConfig:
+    return scoring.ScoringConfig(valid_rating_window_ms=None, lock_after_days=None)
+
+
+def evaluate_synthetic(
+    *, seed: int = 0, n_ratings: int = 60_000, posts: int = 60, notes_per_post: int = 4, jury_size: int = 200,
+    epochs: int = 6, noise: float = 0.3,
+) -> EvalResult:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    data = synthetic.generate(n_ratings, seed=seed)
+    meta = scoring.NotesMeta(n_notes=data.n_notes)
+    ratings = scoring.Ratings(data.rater, data.note, data.value)
+    full = scoring.score(ratings, meta, data.n_raters, _scorer_config())
+    # Evaluation posts: groups of notes that all got an empirical intercept.
+    scored = np.flatnonzero(~np.isnan(full.note_intercept))
+    rng.shuffle(scored)
+    groups = [scored[i : i + notes_per_post] for i in range(0, len(scored) - notes_per_post + 1, notes_per_post)]
+    groups = groups[:posts]
+    held = np.zeros(data.n_notes, dtype=bool)
+    for g in groups:
+        held[g] = True
+    # Jurors' parameters and μ from the ratings without the held-out notes.
+    keep = ~held[data.note]
+    train_fit = scoring.score(
+        scoring.Ratings(data.rater[keep], data.note[keep], data.value[keep]), meta, data.n_raters, _scorer_config()
+    )
+    proj = rng.normal(0, 1, (2, EMBED_DIM))
+    latent = np.stack([data.true_note_intercept, data.true_note_factor], axis=1)
+    emb = (latent @ proj + rng.normal(0, noise, (data.n_notes, EMBED_DIM))).astype(np.float32)
+    ri, rf = train_fit.rater_intercept, train_fit.rater_factor
+    usable = keep & ~np.isnan(rf[data.rater])
+    label = np.where(data.value == 1.0, 0, np.where(data.value == 0.5, 1, 2))
+    training = phm.TrainingData(
+        emb, np.zeros_like(emb), np.zeros(data.n_notes, dtype=np.float32), data.note[usable],
+        ri[data.rater[usable]], rf[data.rater[usable]], label[usable],
+    )  # fmt: skip
+    model = phm.train(training, embedder="synthetic-projection", trained_on=f"synthetic seed {seed}", epochs=epochs,
+                      seed=seed)  # fmt: skip
+    pool = np.flatnonzero(~np.isnan(rf))
+    pri, prf = ri[pool], rf[pool]
+    ratings_per_note = float(train_fit.diagnostics.get("ratings_per_note", 1.0))
+    started = time.monotonic()
+    hits = 0
+    for k, g in enumerate(groups):
+        group_emb = emb[g]
+
+        def probs_for(jurors: np.ndarray, group_emb: np.ndarray = group_emb) -> np.ndarray:
+            return model.probabilities(group_emb, None, pri[jurors], prf[jurors])
+
+        scores = jury.jury_scores(
+            probs_for,
+            pri, prf, mu=train_fit.mu, ratings_per_note=ratings_per_note, jury_size=jury_size, seed=seed + k,
+        )  # fmt: skip
+        hits += int(np.argmax(scores.intercept) == np.argmax(full.note_intercept[g]))
+    return EvalResult(
+        p_at_1=hits / max(len(groups), 1),
+        random_p_at_1=1 / notes_per_post,
+        n_posts=len(groups),
+        auc=model.meta.auc,
+        train_seconds=model.meta.train_seconds,
+        jury_seconds=round(time.monotonic() - started, 3),
+        calibration=model.meta.calibration,
+    )
+
+
+@dataclass
+class BenchResult:
+    seconds: float
+    embed_seconds: float
+    candidates: int
+    jurors: int
+
+
+def bench(*, candidates: int = 100, jurors: int = 200, dim: int = 384, seed: int = 0) -> BenchResult:
+    """PHM inference + sampling + projection for `candidates` x `jurors` (one jury draw per
+    candidate, as the run does `jury.DEFAULT_DRAWS` of them: timed with those draws). The random
+    untrained network has the production shape; the candidate embedding is timed apart (the
+    hashing embedding; the MiniLM one is measured by the run itself)."""
+    import torch
+
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    texts = [f"Candidate {i}: the study found no link; see https://example.org/{i}" for i in range(candidates)]
+    t0 = time.monotonic()
+    emb = phm.hashing_embed(texts, dim=dim)
+    embed_seconds = time.monotonic() - t0
+    model = phm.PHM(phm.PHMNet(dim), phm.PHMMeta("bench", phm.HASHING, dim, "none", 0, 0, 0, 0.0, [], 0.0, 0))
+    model.net.eval()
+    ri, rf = rng.normal(0, 0.1, 5000), rng.normal(0, 0.6, 5000)
+    t0 = time.monotonic()
+    jury.jury_scores(
+        lambda j: model.probabilities(emb, emb[0], ri[j], rf[j]), ri, rf, mu=0.2, ratings_per_note=20.0,
+        jury_size=jurors, seed=seed,
+    )  # fmt: skip
+    return BenchResult(round(time.monotonic() - t0, 4), round(embed_seconds, 4), candidates, jurors)

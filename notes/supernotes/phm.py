@@ -1,0 +1,242 @@
+"""The personalized helpfulness model (PHM), pure torch on CPU: P(helpful), P(somewhat),
+P(not helpful) for a (post, note, rater) triple.
+
+Inputs: the note embedding, the post embedding (zeros plus a "no post text" flag when the post has
+no text), and the rater's intercept and factor from the scorer. The note tower maps the texts to a
+small hidden vector h; the head sees [h, i_u, f_u, f_u·h], so the rater's factor can flip how a
+note's "side" is received (the structure of the matrix-factorization model).
+
+Also here: the held-out AUC (helpful vs not helpful), the calibration table, save/load with a
+version and a description of the training data, and `hashing_embed` (a text-free bag-of-words
+embedding for tests and offline runs; labelled as such in the model's metadata).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+HIDDEN = 32
+CALIBRATION_BINS = 10
+
+
+class PHMNet(nn.Module):
+    def __init__(self, dim: int, hidden: int = HIDDEN) -> None:
+        super().__init__()
+        self.note = nn.Sequential(nn.Linear(2 * dim + 1, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.Tanh())
+        self.head = nn.Sequential(nn.Linear(2 * hidden + 2, hidden), nn.ReLU(), nn.Linear(hidden, 3))
+
+    def note_hidden(self, note_emb: torch.Tensor, post_emb: torch.Tensor, has_post: torch.Tensor) -> torch.Tensor:
+        return self.note(torch.cat([note_emb, post_emb, has_post[:, None]], dim=1))
+
+    def logits(self, h: torch.Tensor, ri: torch.Tensor, rf: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cat([h, ri[..., None], rf[..., None], rf[..., None] * h], dim=-1))
+
+
+@dataclass
+class TrainingData:
+    """Ratings as rows: note index into `note_emb`/`post_emb`, rater parameters, label (0 helpful,
+    1 somewhat, 2 not helpful)."""
+
+    note_emb: np.ndarray  # (N_notes, D)
+    post_emb: np.ndarray  # (N_notes, D), zeros where the post has no text
+    has_post: np.ndarray  # (N_notes,)
+    note: np.ndarray  # (R,)
+    rater_intercept: np.ndarray  # (R,)
+    rater_factor: np.ndarray  # (R,)
+    label: np.ndarray  # (R,)
+
+
+@dataclass
+class PHMMeta:
+    version: str
+    embedder: str
+    dim: int
+    trained_on: str
+    n_ratings: int
+    n_notes: int
+    holdout_ratings: int
+    auc: float
+    calibration: list[dict[str, Any]]
+    train_seconds: float
+    epochs: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PHM:
+    net: PHMNet
+    meta: PHMMeta
+
+    @torch.no_grad()
+    def probabilities(
+        self,
+        note_emb: np.ndarray,
+        post_emb: np.ndarray | None,
+        rater_intercept: np.ndarray,
+        rater_factor: np.ndarray,
+    ) -> np.ndarray:
+        """(C, J, 3) probabilities for C notes (one post, or `post_emb` per note) and J raters."""
+        ne = torch.as_tensor(np.asarray(note_emb, dtype=np.float32))
+        c = ne.shape[0]
+        if post_emb is None:
+            pe = torch.zeros_like(ne)
+            hp = torch.zeros(c)
+        else:
+            pe = torch.as_tensor(np.broadcast_to(np.asarray(post_emb, dtype=np.float32), ne.shape).copy())
+            hp = torch.ones(c)
+        h = self.net.note_hidden(ne, pe, hp)  # (C, H)
+        ri = torch.as_tensor(np.asarray(rater_intercept, dtype=np.float32))
+        rf = torch.as_tensor(np.asarray(rater_factor, dtype=np.float32))
+        j = ri.shape[-1]
+        hh = h[:, None, :].expand(c, j, h.shape[1])
+        logits = self.net.logits(hh, ri.expand(c, j), rf.expand(c, j))
+        return torch.softmax(logits, dim=-1).numpy().astype(np.float64)
+
+
+def auc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney, ties counted half)."""
+    pos, neg = scores[positive], scores[~positive]
+    if len(pos) == 0 or len(neg) == 0:
+        return float("nan")
+    values = np.concatenate([pos, neg])
+    _, inv, counts = np.unique(values, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2.0)[inv]  # 1-based, ties averaged
+    r_pos = ranks[: len(pos)]
+    return float((r_pos.sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def calibration_table(
+    p_helpful: np.ndarray, is_helpful: np.ndarray, bins: int = CALIBRATION_BINS
+) -> list[dict[str, Any]]:
+    """Per probability bin of P(helpful): count, mean predicted, observed share of Helpful."""
+    edges = np.linspace(0, 1, bins + 1)
+    which = np.clip(np.digitize(p_helpful, edges) - 1, 0, bins - 1)
+    rows = []
+    for b in range(bins):
+        m = which == b
+        if m.any():
+            rows.append({
+                "bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}",
+                "count": int(m.sum()),
+                "mean_predicted": round(float(p_helpful[m].mean()), 4),
+                "observed": round(float(is_helpful[m].mean()), 4),
+            })  # fmt: skip
+    return rows
+
+
+def _split_by_note(n_notes: int, holdout: float, rng: np.random.Generator) -> np.ndarray:
+    return rng.random(n_notes) < holdout
+
+
+def train(
+    data: TrainingData,
+    *,
+    embedder: str,
+    trained_on: str,
+    epochs: int = 8,
+    batch_size: int = 512,
+    lr: float = 3e-3,
+    holdout: float = 0.2,
+    seed: int = 0,
+) -> PHM:
+    """Train on the ratings of ~80 % of the notes; AUC and calibration on the other notes' ratings."""
+    started = time.monotonic()
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    held_note = _split_by_note(len(data.note_emb), holdout, rng)
+    test = held_note[data.note]
+    train_idx = np.flatnonzero(~test)
+    dim = data.note_emb.shape[1]
+    net = PHMNet(dim)
+    ne = torch.as_tensor(data.note_emb, dtype=torch.float32)
+    pe = torch.as_tensor(data.post_emb, dtype=torch.float32)
+    hp = torch.as_tensor(data.has_post, dtype=torch.float32)
+    note = torch.as_tensor(data.note, dtype=torch.long)
+    ri = torch.as_tensor(data.rater_intercept, dtype=torch.float32)
+    rf = torch.as_tensor(data.rater_factor, dtype=torch.float32)
+    y = torch.as_tensor(data.label, dtype=torch.long)
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=1e-5)
+    loss_fn = nn.CrossEntropyLoss()
+    for _ in range(epochs):
+        perm = torch.as_tensor(rng.permutation(train_idx))
+        for start in range(0, len(perm), batch_size):
+            b = perm[start : start + batch_size]
+            n = note[b]
+            h = net.note_hidden(ne[n], pe[n], hp[n])
+            loss = loss_fn(net.logits(h, ri[b], rf[b]), y[b])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    net.eval()
+    test_idx = np.flatnonzero(test)
+    with torch.no_grad():
+        n = note[test_idx]
+        probs = torch.softmax(net.logits(net.note_hidden(ne[n], pe[n], hp[n]), ri[test_idx], rf[test_idx]), -1).numpy()
+    labels = data.label[test_idx]
+    binary = labels != 1
+    a = auc(probs[binary, 0], labels[binary] == 0)
+    calib = calibration_table(probs[:, 0], labels == 0)
+    digest = hashlib.sha256(f"{trained_on}|{len(data.label)}|{seed}".encode()).hexdigest()[:8]
+    meta = PHMMeta(
+        version=f"phm-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{digest}",
+        embedder=embedder,
+        dim=dim,
+        trained_on=trained_on,
+        n_ratings=len(train_idx),
+        n_notes=int((~held_note).sum()),
+        holdout_ratings=len(test_idx),
+        auc=round(a, 4),
+        calibration=calib,
+        train_seconds=round(time.monotonic() - started, 2),
+        epochs=epochs,
+    )
+    return PHM(net, meta)
+
+
+def save(model: PHM, directory: Path) -> Path:
+    target = directory / model.meta.version
+    target.mkdir(parents=True, exist_ok=True)
+    torch.save(model.net.state_dict(), target / "model.pt")
+    (target / "meta.json").write_text(json.dumps(asdict(model.meta), indent=2))
+    return target
+
+
+def load(path: Path) -> PHM:
+    meta = PHMMeta(**json.loads((path / "meta.json").read_text()))
+    net = PHMNet(meta.dim)
+    net.load_state_dict(torch.load(path / "model.pt", weights_only=True))
+    net.eval()
+    return PHM(net, meta)
+
+
+def latest(directory: Path) -> Path | None:
+    """The newest stored model folder (versions sort by their UTC timestamp)."""
+    if not directory.is_dir():
+        return None
+    found = sorted(p for p in directory.iterdir() if (p / "meta.json").exists())
+    return found[-1] if found else None
+
+
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+HASHING = "hashing-bow-256"
+
+
+def hashing_embed(texts: Sequence[str], dim: int = 256) -> np.ndarray:
+    """A bag-of-words hashing embedding (no model; offline runs and tests), L2-normalised."""
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for tok in _TOKEN_RE.findall(text.lower()):
+            out[i, int(hashlib.blake2b(tok.encode(), digest_size=4).hexdigest(), 16) % dim] += 1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms == 0, 1, norms)

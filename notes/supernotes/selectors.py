@@ -1,0 +1,194 @@
+"""Reads for Supernotes: stuck posts, the eligible notes' rating summaries, the jury pool and μ
+from the stored scorer parameters, a post's latest run, and the PHM's training rows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from django.db.models import Count, Min, Prefetch, Q, QuerySet
+from django.utils import timezone
+
+from notes.models import Note, NoteStatus, Participant, Post, Rating, RatingLevel, SupernoteRun
+from notes.supernotes import eligibility
+from notes.supernotes.candidates import NoteSummary
+
+_ELIGIBLE = Q(classification=Note.Classification.MISLEADING, status=NoteStatus.NEEDS_MORE_RATINGS) & ~Q(
+    origin=Note.Origin.SUPERNOTE
+)
+
+
+@dataclass
+class StuckPost:
+    post: Post
+    notes: Sequence[Note]  # the eligible notes, annotated with n_ratings
+    stuck_since: datetime
+    latest_run: SupernoteRun | None
+
+    @property
+    def stuck_days(self) -> float:
+        return (timezone.now() - self.stuck_since).total_seconds() / 86400
+
+
+def stuck_posts_qs() -> QuerySet[Post]:
+    """Posts with ≥ 2 eligible notes and no note rated Helpful (eligibility.is_stuck in SQL)."""
+    return Post.objects.annotate(
+        n_eligible=Count("notes", filter=Q(notes__in=Note.objects.filter(_ELIGIBLE)), distinct=True),
+        n_helpful=Count("notes", filter=Q(notes__status=NoteStatus.HELPFUL), distinct=True),
+    ).filter(n_eligible__gte=eligibility.MIN_NOTES, n_helpful=0)
+
+
+def stuck_posts(*, limit: int = 100) -> list[StuckPost]:
+    posts = list(
+        stuck_posts_qs()
+        .prefetch_related(
+            Prefetch(
+                "notes",
+                queryset=Note.objects.filter(_ELIGIBLE).annotate(n_ratings=Count("ratings")).order_by("created_at"),
+                to_attr="eligible",
+            )
+        )
+        .annotate(stuck_since=Min("notes__created_at", filter=Q(notes__in=Note.objects.filter(_ELIGIBLE))))
+        .order_by("stuck_since")[:limit]
+    )
+    runs: dict[int, SupernoteRun] = {}
+    for run in SupernoteRun.objects.filter(post__in=posts).order_by("created_at"):
+        runs[run.post_id] = run
+    # The second eligible note's time: a post is stuck from when it had two notes.
+    return [
+        StuckPost(p, p.eligible, p.eligible[1].created_at if len(p.eligible) > 1 else p.stuck_since, runs.get(p.pk))  # type: ignore[attr-defined,arg-type]
+        for p in posts
+    ]
+
+
+def post_is_stuck(*, post: Post) -> bool:
+    states = [
+        eligibility.NoteState(c, s, o) for c, s, o in post.notes.values_list("classification", "status", "origin")
+    ]
+    return eligibility.is_stuck(states)
+
+
+def note_summaries(*, post: Post) -> list[NoteSummary]:
+    """The eligible notes of a post with their rating counts, tag counts and helpful ratings per
+    factor side, oldest first."""
+    notes = list(post.notes.filter(_ELIGIBLE).order_by("created_at", "pk"))
+    summaries = {n.pk: NoteSummary(n.pk, n.text) for n in notes}
+    rows = Rating.objects.filter(note__in=notes).values_list("note_id", "level", "tags", "rater__rater_factor")
+    for note_id, level, tags, factor in rows:
+        s = summaries[note_id]
+        if level == RatingLevel.HELPFUL:
+            s.helpful += 1
+            if factor is not None:
+                if factor < 0:
+                    s.helpful_left += 1
+                else:
+                    s.helpful_right += 1
+        elif level == RatingLevel.SOMEWHAT_HELPFUL:
+            s.somewhat += 1
+        else:
+            s.not_helpful += 1
+        for tag in tags or []:
+            s.tags[tag] = s.tags.get(tag, 0) + 1
+    return [summaries[n.pk] for n in notes]
+
+
+@dataclass
+class JuryPool:
+    participant_pks: np.ndarray
+    rater_intercept: np.ndarray
+    rater_factor: np.ndarray
+    mu: float
+    ratings_per_note: float
+
+
+def jury_pool() -> JuryPool:
+    """Raters with scorer parameters, and μ re-derived from the stored parameters
+    (notes.supernotes.jury.estimate_mu) with the ratings-per-note the phase-2 solve uses."""
+    from notes.supernotes.jury import estimate_mu
+
+    people = list(
+        Participant.objects.filter(rater_factor__isnull=False, rater_intercept__isnull=False)
+        .order_by("pk")
+        .values_list("pk", "rater_intercept", "rater_factor")
+    )
+    rows = np.array(
+        list(
+            Rating.objects.filter(
+                rater__rater_factor__isnull=False, note__intercept__isnull=False, note__factor__isnull=False
+            ).values_list("level", "rater__rater_intercept", "rater__rater_factor", "note__intercept", "note__factor")
+        ),
+        dtype=object,
+    )
+    mu, per_note = 0.0, 1.0
+    if len(rows):
+        value = np.array([{"HELPFUL": 1.0, "SOMEWHAT_HELPFUL": 0.5}.get(v, 0.0) for v in rows[:, 0]])
+        num = rows[:, 1:].astype(np.float64)
+        mu = estimate_mu(value, num[:, 0], num[:, 1], num[:, 2], num[:, 3])
+        n_notes = Note.objects.filter(intercept__isnull=False).count()
+        per_note = len(rows) / max(n_notes, 1)
+    return JuryPool(
+        np.array([p[0] for p in people], dtype=np.int64),
+        np.array([p[1] for p in people], dtype=np.float64),
+        np.array([p[2] for p in people], dtype=np.float64),
+        mu,
+        per_note,
+    )
+
+
+def latest_run(*, post: Post) -> SupernoteRun | None:
+    return post.supernote_runs.select_related("proposed_note", "best_existing_note").first()
+
+
+def run_detail(*, run_id: int) -> SupernoteRun:
+    return SupernoteRun.objects.select_related("post", "proposed_note", "best_existing_note").get(pk=run_id)
+
+
+def source_notes(*, run: SupernoteRun) -> list[Note]:
+    """The notes a run merged, with their authors (credited on the proposal)."""
+    by_pk = {n.pk: n for n in Note.objects.filter(pk__in=run.source_note_ids).select_related("author__user")}
+    return [by_pk[pk] for pk in run.source_note_ids if pk in by_pk]
+
+
+@dataclass
+class RatingRows:
+    """Every rating whose rater has scorer parameters, with its note's and post's texts."""
+
+    note_pks: list[int]
+    note_texts: list[str]
+    post_texts: list[str]
+    note: np.ndarray
+    rater_intercept: np.ndarray
+    rater_factor: np.ndarray
+    label: np.ndarray
+    sources: dict[str, int]
+
+
+def phm_training_rows(*, max_ratings: int | None = None) -> RatingRows:
+    qs = Rating.objects.filter(rater__rater_factor__isnull=False, rater__rater_intercept__isnull=False).order_by("pk")
+    rows = list(
+        qs.values_list("note_id", "level", "rater__rater_intercept", "rater__rater_factor", "note__is_demo",
+                       "note__external_id")[: max_ratings or None]
+    )  # fmt: skip
+    index: dict[int, int] = {}
+    for r in rows:
+        index.setdefault(r[0], len(index))
+    texts = dict(Note.objects.filter(pk__in=index).values_list("pk", "text"))
+    posts = dict(Note.objects.filter(pk__in=index).values_list("pk", "post__text"))
+    sources: dict[str, int] = defaultdict(int)
+    for r in rows:
+        sources["demo" if r[4] else ("imported" if r[5] else "app")] += 1
+    label_of = {"HELPFUL": 0, "SOMEWHAT_HELPFUL": 1, "NOT_HELPFUL": 2}
+    pks = list(index)
+    return RatingRows(
+        note_pks=pks,
+        note_texts=[texts[pk] for pk in pks],
+        post_texts=[posts[pk] or "" for pk in pks],
+        note=np.array([index[r[0]] for r in rows], dtype=np.int64),
+        rater_intercept=np.array([r[2] for r in rows], dtype=np.float64),
+        rater_factor=np.array([r[3] for r in rows], dtype=np.float64),
+        label=np.array([label_of[r[1]] for r in rows], dtype=np.int64),
+        sources=dict(sources),
+    )

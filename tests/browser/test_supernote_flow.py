@@ -1,0 +1,75 @@
+"""From "Stuck posts" to a proposed Supernote rated by a rater, in Chromium with a real worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.test import Client
+
+from notes.models import Note, Rating, SupernoteRun
+from notes.roles import CONTRIBUTOR, RATER
+from notes.supernotes import phm, services
+from tests.notes.supernotes.test_runs import NOTE_TEXTS, _stuck_post
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def _login(page: Any, live_server: Any, user: Any) -> None:
+    client = Client()
+    client.force_login(user)
+    page.context.clear_cookies()
+    page.context.add_cookies(
+        [{"name": django_settings.SESSION_COOKIE_NAME,
+          "value": client.cookies[django_settings.SESSION_COOKIE_NAME].value,
+          "url": live_server.url}]
+    )  # fmt: skip
+
+
+@pytest.mark.browser
+@pytest.mark.worker
+def test_stuck_post_to_rated_supernote(
+    page: Any,
+    live_server: Any,
+    worker_factory: Any,
+    llm_server: Any,
+    make_user: Any,
+    tmp_path: Path,
+    settings: Any,
+) -> None:
+    settings.PHM_DIR = tmp_path
+    post, _notes, _ = _stuck_post()
+    services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
+    worker_factory(extra_env={"PHM_DIR": str(tmp_path), "SUPERNOTE_CANDIDATES": "6", "SUPERNOTE_JURY_SIZE": "200"})
+
+    def answer(messages: list[dict[str, Any]]) -> str:
+        content = messages[-1]["content"]
+        if "Instructions:" in content:
+            return NOTE_TEXTS[0]
+        return "Fine.\nFinal decision: yes"
+
+    llm_server.respond_with(answer)
+    DOCS.mkdir(exist_ok=True)
+    _login(page, live_server, make_user("stuckwatch", CONTRIBUTOR))
+    page.goto(f"{live_server.url}/supernotes/stuck/")
+    page.get_by_text("39 ratings").first.wait_for()
+    page.screenshot(path=str(DOCS / "supernotes-stuck-posts.png"), full_page=True)
+    page.get_by_role("button", name="Generate Supernote").click()
+    page.get_by_text("Proposed Supernote").wait_for(timeout=120_000)
+    page.screenshot(path=str(DOCS / "supernotes-run.png"), full_page=True)
+    run = SupernoteRun.objects.get(post=post)
+    note = run.proposed_note
+    assert note is not None and note.origin == Note.Origin.SUPERNOTE
+
+    rater = make_user("juror", RATER)
+    _login(page, live_server, rater)
+    page.goto(f"{live_server.url}/posts/{post.pk}/")
+    page.get_by_text("simulated jury intercept").wait_for()
+    page.screenshot(path=str(DOCS / "supernotes-post.png"), full_page=True)
+    page.goto(f"{live_server.url}/rate/{note.pk}/")
+    page.get_by_label("Helpful", exact=True).check()
+    page.get_by_role("button", name="Save rating").click()
+    page.get_by_text("your rating is saved").wait_for()
+    assert Rating.objects.get(note=note).rater.user == rater

@@ -1,0 +1,124 @@
+"""The admin scoring page: recorded runs (scheduled and asked for), rescore now as a queued task
+with progress, status changes of the last run; and the demo's near-threshold notes."""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from crowdnotes_site.queue import Enqueued
+from notes import services
+from notes.demo import NEAR_THRESHOLD_RATINGS
+from notes.models import Note, NoteStatus, Participant, Post, RatingLevel, ScoringRun
+from notes.tasks import score_notes
+
+pytestmark = pytest.mark.django_db
+
+
+def _demo(cn_data: Path) -> None:
+    from io import StringIO
+
+    call_command(
+        "load_demo", "--source", str(cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"), stdout=StringIO()
+    )
+
+
+def test_it_queues_one_rescore_run_and_shows_its_progress(
+    admin_client: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = admin_client.post("/scoring/rescore/")
+        again = admin_client.post("/scoring/rescore/")  # while queued: the same run, nothing new queued
+    run = ScoringRun.objects.get()
+    assert response.status_code == again.status_code == 302
+    assert response["Location"] == "/scoring/"
+    assert callbacks == [Enqueued(score_notes, (run.pk,))]
+    assert run.requested_by is not None and run.requested_by.username == "ada"
+    assert (run.trigger, run.state) == ("admin", "queued")
+    page = admin_client.get("/scoring/").content.decode()
+    assert 'id="pending-run" data-state="queued"' in page
+    assert 'hx-get="/scoring/"' in page  # polls while the run is pending
+    assert re.search(r"<button[^>]*disabled[^>]*>Rescore now", page)
+
+
+def test_it_records_a_run_and_lists_its_status_changes(
+    admin_client: Any, cn_data: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    _demo(cn_data)
+    near = [n for n in Note.objects.filter(is_demo=True) if n.num_ratings == NEAR_THRESHOLD_RATINGS]
+    assert near and all(n.status == NoteStatus.NEEDS_MORE_RATINGS for n in near)
+    target = near[0]
+    # A handful of new Helpful ratings: three from each side (the sign of the rater's factor).
+    unrated = Participant.objects.filter(external_id__startswith="demo-rater-").exclude(ratings__note=target)
+    fresh = list(unrated.filter(rater_factor__lt=0)[:3]) + list(unrated.filter(rater_factor__gte=0)[:3])
+    assert len(fresh) == 6
+    for rater in fresh:
+        services.rating_submit(rater=rater, note=target, level=RatingLevel.HELPFUL)
+    with django_capture_on_commit_callbacks(execute=False):
+        admin_client.post("/scoring/rescore/")
+    run = ScoringRun.objects.get(trigger=ScoringRun.Trigger.ADMIN)
+    score_notes(run.pk)  # what the worker runs
+    run.refresh_from_db()
+    target.refresh_from_db()
+    assert run.state == ScoringRun.State.DONE and run.duration_s is not None
+    assert run.summary["status_changes"] >= 1
+    assert target.status == NoteStatus.HELPFUL
+    page = html_lib.unescape(admin_client.get("/scoring/").content.decode())
+    assert f"Run {run.pk} (admin (rescore now))" in page
+    assert f"{run.summary['status_changes']} status change" in page
+    changes = page.split('id="status-changes"')[1]
+    assert target.text[:40] in changes and "Currently Rated Helpful" in changes
+    assert 'id="pending-run"' not in page and 'hx-get="/scoring/"' not in page
+
+
+def test_it_records_scheduled_runs_and_the_next_one(admin_client: Any, settings: Any) -> None:
+    settings.CELERY_BEAT_SCHEDULE = {"score-notes": {"task": "notes.tasks.score_notes", "schedule": 180}}
+    score_notes()  # a beat run: no run id
+    run = ScoringRun.objects.get()
+    assert (run.trigger, run.state) == ("schedule", "done")
+    page = admin_client.get("/scoring/").content.decode()
+    assert "every 180 s" in page
+    assert "Next scheduled run expected at" in page
+
+
+def test_it_records_a_failed_run(monkeypatch: Any) -> None:
+    def broken(**kwargs: Any) -> Any:
+        raise RuntimeError("scorer exploded")
+
+    monkeypatch.setattr(services, "notes_rescore", broken)
+    with pytest.raises(RuntimeError):
+        services.scoring_run_execute()
+    run = ScoringRun.objects.get()
+    assert run.state == ScoringRun.State.FAILED and "scorer exploded" in run.error
+
+
+def test_it_refuses_the_scoring_page_to_raters_and_contributors(rater_client: Any, contributor_client: Any) -> None:
+    assert rater_client.get("/scoring/").status_code == 403
+    assert contributor_client.post("/scoring/rescore/").status_code == 403
+
+
+def test_it_loads_health_posts_only_as_plain_text(cn_data: Path, anon_client: Any) -> None:
+    _demo(cn_data)
+    texts = list(Post.objects.values_list("text", flat=True))
+    assert texts
+    for text in texts:
+        assert "&quot;" not in text and "&amp;" not in text and '""' not in text
+        assert not re.search(r"uber|postmates|impeach|duterte", text, re.IGNORECASE)
+    body = anon_client.get("/").content.decode()
+    assert "&amp;quot;" not in body and "&amp;amp;" not in body
+    assert "post time unknown" in body  # the demo's posts carry no post time
+
+
+def test_it_says_post_time_unknown_and_shows_a_known_one(anon_client: Any) -> None:
+    from datetime import UTC, datetime
+
+    unknown = services.post_create(text="Garlic cures measles.")
+    known = services.post_create(text="Vitamin D cures flu.", posted_at=datetime(2024, 3, 1, 12, 0, tzinfo=UTC))
+    assert "post time unknown" in anon_client.get(f"/posts/{unknown.pk}/").content.decode()
+    page = anon_client.get(f"/posts/{known.pk}/").content.decode()
+    assert "posted 2024-03-01 12:00" in page and "post time unknown" not in page
