@@ -41,7 +41,7 @@ from evidence.chunking import Chunk, chunk_text  # noqa: E402
 from evidence.embedding import MINILM, MPNET  # noqa: E402
 from evidence.fetch import FetchPolicy  # noqa: E402
 from evidence.matching import MatchConfig, Matcher, VectorCache  # noqa: E402
-from evidence.pipeline import PipelineResult, retrieve_and_match  # noqa: E402
+from evidence.pipeline import PipelineResult, retrieve, retrieve_and_match  # noqa: E402
 
 PAGES = ROOT.parent / "shared" / "data" / "webpages"
 if not PAGES.exists():
@@ -344,9 +344,77 @@ def part_pages() -> list[str]:
     return lines
 
 
+GAPS_S = (15, 20, 30, 45, 60)  # seconds between entering the URL and submitting (the typing gap)
+
+
+def part_headstart() -> list[str]:
+    """Submit → snippet with a head start (the URL was prefetched: fetched, chunked, every passage
+    embedded) vs none (the shipped first pick: fetch + BM25/static pre-filter + mpnet on top-2).
+
+    Per long page: the prefetch is timed for real, then the submit (only the post is embedded,
+    cosine with every cached passage: evidence.matching's all-cached path) is timed 3 times with
+    a cache holding the passages but not the post. The wait a contributor sees is modelled per
+    typing gap G: max(0, prefetch − G) + submit. The pure pipeline is timed (no DB round trips).
+    """
+    server, port = serve()
+    matcher = Matcher(MatchConfig(model_name=MPNET, strategy="prefilter", prefilter_k=2))
+    matcher.match("warm up", ["warm up passage", "another passage", "a third passage"])
+    label = matcher.model_label()
+    first_s, prefetch_s, submit_s, agree, passages_n = [], [], [], [], []
+    for file, post in LONG:
+        url = f"http://127.0.0.1:{port}/{file}"
+        matcher.cache = VectorCache()
+        started = time.perf_counter()
+        cold = retrieve_and_match(url, post, matcher=matcher, policy=policy(port))
+        first_s.append(time.perf_counter() - started)
+        assert cold.match is not None, (file, cold.error_code)
+        # The head start: a fresh cache, fetch → extract → chunk → embed every passage.
+        matcher.cache = VectorCache()
+        started = time.perf_counter()
+        run = PipelineResult()
+        retrieve(url, run, policy=policy(port), min_words=25)
+        assert run.extracted is not None
+        texts = [c.text for c in matcher.chunk(run.extracted.text)]
+        matcher.embed(texts)
+        prefetch_s.append(time.perf_counter() - started)
+        passages_n.append(len(texts))
+        stored = {sha256_hex(t): matcher.cache.get((label, sha256_hex(t))) for t in texts}
+        for _ in range(3):
+            matcher.cache = VectorCache()
+            for key, vector in stored.items():
+                assert vector is not None
+                matcher.cache.put((label, key), vector)
+            started = time.perf_counter()
+            warm = matcher.match(post, texts)
+            submit_s.append(time.perf_counter() - started)
+            assert warm.strategy == "exhaustive" and all(s is not None for s in warm.scores)
+        # The warm pick is the exhaustive fp32 pick (every passage scored); did the first pick agree?
+        agree.append(cold.match.best_index == warm.best_index)
+    server.shutdown()
+    waits = [max(0.0, p - gap) + statistics.median(submit_s) for p in prefetch_s for gap in GAPS_S]
+    rows = [
+        "| path | median s | p95 s | max s | ≤ 2 s | pick = exhaustive fp32 mpnet |",
+        "|---|---|---|---|---|---|",
+        f"| no head start: first pick (fetch + pre-filter + mpnet top-2) | {statistics.median(first_s):.2f} | "
+        f"{pct(first_s, 95):.2f} | {max(first_s):.2f} | {np.mean(np.array(first_s) <= 2):.0%} | {np.mean(agree):.0%} ({sum(agree)}/{len(agree)}) |",
+        f"| head start, submit only (post embed + cosine, measured, {len(submit_s)} runs) | {statistics.median(submit_s):.2f} | "
+        f"{pct(submit_s, 95):.2f} | {max(submit_s):.2f} | {np.mean(np.array(submit_s) <= 2):.0%} | 100% (every passage scored) |",
+        f"| head start, wait after submit for typing gaps {'/'.join(map(str, GAPS_S))} s (modelled) | {statistics.median(waits):.2f} | "
+        f"{pct(waits, 95):.2f} | {max(waits):.2f} | {np.mean(np.array(waits) <= 2):.0%} | 100% |",
+        f"| (the prefetch itself: fetch + extract + chunk + embed all passages, measured) | {statistics.median(prefetch_s):.2f} | "
+        f"{pct(prefetch_s, 95):.2f} | {max(prefetch_s):.2f} | n/a | n/a |",
+        "",
+        f"Pages: the {len(LONG)} long pages above ({sorted(passages_n)} passages of 512 tokens).",
+    ]
+    print("\n".join(rows), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", default="all", choices=["all", "strategies", "prerankers", "throughput", "pages"])
+    parser.add_argument(
+        "--part", default="all", choices=["all", "strategies", "prerankers", "throughput", "pages", "headstart"]
+    )
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
@@ -365,6 +433,13 @@ def main() -> None:
         ]
     if args.part in ("all", "prerankers"):
         out += ["### Pre-rankers: recall of the exhaustive best passage in their top k", "", *part_prerankers(), ""]
+    if args.part in ("all", "headstart"):
+        out += [
+            "### Head start: submit → snippet with the URL prefetched vs none (all-mpnet-base-v2)",
+            "",
+            *part_headstart(),
+            "",
+        ]
     if args.part in ("all", "throughput"):
         out += ["### Throughput, 20 URLs at once", "", *part_throughput(), ""]
     if args.part in ("all", "pages"):

@@ -168,7 +168,11 @@ def run_reference_worker(
     ratings[c.correlatedRaterKey] = False
     ratings = ratings.sort_values([c.highVolumeRaterKey, c.correlatedRaterKey], kind="stable").reset_index(drop=True)
     topics = pd.DataFrame({c.noteIdKey: pd.Series([], dtype="int64"), c.noteTopicKey: pd.Series([], dtype=object)})
-    scorer = MFCoreScorer(seed=seed, pseudoraters=pseudoraters, useStableInitialization=True)
+    # saveIntermediateState keeps the first-round fit and the reputation filter's inputs and
+    # outputs on the scorer, for reputation_check below.
+    scorer = MFCoreScorer(
+        seed=seed, pseudoraters=pseudoraters, useStableInitialization=True, saveIntermediateState=True
+    )
     pre = scorer.prescore(c.PrescoringArgs(topics, ratings, history, enrollment))
     note_out = pre.scoredNotes.copy()
     note_out[c.scorerNameKey] = scorer.get_name()
@@ -195,6 +199,27 @@ def run_reference_worker(
     pr[c.raterParticipantIdKey] = pr[c.raterParticipantIdKey].map(lambda v: reverse.get(v, v))
     pr.to_csv(outdir / "prescoring_raters.tsv", sep="\t", index=False)
     (outdir / "prescoring_meta.json").write_text(json.dumps({"mu": pre.metaScores.globalIntercept}))
+
+    # The first-round fit (before the reputation filter), the preliminary statuses computed from
+    # it and the reputation filter's verdict per rater (reputation_check).
+    def ids(frame: pd.DataFrame, col: str) -> pd.DataFrame:
+        frame = frame.copy()
+        frame[col] = frame[col].map(lambda v: reverse.get(v, v))
+        return frame
+
+    scorer.noteParamsUnfiltered[[c.noteIdKey, c.internalNoteInterceptKey, c.internalNoteFactor1Key]].to_csv(
+        outdir / "first_round_notes.tsv", sep="\t", index=False
+    )
+    ids(
+        scorer.raterParamsUnfiltered[[c.raterParticipantIdKey, c.internalRaterInterceptKey, c.internalRaterFactor1Key]],
+        c.raterParticipantIdKey,
+    ).to_csv(outdir / "first_round_raters.tsv", sep="\t", index=False)
+    scorer.prescoringScoredNotes[[c.noteIdKey, c.internalRatingStatusKey]].to_csv(
+        outdir / "first_round_statuses.tsv", sep="\t", index=False
+    )
+    ids(
+        scorer.helpfulnessScores[[c.raterParticipantIdKey, c.aboveHelpfulnessThresholdKey]], c.raterParticipantIdKey
+    ).to_csv(outdir / "reputation.tsv", sep="\t", index=False)
 
 
 # ------------------------------------------------------------------ comparison (project venv)
@@ -317,6 +342,98 @@ def solver_check(ref_dir: Path) -> dict[str, object]:
     }
 
 
+def reputation_check(notes_path: Path, ratings_path: Path, ref_dir: Path) -> dict[str, object]:
+    """Our preliminary status rules and rater reputation filter applied to the reference's own
+    first-round fit, against the reference's preliminary statuses and kept raters; then the
+    reference's first-round fit against ours on the same training set, and the final statuses
+    we get when our pipeline starts from the reference's first-round fit (diagnostic only)."""
+    import numpy as np
+
+    from notes import scoring, scoring_tsv
+
+    if not (ref_dir / "first_round_notes.tsv").exists():
+        return {"reputation check": "no first-round files (re-run the reference with this script)"}
+    data = scoring_tsv.load(notes_path, ratings_path)
+    ratings, meta, cfg = data.ratings, data.meta, scoring.ScoringConfig()
+    n_raters, n_notes = len(data.participant_ids), meta.n_notes
+    note_index = {str(n): i for i, n in enumerate(data.note_ids)}
+    rater_index = {p: i for i, p in enumerate(data.participant_ids)}
+    ni, nf = np.full(n_notes, np.nan), np.full(n_notes, np.nan)
+    ri, rf = np.full(n_raters, np.nan), np.full(n_raters, np.nan)
+    for k, row in _read_table(ref_dir / "first_round_notes.tsv", "noteId").items():
+        ni[note_index[k]], nf[note_index[k]] = _num(row["internalNoteIntercept"]), _num(row["internalNoteFactor1"])
+    for k, row in _read_table(ref_dir / "first_round_raters.tsv", "raterParticipantId").items():
+        u = rater_index[k]
+        ri[u], rf[u] = _num(row["internalRaterIntercept"]), _num(row["internalRaterFactor1"])
+    codes = scoring_tsv.STATUS_CODES
+    ref_prelim = {
+        note_index[k]: codes[row["internalRatingStatus"]]
+        for k, row in _read_table(ref_dir / "first_round_statuses.tsv", "noteId").items()
+    }
+    num_ratings = np.bincount(ratings.note, minlength=n_notes)
+    prelim = scoring.compute_statuses(
+        note_intercept=ni, note_factor=nf, num_ratings=num_ratings, meta=meta,
+        sides=scoring._side_stats(ratings, rf, n_notes), cfg=cfg, final_round=False,
+    )  # fmt: skip
+    same = sum(int(prelim[i]) == s for i, s in ref_prelim.items())
+    kept = set(np.flatnonzero(scoring.rater_reputation(ratings, meta, ni, prelim, n_raters, cfg)).tolist())
+    ref_kept = {
+        rater_index[k]
+        for k, row in _read_table(ref_dir / "reputation.tsv", "raterParticipantId").items()
+        if row["aboveHelpfulnessThreshold"] == "True"
+    }
+    # The first-round training set, the reference's fit on it (μ at its optimum given the rest)
+    # and ours.
+    train = scoring.filter_ratings(ratings.rater, ratings.note, n_raters, n_notes, cfg)
+    u_c, u_orig = scoring._compact(ratings.rater[train], n_raters)
+    n_c, n_orig = scoring._compact(ratings.note[train], n_notes)
+    y = ratings.value[train]
+    resid = y - ri[u_orig][u_c] - ni[n_orig][n_c] - rf[u_orig][u_c] * nf[n_orig][n_c]
+    ref_fit = scoring.MFParams(
+        float(resid.mean() / (1 + cfg.lambda_intercept)), ri[u_orig], rf[u_orig], ni[n_orig], nf[n_orig]
+    )
+    ours = scoring.flip_for_identification(scoring.fit_mf(u_c, n_c, y, len(u_orig), len(n_orig), cfg))
+    # Our whole pipeline, but with the reference's first-round fit in place of ours.
+    real_fit = scoring._fit_subset
+    first = [True]
+
+    def with_reference_first_round(
+        r: scoring.Ratings, mask: np.ndarray, nr: int, nn: int, c: scoring.ScoringConfig, init: object = None
+    ) -> tuple[scoring.MFParams, np.ndarray, np.ndarray]:
+        if first[0]:
+            first[0] = False
+            _p, r_o, n_o = real_fit(r, mask, nr, nn, c, None)
+            return scoring.MFParams(ref_fit.mu, ri[r_o], rf[r_o], ni[n_o], nf[n_o]), r_o, n_o
+        return real_fit(r, mask, nr, nn, c, init)  # type: ignore[arg-type]
+
+    scoring._fit_subset = with_reference_first_round  # type: ignore[assignment]
+    try:
+        injected = scoring.score(ratings, meta, n_raters, cfg)
+    finally:
+        scoring._fit_subset = real_fit  # type: ignore[assignment]
+    ref_final = _read_table(ref_dir / "scored_notes.tsv", "noteId")
+    names_by_code = {v: k for k, v in scoring_tsv.STATUS_CODES.items()}
+    agree = sum(
+        names_by_code[int(injected.status[note_index[k]])]
+        == DISPLAYED.get(row["coreRatingStatus"], row["coreRatingStatus"])
+        for k, row in ref_final.items()
+    )
+    return {
+        "preliminary statuses equal (our rules on the reference's first-round fit)": (same, len(ref_prelim)),
+        "raters kept by the reputation filter (ours on that fit / ref / both)": (
+            len(kept),
+            len(ref_kept),
+            len(kept & ref_kept),
+        ),
+        "first-round loss, reference's fit / ours": (scoring.mf_loss(ref_fit, u_c, n_c, y, cfg), ours.loss),
+        "first-round mu, reference / ours": (ref_fit.mu, ours.mu),
+        "first-round note intercept, ours vs reference": _stats(
+            list(zip(ours.note_intercept.tolist(), ni[n_orig].tolist(), strict=True))
+        ),
+        "final statuses equal when we start from the reference's first-round fit": (agree, len(ref_final)),
+    }
+
+
 def _print(name: str, result: dict[str, object], times: dict[str, float]) -> None:
     print(f"\n## {name}")
     print(f"time: ours {times['ours']:.2f} s, reference {times['ref']:.2f} s")
@@ -353,6 +470,9 @@ def main() -> None:
     parser.add_argument(
         "--no-pseudoraters", action="store_true", help="reference without its confidence bounds (production has them)"
     )
+    parser.add_argument(
+        "--reuse-reference", action="store_true", help="keep the reference's outputs already in --workdir"
+    )
     args = parser.parse_args()
     if args.worker:
         run_reference_worker(
@@ -376,17 +496,22 @@ def main() -> None:
         )
         t_ours = time.perf_counter() - t0
         env = {**os.environ, "PYTHONPATH": f"{args.ref / 'scoring' / 'src'}:{ROOT}"}
-        subprocess.run(
-            [args.ref_python, __file__, "--worker", "--notes", str(notes_path), "--ratings", str(ratings_path),
-             "--outdir", str(work / "ref"), "--seed", str(args.seed)]
-            + (["--status-history", str(history)] if history else [])
-            + (["--no-pseudoraters"] if args.no_pseudoraters else []),
-            check=True, env=env, stdout=subprocess.DEVNULL, stderr=open(work.parent / f"{name}-ref.log", "w"),
-        )  # fmt: skip
+        reuse = args.reuse_reference and (work / "ref" / "timing.json").exists()
+        if not reuse:
+            subprocess.run(
+                [args.ref_python, __file__, "--worker", "--notes", str(notes_path), "--ratings", str(ratings_path),
+                 "--outdir", str(work / "ref"), "--seed", str(args.seed)]
+                + (["--status-history", str(history)] if history else [])
+                + (["--no-pseudoraters"] if args.no_pseudoraters else []),
+                check=True, env=env, stdout=subprocess.DEVNULL, stderr=open(work.parent / f"{name}-ref.log", "w"),
+            )  # fmt: skip
         t_ref = json.loads((work / "ref" / "timing.json").read_text())["seconds"]
         _print(name, compare(work / "ours", work / "ref"), {"ours": t_ours, "ref": t_ref})
         print("solver check on the reference's prescoring training set (corr, max|diff|):")
         for key, value in solver_check(work / "ref").items():
+            print(f"  {key}: {value}")
+        print("reputation check on the reference's first-round fit:")
+        for key, value in reputation_check(notes_path, ratings_path, work / "ref").items():
             print(f"  {key}: {value}")
 
 

@@ -27,6 +27,7 @@ ACTIONS = {
     "draft": "draft requests",
     "preflight": "pre-flight checks",
     "rating": "ratings",
+    "prefetch": "links read ahead",
 }
 
 
@@ -46,6 +47,14 @@ def limited(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return wrapped
 
     return decorate
+
+
+def over_limit(request: HttpRequest, group: str) -> bool:
+    """Count this POST against `group` and say whether it is past the rate, without refusing it:
+    for background requests (the head start) whose page must not reload on a limit."""
+    from django_ratelimit.core import is_ratelimited
+
+    return is_ratelimited(request, group=group, key="user_or_ip", rate=_rate, method="POST", increment=True)
 
 
 def limit_message(group: str) -> str:

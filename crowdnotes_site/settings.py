@@ -299,6 +299,9 @@ EVIDENCE_PREFILTER_K = env_int("EVIDENCE_PREFILTER_K", 2, minimum=1)
 EVIDENCE_REFINE = env_bool("EVIDENCE_REFINE", True)
 EVIDENCE_FETCH_RETRIES = env_int("EVIDENCE_FETCH_RETRIES", 2, minimum=0)  # transient network errors only
 EVIDENCE_RETRY_BACKOFF = env_float("EVIDENCE_RETRY_BACKOFF", 5.0)  # seconds, doubled per retry
+# Head start (evidence.prefetch): a URL typed into the contribute form is fetched and its passages
+# embedded before submit; at most this many pending at once per contributor (request rate: RATE_LIMITS).
+EVIDENCE_PREFETCH_MAX_PENDING = env_int("EVIDENCE_PREFETCH_MAX_PENDING", 5, minimum=1)
 
 # --- Auth -----------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -328,6 +331,8 @@ RATE_LIMITS = {
     "draft": env_str("RATE_LIMIT_DRAFT", "30/h"),
     "preflight": env_str("RATE_LIMIT_PREFLIGHT", "30/h"),
     "rating": env_str("RATE_LIMIT_RATING", "300/h"),
+    # The URL field's debounced head-start requests (evidence.prefetch): one per typing pause.
+    "prefetch": env_str("RATE_LIMIT_PREFETCH", "60/m"),
 }
 # Evidence pages one contributor may have waiting for the CPU queue (queued or being matched) at
 # once; a contribution or an addition past it is refused with a form error.

@@ -14,5 +14,6 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
     path("judging/", include("judging.urls")),
     path("analytics/", include("notes.analytics.urls")),
+    path("evidence/", include("evidence.urls")),
     path("", include("notes.urls")),
 ]

@@ -210,6 +210,22 @@ def _parse(url: str, policy: FetchPolicy) -> _Target:
     return _Target(scheme, host, port, request_target, host_header)
 
 
+def precheck(url: str, policy: FetchPolicy) -> None:
+    """The checks that need no network (scheme, port, host syntax, IP literals and numeric
+    spellings): raises the same FetchError `fetch` would. Host names are resolved and checked
+    only by `fetch` itself, in the worker."""
+    target = _parse(url, policy)
+    try:
+        ipaddress.ip_address(target.host)
+    except ValueError:
+        return
+    if _local_allowed(policy, target.host, target.port):
+        return
+    reason = address_refusal(target.host)
+    if reason:
+        raise FetchError("blocked_address", f"{target.host}:{target.port}: {reason}", url=url)
+
+
 def _system_resolver(host: str, port: int) -> list[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))

@@ -188,6 +188,12 @@ def prerank(
     return 1 / (10 + _ranks(lexical)) + 1 / (10 + _ranks(semantic))
 
 
+def model_label(config: MatchConfig) -> str:
+    """The key of a passage's embedding: chunk rows depend on window and overlap; a text's
+    embedding on the model and window only. Known without loading the model."""
+    return f"{config.model_name}@{config.window_tokens}/{config.overlap_tokens}"
+
+
 class Matcher:
     """Holds a loaded model and its caches; thread-safe enough for one Celery worker process."""
 
@@ -199,8 +205,7 @@ class Matcher:
             self.config.model_name, max_seq_length=self.config.window_tokens, cache_dir=self.config.cache_dir
         )
         self.cache = cache or VectorCache()
-        # Chunk rows depend on window and overlap; a text's embedding on the model and window only.
-        self._key = f"{self.config.model_name}@{self.config.window_tokens}/{self.config.overlap_tokens}"
+        self._key = model_label(self.config)
         self._encode_lock = threading.Lock()
 
     @property
@@ -214,6 +219,10 @@ class Matcher:
         return chunk_text(
             text, self.tokenizer, window_tokens=self.config.window_tokens, overlap_tokens=self.config.overlap_tokens
         )
+
+    def all_cached(self, texts: list[str]) -> bool:
+        """Every text's embedding is already in the cache (a head start stored them)."""
+        return all(self.cache.get((self._key, sha256_hex(text))) is not None for text in texts)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-normalized embeddings, reusing cached vectors by content hash."""
@@ -237,12 +246,18 @@ class Matcher:
     def match(
         self, post: str, passages: list[str], *, strategy: str | None = None, k: int | None = None
     ) -> MatchResult:
-        """Best passage for the post by cosine similarity (exhaustive, or on the pre-filter's top-k)."""
+        """Best passage for the post by cosine similarity (exhaustive, or on the pre-filter's top-k).
+
+        When every passage's embedding is cached (the URL had a head start) the match is
+        exhaustive whatever the strategy: only the post is embedded, the rest is a dot product."""
         if not passages:
             raise ValueError("no passages to match")
         strategy = strategy or self.config.strategy
         k = k or self.config.prefilter_k
         timings: dict[str, int] = {}
+        if strategy == "prefilter" and self.all_cached(passages):
+            strategy = "exhaustive"
+            timings["all_cached"] = 1
         started = time.perf_counter()
         if strategy == "prefilter" and len(passages) > k:
             pre = prerank(self.model, self.config.model_name, post, passages, self.config.cache_dir)

@@ -216,3 +216,31 @@ class UtilityRound(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} round {self.number}: {self.chosen_url or 'none'}"
+
+
+class Prefetch(models.Model):
+    """A head start on one URL typed into a form: fetch → extract → passages → passage embeddings,
+    stored in the shared source cache before the note is submitted (evidence.prefetch).
+
+    One row per URL (by hash), shared by every contributor; `requested_by` is who started the
+    current attempt (the per-user cap of pending prefetches counts it)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Fetching"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    url = models.TextField()
+    url_hash = models.CharField(max_length=64, unique=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED, db_index=True)
+    source = models.ForeignKey(EvidenceSource, null=True, blank=True, on_delete=models.SET_NULL)
+    error_code = models.CharField(max_length=40, blank=True)
+    error_message = models.TextField(blank=True)
+    timings_ms = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"prefetch {self.url} ({self.state})"

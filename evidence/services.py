@@ -17,12 +17,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from crowdnotes_site.hashing import sha256_hex
+from evidence import pipeline
 from evidence.errors import FetchError
 from evidence.extract import Extracted
 from evidence.fetch import FetchPolicy, FetchResult, parse_host_ports
-from evidence.matching import MatchConfig, Matcher
+from evidence.matching import MatchConfig, Matcher, model_label
 from evidence.models import DomainCategory, EvidenceSource, Passage
-from evidence.pipeline import timed
+from evidence.pipeline import PipelineResult, Stage, timed
 from evidence.search import categories
 
 TRANSIENT_CODES = {"timeout", "connection_error", "dns_error"}
@@ -52,6 +53,11 @@ def match_config(**overrides: object) -> MatchConfig:
     }
     values.update(overrides)
     return MatchConfig(**values)  # type: ignore[arg-type]
+
+
+def configured_model_label() -> str:
+    """The embedding key of the configured matcher, without loading the model (for web requests)."""
+    return model_label(match_config())
 
 
 _matchers: dict[MatchConfig, Matcher] = {}
@@ -87,6 +93,41 @@ def source_fresh(*, url: str, model_label: str) -> EvidenceSource | None:
         .order_by("-fetched_at")
         .first()
     )
+
+
+def source_embedded(*, url: str, model_label: str) -> EvidenceSource | None:
+    """A fresh source of this URL whose every passage has its embedding stored (nothing left to
+    compute but the post's vector)."""
+    source = source_fresh(url=url, model_label=model_label)
+    if source is None or source.passages.filter(embedding_model=model_label, embedding__isnull=True).exists():
+        return None
+    return source
+
+
+def source_obtain(*, url: str, matcher: Matcher, run: PipelineResult, on_stage: Stage | None = None) -> EvidenceSource:
+    """The URL's source with passages for the matcher's model: the cached one when fresh (fetched
+    by anyone, or prefetched), otherwise fetched, extracted and stored now. Raises FetchError or
+    ExtractionError (the callers decide about retries)."""
+    source = source_fresh(url=url, model_label=matcher.model_label())
+    if source is not None:
+        run.timings_ms["cache_hit"] = 1
+        return source
+    pipeline.retrieve(url, run, policy=fetch_policy(), min_words=settings.EVIDENCE_MIN_WORDS, on_stage=on_stage)
+    assert run.fetched is not None and run.extracted is not None
+    return source_store(url=url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=run.timings_ms)
+
+
+def passages_embed(*, source: EvidenceSource, matcher: Matcher, timings: dict[str, int]) -> int:
+    """Embed and store every passage of the source that has no stored embedding yet (they do not
+    depend on the post). Returns how many the model computed."""
+    passages = passages_for(source=source, matcher=matcher)
+    label = matcher.model_label()
+    missing = [p.text for p in passages if matcher.cache.get((label, p.text_hash)) is None]
+    with timed(timings, "embed_passages"):
+        if missing:
+            matcher.embed(missing)
+        passage_vectors_store(matcher=matcher, passages=passages, indices=list(range(len(passages))))
+    return len(missing)
 
 
 def source_category(*, url: str, title: str = "", allow_llm: bool = False) -> tuple[str, str, str]:

@@ -286,37 +286,23 @@ def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
             _set_state(snippet_id, state)
 
     total = time.perf_counter()
-    source = services.source_fresh(url=snippet.url, model_label=matcher.model_label())
-    if source is not None:
-        timings["cache_hit"] = 1
-    else:
-        try:
-            pipeline.retrieve(
-                snippet.url,
-                run,
-                policy=services.fetch_policy(),
-                min_words=settings.EVIDENCE_MIN_WORDS,
-                on_stage=on_stage,
+    try:
+        source = services.source_obtain(url=snippet.url, matcher=matcher, run=run, on_stage=on_stage)
+    except FetchError as exc:
+        if services.is_transient(exc) and not final_attempt:
+            _set_state(
+                snippet_id,
+                Snippet.State.QUEUED,
+                error_code=exc.error_code,
+                error_message=f"retrying: {exc.message}",
+                timings_ms=timings,
             )
-        except FetchError as exc:
-            if services.is_transient(exc) and not final_attempt:
-                _set_state(
-                    snippet_id,
-                    Snippet.State.QUEUED,
-                    error_code=exc.error_code,
-                    error_message=f"retrying: {exc.message}",
-                    timings_ms=timings,
-                )
-                raise TransientEvidenceError(exc.error_code) from exc
-            snippet_fail(snippet_id=snippet_id, error_code=exc.error_code, message=exc.message, timings=timings)
-            return
-        except ExtractionError as exc:
-            snippet_fail(snippet_id=snippet_id, error_code=exc.error_code, message=exc.message, timings=timings)
-            return
-        assert run.fetched is not None and run.extracted is not None
-        source = services.source_store(
-            url=snippet.url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=timings
-        )
+            raise TransientEvidenceError(exc.error_code) from exc
+        snippet_fail(snippet_id=snippet_id, error_code=exc.error_code, message=exc.message, timings=timings)
+        return
+    except ExtractionError as exc:
+        snippet_fail(snippet_id=snippet_id, error_code=exc.error_code, message=exc.message, timings=timings)
+        return
     _set_state(snippet_id, Snippet.State.EMBEDDING, source=source)
     passages = services.passages_for(source=source, matcher=matcher)
     try:

@@ -47,3 +47,14 @@ def automation_run_step(run_id: int) -> None:
     except Exception as exc:
         services.automation_run_fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
         raise
+
+
+@shared_task(acks_late=True)
+def prefetch_url(prefetch_id: int) -> None:
+    """A head start: fetch, extract, chunk and embed a URL typed into a form, before submit."""
+    from evidence import prefetch
+
+    try:
+        prefetch.prefetch_run(prefetch_id=prefetch_id)
+    except SoftTimeLimitExceeded:
+        prefetch.prefetch_fail(prefetch_id=prefetch_id, error_code="timeout", message="exceeded the task time limit")

@@ -9,6 +9,7 @@ from django.contrib.auth.forms import UserCreationForm
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.http import QueryDict
+from django.urls import reverse_lazy
 
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
@@ -64,6 +65,17 @@ def parse_url_lines(raw: str, *, already: list[str] | None = None, required: boo
     return urls
 
 
+# The head start (evidence.prefetch): a debounced htmx POST of the URL field starts reading the
+# pages before submit; the answer replaces the #prefetch-status element the template places.
+PREFETCH_ATTRS = {
+    "hx-post": reverse_lazy("evidence_prefetch"),
+    "hx-trigger": "input changed delay:1s",
+    "hx-params": "urls",
+    "hx-target": "#prefetch-status",
+    "hx-swap": "outerHTML",
+}
+
+
 class ContributeForm(forms.Form):
     """Flag a post and paste its evidence in one step, so nothing typed is lost on an error."""
 
@@ -85,7 +97,9 @@ class ContributeForm(forms.Form):
     urls = forms.CharField(
         label="Evidence URLs",
         required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "https://www.who.int/...\nhttps://www.cdc.gov/..."}),
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": "https://www.who.int/...\nhttps://www.cdc.gov/...", **PREFETCH_ATTRS}
+        ),
         help_text="One per line. The server fetches each page and finds the passage that best matches the post. "
         "Or leave it empty and let CrowdNotes find evidence for you.",
     )
@@ -109,7 +123,7 @@ class ContributeForm(forms.Form):
 
 
 class AddEvidenceForm(forms.Form):
-    urls = forms.CharField(label="More evidence URLs", widget=forms.Textarea(attrs={"rows": 2}))
+    urls = forms.CharField(label="More evidence URLs", widget=forms.Textarea(attrs={"rows": 2, **PREFETCH_ATTRS}))
 
     def __init__(self, *args: object, existing: list[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -760,7 +760,10 @@ def rater_reputation(
     crh = np.bincount(a, (prelim[scored] == CURRENTLY_RATED_HELPFUL).astype(float), n_raters)
     crnh = np.bincount(a, (prelim[scored] == CURRENTLY_RATED_NOT_HELPFUL).astype(float), n_raters)
     with np.errstate(invalid="ignore", divide="ignore"):
-        diff = crh / notes_by - cfg.author_crnh_multiplier * crnh / notes_by
+        # Share of Helpful minus multiplier × share of Not Helpful, in this order of operations:
+        # (1/11)·5 rounds above 5/11, so an author with 5 Helpful and 1 Not Helpful note of 11
+        # lands just below 0 and is dropped, as in the reference.
+        diff = crh / notes_by - (crnh / notes_by) * cfg.author_crnh_multiplier
         mean_score = np.bincount(a, note_intercept[scored], n_raters) / notes_by
     ok_author = (notes_by == 0) | (
         (diff >= cfg.min_crh_crnh_ratio_difference) & (mean_score >= cfg.min_mean_note_score)

@@ -17,11 +17,17 @@ from crowdnotes_site.queue import enqueue_on_commit
 from judging.steps import supernote as supernote_step
 from notes.models import Note, NoteStatusChange, Post, SupernoteCandidate, SupernoteRun
 from notes.supernotes import candidates as cand
-from notes.supernotes import filters, jury, phm, selectors
+from notes.supernotes import filters, jury, selectors
 from notes.text_rules import find_urls
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+    from notes.supernotes import phm
+
+# `notes.supernotes.phm` imports torch: it is imported inside the functions below, which run in
+# workers and commands, so that serving a page (this module is imported by notes.views) loads no
+# model library.
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +47,8 @@ def phm_dir() -> Path:
 
 def embedder(name: str) -> Embed:
     """The text embedding a PHM was trained with: the shipped MiniLM, or the hashing baseline."""
+    from notes.supernotes import phm
+
     if name == phm.HASHING:
         return phm.hashing_embed
     from evidence import embedding
@@ -49,12 +57,16 @@ def embedder(name: str) -> Embed:
 
 
 def phm_latest() -> phm.PHM | None:
+    from notes.supernotes import phm
+
     path = phm.latest(phm_dir())
     return phm.load(path) if path else None
 
 
 def phm_train_from_db(*, embedder_name: str, epochs: int = 8, max_ratings: int | None = None, seed: int = 0) -> phm.PHM:
     """Train the PHM on every rating whose rater has scorer parameters; store it under PHM_DIR."""
+    from notes.supernotes import phm
+
     rows = selectors.phm_training_rows(max_ratings=max_ratings)
     if len(rows.label) == 0:
         raise SupernoteError("No ratings from raters with scorer parameters: run the scorer first.")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from evidence.chunking import chunk_text, special_token_count
-from evidence.matching import Matcher, bm25, prerank
+from evidence.matching import Matcher, VectorCache, bm25, prerank
 
 TOPICS = {
     "measles": "Measles is a contagious viral disease. The MMR vaccine gives two doses that protect children from measles infection and its complications such as pneumonia.",
@@ -51,12 +51,39 @@ def test_it_picks_the_passage_about_the_post(minilm_matcher: Matcher) -> None:
     assert result.best_score > 0.3
 
 
-def test_it_prefilters_but_still_finds_the_relevant_passage(minilm_matcher: Matcher) -> None:
+def test_it_prefilters_but_still_finds_the_relevant_passage(
+    minilm_matcher: Matcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(minilm_matcher, "cache", VectorCache())  # no passage embedded before
     passages = [TOPICS[name] for name in ["volcano", "football", "baking", "measles", "volcano", "football"]]
     result = minilm_matcher.match("Is the MMR jab useless against measles?", passages, strategy="prefilter", k=2)
     assert result.best_index == 3
     assert len(result.embedded) == 2
     assert sum(score is None for score in result.scores) == 4
+
+
+def test_with_every_passage_cached_the_prefilter_gives_way_to_the_exhaustive_pick(
+    minilm_matcher: Matcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(minilm_matcher, "cache", VectorCache())
+    passages = [TOPICS[name] for name in ["volcano", "football", "baking", "measles", "volcano", "baking"]]
+    post = "Sourdough needs a starter and an overnight rise."
+    minilm_matcher.embed(passages)  # the head start: passages embedded before the post exists
+    encoded: list[int] = []
+    encode = minilm_matcher.model.encode
+
+    def counting(texts: list[str], **kwargs: Any) -> Any:
+        encoded.append(len(texts))
+        return encode(texts, **kwargs)
+
+    monkeypatch.setattr(minilm_matcher.model, "encode", counting)
+    result = minilm_matcher.match(post, passages, strategy="prefilter", k=1)
+    assert encoded == [1]  # only the post went through the model
+    assert result.strategy == "exhaustive" and result.timings_ms["all_cached"] == 1
+    assert all(score is not None for score in result.scores)
+    exhaustive = minilm_matcher.match(post, passages, strategy="exhaustive")
+    assert (result.best_index, result.scores) == (exhaustive.best_index, exhaustive.scores)
+    assert result.best_index in (2, 5)
 
 
 def test_it_reuses_cached_embeddings_by_content_hash(minilm_matcher: Matcher, monkeypatch: pytest.MonkeyPatch) -> None:

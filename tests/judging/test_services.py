@@ -96,7 +96,9 @@ def test_it_claims_once_and_takes_over_an_expired_claim() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_it_lets_one_of_two_concurrent_claims_win() -> None:
-    run = services.judge_run_request(note=note_with_evidence())
+    # A queued run that nothing was told about: a worker still alive from an earlier test must not
+    # take it first (judge_run_request would publish it after commit).
+    run = JudgeRun.objects.create(note=note_with_evidence(), content_hash="h", stage="relevance")
     barrier = threading.Barrier(2)
     wins: list[bool] = []
 

@@ -39,7 +39,9 @@ def test_demo_content_is_labelled_in_the_rating_queue_rate_page_and_my_notes(cn_
 
     source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
     call_command("load_demo", "--source", str(source), stdout=StringIO())
-    client.login(username="demo-rater", password="crowdnotes-demo")
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.get(username="demo-rater"))
     queue = client.get(reverse("rating_queue")).content.decode()
     assert "demo content" in queue
     note = Note.objects.filter(is_demo=True).exclude(author__user__username="demo-rater").first()

@@ -273,6 +273,56 @@ def test_it_drops_authors_of_not_helpful_notes() -> None:
     assert helpful.tolist() == [False]  # CRH ratio 0.5 - 5 * CRNH ratio 0.5 < 0
 
 
+def _author_check(helpful_notes: int, not_helpful_notes: int, other_notes: int, intercept: float) -> bool:
+    """Rater 0 agrees with every outcome and wrote notes with these preliminary statuses
+    (all with the given phase-1 intercept); does rater 0 pass the reputation filter?"""
+    prelim = np.array(
+        [s.CURRENTLY_RATED_HELPFUL] * helpful_notes
+        + [s.CURRENTLY_RATED_NOT_HELPFUL] * not_helpful_notes
+        + [s.NEEDS_MORE_RATINGS] * other_notes
+    )
+    n = len(prelim)
+    # Rater 0 rates note 0 (Helpful) helpful; rater 1 (not an author) does the same.
+    ratings = s.Ratings(np.array([0, 1]), np.array([0, 0]), np.array([1.0, 1.0]))
+    meta = s.NotesMeta(n, author=np.zeros(n, dtype=np.int64))
+    helpful = s.rater_reputation(ratings, meta, np.full(n, intercept), prelim, 2, CFG)
+    assert bool(helpful[1])  # a rater who wrote nothing is judged on ratings only
+    return bool(helpful[0])
+
+
+@pytest.mark.parametrize(
+    ("helpful_notes", "not_helpful_notes", "other_notes", "kept"),
+    [
+        (5, 1, 4, True),  # 5/10 - (1/10)*5 == 0.0: at the threshold, kept
+        (5, 1, 5, False),  # 5/11 - (1/11)*5 == -5.6e-17 in floating point: dropped, as the reference
+        (5, 1, 6, True),  # 5/12 - (1/12)*5 == 0.0
+        (6, 1, 4, True),  # 6/11 - 5/11 > 0
+        (1, 0, 0, True),
+    ],
+)
+def test_author_check_helpful_minus_five_times_not_helpful_share_at_zero(
+    helpful_notes: int, not_helpful_notes: int, other_notes: int, kept: bool
+) -> None:
+    assert _author_check(helpful_notes, not_helpful_notes, other_notes, 0.5) is kept
+
+
+@pytest.mark.parametrize(("intercept", "kept"), [(0.05, True), (np.nextafter(0.05, 0.0), False), (0.2, True)])
+def test_author_check_mean_note_intercept_at_the_minimum(intercept: float, kept: bool) -> None:
+    assert _author_check(1, 0, 1, intercept) is kept
+
+
+def test_author_check_ignores_notes_without_a_phase_one_intercept() -> None:
+    # Rater 0 wrote note 0 (Helpful, scored) and note 1 (Not Helpful, but unscored: NaN
+    # intercept, as for a note with too few ratings). Only the scored note counts.
+    prelim = np.array([s.CURRENTLY_RATED_HELPFUL, s.CURRENTLY_RATED_NOT_HELPFUL])
+    ratings = s.Ratings(np.array([0]), np.array([0]), np.array([1.0]))
+    meta = s.NotesMeta(2, author=np.array([0, 0]))
+    helpful = s.rater_reputation(ratings, meta, np.array([0.5, np.nan]), prelim, 1, CFG)
+    assert helpful.tolist() == [True]
+    both_scored = s.rater_reputation(ratings, meta, np.array([0.5, -0.3]), prelim, 1, CFG)
+    assert both_scored.tolist() == [False]
+
+
 def test_it_leaves_notes_without_enough_ratings_unscored(
     data: synthetic.SyntheticData, result: s.ScoringResult
 ) -> None:
