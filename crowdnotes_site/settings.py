@@ -161,9 +161,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # CPU-heavy model work and I/O-bound LLM calls get their own queues (and workers).
+# Classify the health topic of every new post with text in a queued task (notes.services.post_create).
+TOPICS_CLASSIFY_NEW_POSTS = env_bool("TOPICS_CLASSIFY_NEW_POSTS", True)
 CELERY_TASK_ROUTES = {
     "evidence.tasks.*": {"queue": "cpu"},
     "notes.tasks.score_*": {"queue": "cpu"},
+    # Topic of a new post: one LLM call (offline: a keyword count, no model loading).
+    "notes.tasks.topic_*": {"queue": "llm"},
     "judging.tasks.train_*": {"queue": "cpu"},
     "judging.tasks.*": {"queue": "llm"},
     "notes.tasks.draft_*": {"queue": "llm"},

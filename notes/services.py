@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.db.models import F, Model, Q
@@ -69,7 +70,9 @@ def post_create(
     author_handle: str = "",
     **extra: object,
 ) -> Post:
-    return Post.objects.create(
+    """Create a post and queue its health-topic classification (only when it has text: an
+    imported placeholder is never classified)."""
+    post = Post.objects.create(
         text=text,
         text_hash=post_text_hash(text),
         flagged_by=flagged_by,
@@ -77,6 +80,11 @@ def post_create(
         author_handle=author_handle,
         **extra,
     )
+    if settings.TOPICS_CLASSIFY_NEW_POSTS and post.text_available and post.text.strip():
+        from notes.tasks import topic_classify_post
+
+        enqueue_on_commit(topic_classify_post, post.pk)
+    return post
 
 
 # --- Contributor flow: flag a post, gather evidence, confirm snippets, draft, submit ---------------

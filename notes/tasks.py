@@ -14,6 +14,17 @@ def draft_generate(job_id: int) -> None:
     services.draft_job_generate(job_id=job_id)
 
 
+# Routed to the "llm" queue ("notes.tasks.topic_*"): queued by services.post_create for a post
+# with text. Safe to run twice (it overwrites the topic with the same answer).
+@shared_task(name="notes.tasks.topic_classify_post", acks_late=True, soft_time_limit=300, time_limit=330)
+def topic_classify_post(post_id: int) -> str | None:
+    from notes.analytics.topics import post_classify_topic
+    from notes.models import Post
+
+    post = Post.objects.filter(pk=post_id).first()
+    return post_classify_topic(post=post) if post is not None else None
+
+
 # Routed to the "cpu" queue by CELERY_TASK_ROUTES ("notes.tasks.score_*"). Safe to run twice:
 # the service takes an advisory lock and recomputes everything from the ratings. Only a lost
 # database connection is retried (with backoff, 3 times).

@@ -27,3 +27,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Off in tests by default: the queued topic call would take LLM replies scripted for other tasks.
+# tests/notes/analytics/test_topic_baselines.py turns it on.
+TOPICS_CLASSIFY_NEW_POSTS = False

@@ -1,9 +1,13 @@
-"""Health-topic labels of a post or note: prompt, LLM step and keyword baseline.
-(Not wired into a flow yet.)"""
+"""Health-topic labels of a post or note: prompt, LLM step and two offline baselines (keywords;
+embedding similarity to category descriptions). Keywords are the default offline baseline: they
+scored better on the labelled set (bench/README.md "Topic baselines")."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from judging.llm import LLMClient, parse_single_integer
 from judging.steps.common import Messages, StepResult, baseline_result, llm_step, messages
@@ -169,3 +173,38 @@ def topic_label_baseline(*, text: str) -> StepResult:
         else "No health keyword."
     )
     return baseline_result("keywords-v1", VERSIONS["topic"], label, reasoning, started)
+
+
+# One short description per health category, written from the study's category names; the
+# embedding baseline compares a text with each. Changing them changes the baseline's name.
+TOPIC_DESCRIPTIONS: dict[str, str] = {
+    TOPIC_LABELS[0]: "A disease, illness, medical condition or its symptoms, such as cancer, COVID-19 or diabetes.",
+    TOPIC_LABELS[1]: "Drugs, vaccines, vaccination, medical treatments, side effects or diagnostic tests.",
+    TOPIC_LABELS[
+        2
+    ]: "Public-health guidance, mandates or government health policy, such as masks, lockdowns, CDC advice.",
+    TOPIC_LABELS[3]: "Wellness products, diets, vitamins, nutrition and dietary supplements.",
+    TOPIC_LABELS[4]: "Doctors, nurses, hospitals, health insurance and the healthcare system.",
+    TOPIC_LABELS[5]: "Biology and epidemiology: how viruses spread, immunity, infection rates, mortality statistics.",
+    TOPIC_LABELS[6]: "Health conspiracy theories and hoaxes, such as microchips in vaccines or a planned pandemic.",
+}
+EMBEDDING_NAME = "embedding-descriptions-v1"
+# Below this cosine to every health description a text is "not health" (fixed before evaluation,
+# not tuned on the labelled set).
+NOT_HEALTH_BELOW = 0.25
+
+Embed = Callable[[Sequence[str]], np.ndarray]
+
+
+def topic_label_embedding(*, text: str, embed: Embed, threshold: float = NOT_HEALTH_BELOW) -> StepResult:
+    """The health category whose description is most similar to the text (cosine of
+    L2-normalised embeddings from `embed`), or "not health" when every similarity is below
+    `threshold`. `embed` is evidence.embedding.encoder() in the app (never call it in a request)."""
+    started = time.monotonic()
+    labels = list(TOPIC_DESCRIPTIONS)
+    vectors = embed([text, *TOPIC_DESCRIPTIONS.values()])
+    sims = vectors[1:] @ vectors[0]
+    best = int(np.argmax(sims))
+    label = labels[best] if float(sims[best]) >= threshold else TOPIC_LABELS[7]
+    reasoning = f"Best cosine {float(sims[best]):.2f} ({labels[best]}); not health below {threshold:.2f}."
+    return baseline_result(EMBEDDING_NAME, VERSIONS["topic"], label, reasoning, started)

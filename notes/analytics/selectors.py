@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 from evidence.models import Snippet
 from evidence.search.categories import CATEGORY_LABELS, category_by_rules
 from judging.models import JudgeDecision
+from judging.pipeline import STAGES
 from judging.selectors import Funnel, funnel_of, judged_notes
 from notes.analytics import delays, spikes
 from notes.models import Note, NoteStatus, Post, Topic
@@ -172,6 +173,47 @@ def funnel_over_time(f: AnalyticsFilters) -> tuple[list[FunnelRow], int]:
     rows = [
         FunnelRow(month, origin, str(labels.get(origin, origin)), funnel_of(v), 0)
         for (month, origin), v in sorted(groups.items())
+    ]
+    return rows, excluded
+
+
+@dataclass(frozen=True)
+class AgreementRow:
+    month: str
+    origin: str
+    origin_label: str
+    n_notes: int  # crowd-Helpful or crowd-Not-Helpful notes judged with real inputs
+    n_agree: int  # judged helpful (all stages yes) exactly when the crowd said Helpful
+
+    @property
+    def share(self) -> float | None:
+        return self.n_agree / self.n_notes if self.n_notes else None
+
+
+def agreement_over_time(f: AnalyticsFilters) -> tuple[list[AgreementRow], int]:
+    """Judge-crowd agreement per month of note creation and note origin: among matching notes
+    with a crowd verdict (Helpful or Not Helpful) whose latest version was judged with real
+    inputs, how many the judges call helpful exactly when the crowd did; and how many judged
+    notes with a crowd verdict were excluded (no real inputs)."""
+    notes = notes_filtered(f).filter(status__in=[NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL])
+    per_note, excluded = judged_notes(JudgeDecision.objects.filter(note__in=notes))
+    info = {
+        pk: (created.strftime("%Y-%m"), origin, status == NoteStatus.HELPFUL)
+        for pk, created, origin, status in notes.filter(pk__in=list(per_note)).values_list(
+            "pk", "created_at", "origin", "status"
+        )
+    }
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for note_id, verdicts in per_note.items():
+        month, origin, crowd_helpful = info[note_id]
+        judged_helpful = all(verdicts.get(stage) == "yes" for stage in STAGES)
+        cell = counts[(month, origin)]
+        cell[0] += 1
+        cell[1] += judged_helpful == crowd_helpful
+    labels = dict(Note.Origin.choices)
+    rows = [
+        AgreementRow(month, origin, str(labels.get(origin, origin)), n, agree)
+        for (month, origin), (n, agree) in sorted(counts.items())
     ]
     return rows, excluded
 

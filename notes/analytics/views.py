@@ -120,8 +120,25 @@ def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         [charts.Series("posts", [n for _, _, n in topics])],
         description="Posts of the matching notes per health topic.",
     )
+    agreement, agreement_excluded = selectors.agreement_over_time(filters)
+    months = sorted({row.month for row in agreement})
+    origins = sorted({(row.origin, row.origin_label) for row in agreement})
+    share = {(row.month, row.origin): row.share for row in agreement}
+    agreement_chart = charts.bar_chart(
+        "Judge-crowd agreement by month and note origin",
+        months,
+        [
+            charts.Series(label, [None if share.get((m, o)) is None else 100 * share[(m, o)] for m in months])  # type: ignore[operator]
+            for o, label in origins
+        ],
+        unit="%",
+        description="Share of crowd-rated notes judged with real inputs on which the judges agree with the crowd.",
+    )
     context = {
         "form": form,
+        "agreement": agreement,
+        "agreement_excluded": agreement_excluded,
+        "agreement_chart": mark_safe(agreement_chart),  # noqa: S308  (escaped by notes.analytics.charts)
         "rows": rows,
         "excluded": excluded,
         "cats": cats,
