@@ -55,6 +55,6 @@ def test_an_admin_sees_the_analytics_of_the_imported_sample(
     _shot(page, "spikes")
 
     page.goto(f"{base}/analytics/judging/")
-    assert page.locator("svg.chart").count() == 2
+    assert page.locator("svg.chart").count() == 3  # categories, topics, crowd agreement over time
     assert "Health authority" in page.locator("table.categories").inner_text()
     _shot(page, "judging")

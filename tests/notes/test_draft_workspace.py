@@ -246,7 +246,7 @@ def test_it_says_when_the_best_passage_may_still_change_and_keeps_polling(
     contributor_client.post(f"/snippets/{snippet.pk}/confirm/", {"passage": snippet.passage_id})
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "passages so far" not in html
-    assert "hx-trigger" not in html
+    assert 'hx-trigger="every' not in html  # no polling (the URL fields keep their own prefetch trigger)
 
 
 def test_it_shows_no_refine_notice_when_every_passage_is_scored_or_refine_is_off(
@@ -260,7 +260,7 @@ def test_it_shows_no_refine_notice_when_every_passage_is_scored_or_refine_is_off
     Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, None, 0.42])
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "passages so far" not in html
-    assert "hx-trigger" not in html
+    assert 'hx-trigger="every' not in html  # no polling (the URL fields keep their own prefetch trigger)
 
 
 def test_it_polls_while_sources_are_processed_and_slower_while_only_the_refine_runs(
@@ -284,7 +284,7 @@ def test_it_polls_while_sources_are_processed_and_slower_while_only_the_refine_r
     gate = draft_gate(job=job)
     assert (gate.poll_seconds, gate.refresh_seconds) == (None, None)
     assert gate.urls == ["https://a.example/r"]
-    assert "hx-trigger" not in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert 'hx-trigger="every' not in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
 
 
 def test_it_gives_the_note_editor_its_limit_and_url_rule_from_the_text_rules(contributor_client: Any, job: Any) -> None:
