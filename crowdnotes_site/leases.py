@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Model
+from django.db.models import F, Model, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 log = logging.getLogger(__name__)
@@ -48,3 +49,32 @@ def heartbeat(model: type[Model], pk: int) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=interval + 5)
+
+
+# --- Claimed runs (JudgeRun, AutomationRun): a lease set at claim time, no heartbeat --------------
+# Such a model has `State` (QUEUED, RUNNING, DONE, FAILED), `claimed_until`, `attempts`,
+# `started_at`, `finished_at` and `error`.
+
+
+def run_claim(model: type[Model], *, run_id: int, lease_s: float) -> bool:
+    """Compare-and-set: take the run if it is queued, or running under an expired claim (its worker
+    was lost). Exactly one of several concurrent callers wins."""
+    state = model.State  # type: ignore[attr-defined]
+    now = timezone.now()
+    claimable = Q(state=state.QUEUED) | Q(state=state.RUNNING, claimed_until__lt=now)
+    return bool(
+        model._default_manager.filter(claimable, pk=run_id).update(
+            state=state.RUNNING,
+            claimed_until=now + timedelta(seconds=lease_s),
+            attempts=F("attempts") + 1,
+            started_at=Coalesce(F("started_at"), now),
+        )
+    )
+
+
+def run_fail(model: type[Model], *, run_id: int, error: str) -> None:
+    """Visible failure: the run stops with its error (unless it already finished)."""
+    state = model.State  # type: ignore[attr-defined]
+    model._default_manager.filter(pk=run_id).exclude(state=state.DONE).update(
+        state=state.FAILED, claimed_until=None, error=error[:2000], finished_at=timezone.now()
+    )

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
+from django.db.models import Q
 from django.utils import timezone
 
+from crowdnotes_site import leases
 from crowdnotes_site.queue import enqueue_on_commit
 from judging import classifier as clf
 from judging import pipeline
@@ -139,18 +139,9 @@ def _enqueue_after_commit(run_id: int) -> None:
 
 
 def judge_run_claim(*, run_id: int) -> bool:
-    """Compare-and-set: take the run if it is queued, or running under an expired claim
-    (its worker was lost). Exactly one of several concurrent callers wins."""
-    now = timezone.now()
-    claimable = Q(state=JudgeRun.State.QUEUED) | Q(state=JudgeRun.State.RUNNING, claimed_until__lt=now)
-    return bool(
-        JudgeRun.objects.filter(claimable, pk=run_id).update(
-            state=JudgeRun.State.RUNNING,
-            claimed_until=now + dt.timedelta(seconds=settings.JUDGE_CLAIM_LEASE_S),
-            attempts=F("attempts") + 1,
-            started_at=Coalesce(F("started_at"), now),
-        )
-    )
+    """Take the run if it is queued, or running under an expired claim (its worker was lost).
+    Exactly one of several concurrent callers wins."""
+    return leases.run_claim(JudgeRun, run_id=run_id, lease_s=settings.JUDGE_CLAIM_LEASE_S)
 
 
 def judge_run_release(*, run_id: int, error: str = "") -> None:
@@ -162,9 +153,7 @@ def judge_run_release(*, run_id: int, error: str = "") -> None:
 
 def judge_run_fail(*, run_id: int, error: str) -> None:
     """Visible failure: the run stops with its error (an admin can retry it)."""
-    JudgeRun.objects.filter(pk=run_id).exclude(state=JudgeRun.State.DONE).update(
-        state=JudgeRun.State.FAILED, claimed_until=None, error=error[:2000], finished_at=timezone.now()
-    )
+    leases.run_fail(JudgeRun, run_id=run_id, error=error)
     logger.warning("judge run %s failed: %s", run_id, error)
 
 

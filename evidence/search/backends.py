@@ -83,6 +83,42 @@ def keep_by_date(published: date | None, cutoff: date | None, undated: str) -> b
     return published < cutoff
 
 
+def normalize_hits(
+    results: list[Any],
+    *,
+    date_key: str,
+    snippet_key: str,
+    cutoff: date | None,
+    undated: str,
+    backend: str,
+    query: str,
+    k: int,
+) -> list[SearchHit]:
+    """A web API's result list as at most `k` SearchHits: web URLs only, the date rule applied,
+    ranks counted over the kept hits. Services differ only in their date and snippet keys."""
+    hits: list[SearchHit] = []
+    for item in results:
+        if not isinstance(item, dict) or not str(item.get("url") or "").startswith(("http://", "https://")):
+            continue
+        published = parse_date(item.get(date_key))
+        if not keep_by_date(published, cutoff, undated):
+            continue
+        hits.append(
+            SearchHit(
+                url=str(item["url"]),
+                title=plain(item.get("title")) or str(item["url"]),
+                snippet=plain(item.get(snippet_key)),
+                published=published,
+                backend=backend,
+                rank=len(hits) + 1,
+                query=query,
+            )
+        )
+        if len(hits) >= k:
+            break
+    return hits
+
+
 @dataclass
 class HttpJson:
     """GET a JSON API with a timeout and bounded retries of 429/503 (and connection errors)."""
@@ -145,27 +181,10 @@ class SearxngBackend:
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise BackendError(f"{self.name}: no results list in the answer")
-        hits: list[SearchHit] = []
-        for item in results:
-            if not isinstance(item, dict) or not str(item.get("url") or "").startswith(("http://", "https://")):
-                continue
-            published = parse_date(item.get("publishedDate"))
-            if not keep_by_date(published, cutoff, self.undated):
-                continue
-            hits.append(
-                SearchHit(
-                    url=str(item["url"]),
-                    title=plain(item.get("title")) or str(item["url"]),
-                    snippet=plain(item.get("content")),
-                    published=published,
-                    backend=self.name,
-                    rank=len(hits) + 1,
-                    query=query,
-                )
-            )
-            if len(hits) >= k:
-                break
-        return hits
+        return normalize_hits(
+            results, date_key="publishedDate", snippet_key="content", cutoff=cutoff, undated=self.undated,
+            backend=self.name, query=query, k=k,
+        )  # fmt: skip
 
 
 @dataclass
@@ -190,24 +209,7 @@ class BraveBackend:
         results = web.get("results") if isinstance(web, dict) else []
         if not isinstance(results, list):
             raise BackendError(f"{self.name}: no results list in the answer")
-        hits: list[SearchHit] = []
-        for item in results:
-            if not isinstance(item, dict) or not str(item.get("url") or "").startswith(("http://", "https://")):
-                continue
-            published = parse_date(item.get("page_age"))
-            if not keep_by_date(published, cutoff, self.undated):
-                continue
-            hits.append(
-                SearchHit(
-                    url=str(item["url"]),
-                    title=plain(item.get("title")) or str(item["url"]),
-                    snippet=plain(item.get("description")),
-                    published=published,
-                    backend=self.name,
-                    rank=len(hits) + 1,
-                    query=query,
-                )
-            )
-            if len(hits) >= k:
-                break
-        return hits
+        return normalize_hits(
+            results, date_key="page_age", snippet_key="description", cutoff=cutoff, undated=self.undated,
+            backend=self.name, query=query, k=k,
+        )  # fmt: skip

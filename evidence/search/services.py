@@ -8,17 +8,15 @@ the chosen sources join the draft's snippet review as proposals).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 from datetime import date
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from crowdnotes_site import leases
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import pipeline, services
 from evidence.errors import ExtractionError, FetchError
@@ -215,17 +213,8 @@ def _enqueue(run_id: int) -> None:
 
 
 def automation_run_claim(*, run_id: int) -> bool:
-    """Compare-and-set: take the run if queued, or running under an expired lease (lost worker)."""
-    now = timezone.now()
-    claimable = Q(state=AutomationRun.State.QUEUED) | Q(state=AutomationRun.State.RUNNING, claimed_until__lt=now)
-    return bool(
-        AutomationRun.objects.filter(claimable, pk=run_id).update(
-            state=AutomationRun.State.RUNNING,
-            claimed_until=now + dt.timedelta(seconds=settings.SEARCH_CLAIM_LEASE_S),
-            attempts=F("attempts") + 1,
-            started_at=Coalesce(F("started_at"), now),
-        )
-    )
+    """Take the run if queued, or running under an expired lease (lost worker)."""
+    return leases.run_claim(AutomationRun, run_id=run_id, lease_s=settings.SEARCH_CLAIM_LEASE_S)
 
 
 def automation_run_release(*, run_id: int, error: str = "") -> None:
@@ -236,9 +225,7 @@ def automation_run_release(*, run_id: int, error: str = "") -> None:
 
 
 def automation_run_fail(*, run_id: int, error: str) -> None:
-    AutomationRun.objects.filter(pk=run_id).exclude(state=AutomationRun.State.DONE).update(
-        state=AutomationRun.State.FAILED, claimed_until=None, error=error[:2000], finished_at=timezone.now()
-    )
+    leases.run_fail(AutomationRun, run_id=run_id, error=error)
     log.warning("automation run %s failed: %s", run_id, error)
 
 
