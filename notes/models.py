@@ -393,3 +393,31 @@ class SupernoteCandidate(models.Model):
     @property
     def failed_filters(self) -> list[dict[str, object]]:
         return [entry for entry in self.filter_log if not entry.get("ok")]
+
+
+class SupernoteComparison(models.Model):
+    """One rater's blind comparison of a proposed Supernote with the best existing note of its post
+    (issue 11 item 7). Created when the rater is assigned the pair, with the order drawn then
+    (`supernote_first`: the Supernote is "Note A"), so a reload shows the same order; answered once."""
+
+    rater = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="supernote_comparisons")
+    supernote = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="+")
+    other_note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="+")
+    supernote_first = models.BooleanField()
+    created_at = models.DateTimeField(default=timezone.now)
+    answered_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    supernote_preferred = models.BooleanField(null=True, blank=True)
+    # {statement key: 1..5} (notes/supernotes/comparison.py: STATEMENTS) for each side.
+    supernote_scores = models.JSONField(default=dict, blank=True)
+    other_scores = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rater", "supernote", "other_note"], name="one_comparison_per_rater_per_pair"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"comparison {self.pk} by {self.rater_id}"
