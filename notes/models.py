@@ -347,6 +347,10 @@ class SupernoteRun(models.Model):
     # The notes the candidates were made from (pks), the PHM version and the scorer's μ used.
     source_note_ids = models.JSONField(default=list, blank=True)
     phm_version = models.CharField(max_length=120, blank=True)
+    # What the PHM used was trained on and its held-out AUC, shown with the jury score (an AUC near
+    # 0.5, as on the demo's few ratings, means the model is at chance and the score says little).
+    phm_trained_on = models.CharField(max_length=300, blank=True)
+    phm_auc = models.FloatField(null=True, blank=True)
     mu = models.FloatField(null=True, blank=True)
     best_existing_note = models.ForeignKey(
         "notes.Note", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

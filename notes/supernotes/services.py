@@ -232,6 +232,7 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
         _finish(run, "No rater has scorer parameters yet (run the scorer): no jury, nothing proposed.")
         return
     run.phm_version, run.mu = model.meta.version, pool.mu
+    run.phm_trained_on, run.phm_auc = model.meta.trained_on[:300], model.meta.auc
     embed = embed or embedder(model.meta.embedder)
     note_emb = embed([r.text for r in passed])
     post_emb = embed([run.post.text])[0] if run.post.text.strip() else None

@@ -14,6 +14,16 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name="supernoterun",
+            name="phm_auc",
+            field=models.FloatField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name="supernoterun",
+            name="phm_trained_on",
+            field=models.CharField(blank=True, max_length=300),
+        ),
         migrations.CreateModel(
             name='SupernoteComparison',
             fields=[
