@@ -12,7 +12,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
-from notes.models import Note, NoteStatus, Participant, Post, SupernoteComparison
+from notes.models import Note, NoteStatus, Participant, Post, SupernoteComparison, SupernoteRun
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_create
 from notes.supernotes import comparison, selectors, services
@@ -235,10 +235,19 @@ def test_a_post_without_a_pair_says_so(make_user: Any) -> None:
 
 
 def test_rating_queue_and_post_page_offer_the_comparison(make_user: Any) -> None:
-    post, *_ = _pair(make_user)
+    post, supernote, _best, _ = _pair(make_user)
     client = _client(make_user("rater-d", RATER))
     queue = client.get(reverse("rating_queue")).content.decode()
     assert "Compare two notes" in queue and reverse("comparison_start", args=[post.pk]) in queue
+    SupernoteRun.objects.create(post=post, state=SupernoteRun.State.DONE, proposed_note=supernote)
+    page = client.get(reverse("post_detail", args=[post.pk])).content.decode()
+    assert "Compare two notes" in page and reverse("comparison_start", args=[post.pk]) in page
+    # Not offered to those without the Rater role.
+    contributor = _client(make_user("contrib-e", CONTRIBUTOR))
+    assert (
+        reverse("comparison_start", args=[post.pk])
+        not in contributor.get(reverse("post_detail", args=[post.pk])).content.decode()
+    )
 
 
 def test_admin_sees_win_rate_with_wilson_interval_and_statement_means(make_user: Any) -> None:
