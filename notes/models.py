@@ -49,6 +49,13 @@ class Post(models.Model):
     def __str__(self) -> str:
         return self.text[:60]
 
+    def text_missing_reason(self) -> str | None:
+        """Why this post's text must not be given to a drafter, judge or search, or None: the one
+        rule for imported posts whose `text` is only a placeholder."""
+        if not self.text_available:
+            return "the post was imported from public Community Notes data without its text"
+        return None
+
 
 class Participant(models.Model):
     """Anyone who writes or rates notes: an app user or an imported Community Notes participant."""

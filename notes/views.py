@@ -103,8 +103,10 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     post_id = request.GET.get("post", "")
     post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
     finding = request.POST.get("action") == "find"
+    imported = post if post is not None and post.text_missing_reason() else None
+    initial_text = "" if post is None or imported is not None else post.text
     form = ContributeForm(
-        request.POST if request.method == "POST" else None, initial={"text": post.text if post else ""}, finding=finding
+        request.POST if request.method == "POST" else None, initial={"text": initial_text}, finding=finding
     )
     if request.method == "POST" and form.is_valid() and _within_evidence_cap(request, form):
         data = form.cleaned_data
@@ -116,6 +118,7 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
             author_handle=data["author_handle"],
             posted_at=data["posted_at"],
             find_evidence=finding,
+            imported_post=imported,
         )
         job = done.job
         if not done.job_created:
@@ -127,7 +130,7 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
         elif not done.post_created:
             messages.info(request, "This post was already flagged; a new draft of your note on it was started.")
         return redirect("draft_detail", job_id=job.pk)
-    return render(request, "notes/contribute.html", {"form": form})
+    return render(request, "notes/contribute.html", {"form": form, "imported_post": imported})
 
 
 @endpoint(methods=["GET"], permission="notes.view_draftjob")
