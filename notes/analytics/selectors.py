@@ -15,7 +15,7 @@ from judging.models import JudgeDecision
 from judging.pipeline import STAGES
 from judging.selectors import Funnel, funnel_of, judged_notes
 from notes.analytics import delays, spikes
-from notes.models import Note, NoteStatus, Post, Topic
+from notes.models import ImportedNoteHistory, Note, NoteStatus, Post, Topic
 
 VERDICTS = (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL)
 
@@ -76,6 +76,40 @@ def delay_summary(f: AnalyticsFilters) -> DelaySummary:
         notes_first_verdict=[(int(c.timestamp() * 1000), int(v.timestamp() * 1000) if v else None) for c, v in known],
     )
     return DelaySummary(report, n_notes=len(rows), n_posts=len(post_hours), n_scored=len(known))
+
+
+@dataclass(frozen=True)
+class ImportedHistorySummary:
+    """Note -> first verdict over the imported public status history (ImportedNoteHistory)."""
+
+    report: delays.DelayReport | None  # None: the filters ask for something the file cannot say
+    n_rows: int  # rows stored in all
+    first: dt.datetime | None  # creation time range of the rows counted
+    last: dt.datetime | None
+    sources: list[str]
+    why_not: str = ""
+
+
+def imported_history_summary(f: AnalyticsFilters) -> ImportedHistorySummary:
+    """The status-history file's notes have no post, topic or origin here, and are real public
+    data: the date filters apply (note creation); a topic, origin or demo-only filter leaves them out."""
+    qs = ImportedNoteHistory.objects.all()
+    n_rows = qs.count()
+    sources = sorted(set(qs.values_list("source_file", flat=True).distinct()))
+    if f.topic or f.origin or f.demo == "demo":
+        why = "the imported status history has no topic or note origin and is not demo content"
+        return ImportedHistorySummary(None, n_rows, None, None, sources, why_not=why)
+    if f.date_from:
+        qs = qs.filter(created_at__date__gte=f.date_from)
+    if f.date_to:
+        qs = qs.filter(created_at__date__lte=f.date_to)
+    rows = list(qs.values_list("created_at", "first_verdict_at"))
+    report = delays.delay_report(
+        post_delays_hours=[],
+        notes_first_verdict=[(int(c.timestamp() * 1000), int(v.timestamp() * 1000) if v else None) for c, v in rows],
+    )
+    created = [c for c, _ in rows]
+    return ImportedHistorySummary(report, n_rows, min(created, default=None), max(created, default=None), sources)
 
 
 # --- Spikes ------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def delays_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "summary": summary,
+        "imported": selectors.imported_history_summary(form.filters()),
         "rows": rows,
         "chart": mark_safe(chart),  # noqa: S308  (built by notes.analytics.charts, which escapes all text)
         "query": request.GET.urlencode(),
