@@ -29,6 +29,13 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "notes/home.html", context)
 
 
+@endpoint(methods=["GET"], permission="notes.add_post")
+def spiking_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
+    from notes.analytics.selectors import spike_queue
+
+    return render(request, "notes/spiking_posts.html", {"queue": spike_queue()})
+
+
 @endpoint(methods=["GET"], permission=PUBLIC)
 def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     post = get_object_or_404(Post, pk=post_id)

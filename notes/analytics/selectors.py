@@ -167,6 +167,56 @@ def spike_report(
     )
 
 
+# --- Posts in a spike (the contributors' queue) --------------------------------------------
+
+HEALTH_TOPICS = [value for value in Topic.values if value != Topic.NOT_HEALTH]
+
+
+@dataclass(frozen=True)
+class SpikeQueue:
+    """Flagged health posts around spike days that still lack a Helpful note, newest spike first."""
+
+    groups: list[tuple[spikes.Spike, list[Post]]]
+    n_health_posts: int  # posts with a health topic: the daily series the spikes are found in
+    n_unclassified: int  # posts without a topic yet: not counted
+    window: int
+    k: float
+
+
+def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA) -> SpikeQueue:
+    """Spikes in the daily count of flagged health posts (posted_at, else when flagged), with
+    the posts of each spike's 3-day window (day-1..day+1) that have no Helpful note yet. Three
+    queries, whatever the number of posts."""
+    when = Coalesce("posted_at", "created_at")
+    health = Post.objects.filter(topic__in=HEALTH_TOPICS)
+    rows = list(health.annotate(when=when).values_list("pk", "when"))
+    n_unclassified = Post.objects.filter(topic="").count()
+    days, counts = spikes.daily_counts(w.date() for _, w in rows)
+    _, found = spikes.detect(days, counts, window=window, k=k)
+    found.sort(key=lambda sp: sp.day, reverse=True)
+    window_of: dict[int, dt.date] = {}
+    for sp in found:
+        span = {sp.day + dt.timedelta(days=d) for d in (-1, 0, 1)}
+        for pk, w in rows:
+            if w.date() in span:
+                window_of.setdefault(pk, sp.day)  # a post near two spikes is listed under the newer
+    posts = (
+        Post.objects.filter(pk__in=list(window_of))
+        .exclude(notes__status=NoteStatus.HELPFUL)
+        .annotate(n_notes=Count("notes"), when=when)
+        .order_by("n_notes", "-when")
+    )
+    by_spike: dict[dt.date, list[Post]] = defaultdict(list)
+    shown = 0
+    for post in posts:
+        if shown >= limit:
+            break
+        by_spike[window_of[post.pk]].append(post)
+        shown += 1
+    groups = [(sp, by_spike[sp.day]) for sp in found if by_spike.get(sp.day)]
+    return SpikeQueue(groups, n_health_posts=len(rows), n_unclassified=n_unclassified, window=window, k=k)
+
+
 # --- Topics ------------------------------------------------------------------------------
 
 
