@@ -20,9 +20,7 @@ from notes.models import Note, NoteStatus
 def unjudgeable_reason(note: Note) -> str | None:
     """Why the judges must not see this note, or None: an imported post without its text
     would be judged by its placeholder."""
-    if not note.post.text_available:
-        return "its post was imported without text (the public data has none)"
-    return None
+    return note.post.text_missing_reason()
 
 
 def judge_input_for_note(note: Note) -> JudgeInput:

@@ -49,6 +49,29 @@ class Post(models.Model):
     def __str__(self) -> str:
         return self.text[:60]
 
+    def text_missing_reason(self) -> str | None:
+        """Why this post's text must not be given to a drafter, judge or search, or None: the one
+        rule for imported posts whose `text` is only a placeholder."""
+        if not self.text_available:
+            return "the post was imported from public Community Notes data without its text"
+        return None
+
+
+class ImportedNoteHistory(models.Model):
+    """One note's status history from public Community Notes data (noteStatusHistory), kept for
+    the delay analytics whether or not the note itself was imported: the public notes and
+    status-history files of different periods barely overlap."""
+
+    note_external_id = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(db_index=True)  # createdAtMillis, else the time in the note id
+    first_verdict_at = models.DateTimeField(null=True, blank=True)  # first Helpful / Not Helpful
+    first_verdict_status = models.CharField(max_length=40, blank=True)
+    current_status = models.CharField(max_length=40, blank=True)
+    source_file = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return self.note_external_id
+
 
 class Participant(models.Model):
     """Anyone who writes or rates notes: an app user or an imported Community Notes participant."""

@@ -101,6 +101,9 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
 
     finding = automation_running(job=job)
     reasons: list[str] = []
+    missing = job.post.text_missing_reason()
+    if missing:
+        reasons.append(f'No draft: {missing}. Paste the post\'s text from "Write a note on this post" first.')
     if finding:
         reasons.append("CrowdNotes is still looking for evidence: wait for its proposals.")
     if processing:

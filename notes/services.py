@@ -80,10 +80,31 @@ def post_create(
         author_handle=author_handle,
         **extra,
     )
+    _classify_on_commit(post)
+    return post
+
+
+def _classify_on_commit(post: Post) -> None:
     if settings.TOPICS_CLASSIFY_NEW_POSTS and post.text_available and post.text.strip():
         from notes.tasks import topic_classify_post
 
         enqueue_on_commit(topic_classify_post, post.pk)
+
+
+@transaction.atomic
+def post_text_supply(*, post: Post, text: str) -> Post:
+    """A contributor pastes the text of a post imported without it: the placeholder is replaced
+    and the post can be drafted, judged and classified from now on. When another post already
+    has this text, that post is the one flagged (returned) and the imported one is left as it was."""
+    duplicate = Post.objects.filter(text_hash=post_text_hash(text)).exclude(pk=post.pk).order_by("created_at").first()
+    if duplicate is not None:
+        return duplicate
+    updated = Post.objects.filter(pk=post.pk, text_available=False).update(
+        text=text, text_hash=post_text_hash(text), text_available=True
+    )
+    post.refresh_from_db()
+    if updated:
+        _classify_on_commit(post)
     return post
 
 
@@ -143,6 +164,7 @@ def contribution_submit(
     author_handle: str = "",
     posted_at: datetime | None = None,
     find_evidence: bool = False,
+    imported_post: Post | None = None,
 ) -> Contribution:
     """Flag a post (or find it) and add the evidence to the contributor's one open draft on it.
 
@@ -150,9 +172,13 @@ def contribution_submit(
     same draft job instead of opening another; concurrent identical requests serialize on the
     post text, and the database allows one open draft job per (contributor, post)."""
     _lock_post_text(text)
-    post, post_created = post_flag(
-        text=text, user=user, source_url=source_url, author_handle=author_handle, posted_at=posted_at
-    )
+    if imported_post is not None and imported_post.text_missing_reason():
+        # "Write a note" on a post imported without its text: the contributor supplies the text.
+        post, post_created = post_text_supply(post=imported_post, text=text), False
+    else:
+        post, post_created = post_flag(
+            text=text, user=user, source_url=source_url, author_handle=author_handle, posted_at=posted_at
+        )
     job, job_created, added, skipped = draft_job_start(post=post, user=user, urls=urls, find_evidence=find_evidence)
     return Contribution(job=job, post_created=post_created, job_created=job_created, added=added, skipped=skipped)
 
@@ -188,7 +214,7 @@ def draft_job_start(
         try:
             automation_run_start(job=job)
         except AutomationError:
-            pass  # already looking for evidence for this draft: one run at a time
+            pass  # already looking (one run at a time) or nothing to search from: the draft page says why
     return job, created, added, skipped
 
 
@@ -284,6 +310,9 @@ def _draft_claimed(job: DraftJob) -> DraftJob:
 
     confirmed = draft_gate(job=job).confirmed
     try:
+        missing = job.post.text_missing_reason()
+        if missing:  # never draft from a placeholder (the gate refuses it; a queued task re-checks)
+            raise drafting.DraftError(f"No draft: {missing}.")
         # Every confirmed snippet has a passage (snippet_is_confirmed checks it); the filter narrows the type.
         evidence = [(s.url, s.passage.text) for s in confirmed if s.passage is not None]
         draft = drafting.draft_note(post=job.post.text, snippets=evidence)

@@ -7,6 +7,7 @@ from notes import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("posts/<int:post_id>/", views.post_detail, name="post_detail"),
+    path("posts/spiking/", views.spiking_posts, name="spiking_posts"),
     path("accounts/signup/", views.signup, name="signup"),
     path("contribute/", views.contribute, name="contribute"),
     path("drafts/<int:job_id>/", views.draft_detail, name="draft_detail"),

@@ -29,6 +29,13 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "notes/home.html", context)
 
 
+@endpoint(methods=["GET"], permission="notes.add_post")
+def spiking_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
+    from notes.analytics.selectors import spike_queue
+
+    return render(request, "notes/spiking_posts.html", {"queue": spike_queue()})
+
+
 @endpoint(methods=["GET"], permission=PUBLIC)
 def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     post = get_object_or_404(Post, pk=post_id)
@@ -103,8 +110,10 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
     post_id = request.GET.get("post", "")
     post = Post.objects.filter(pk=post_id).first() if post_id.isdigit() else None
     finding = request.POST.get("action") == "find"
+    imported = post if post is not None and post.text_missing_reason() else None
+    initial_text = "" if post is None or imported is not None else post.text
     form = ContributeForm(
-        request.POST if request.method == "POST" else None, initial={"text": post.text if post else ""}, finding=finding
+        request.POST if request.method == "POST" else None, initial={"text": initial_text}, finding=finding
     )
     if request.method == "POST" and form.is_valid() and _within_evidence_cap(request, form):
         data = form.cleaned_data
@@ -116,6 +125,7 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
             author_handle=data["author_handle"],
             posted_at=data["posted_at"],
             find_evidence=finding,
+            imported_post=imported,
         )
         job = done.job
         if not done.job_created:
@@ -127,7 +137,7 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
         elif not done.post_created:
             messages.info(request, "This post was already flagged; a new draft of your note on it was started.")
         return redirect("draft_detail", job_id=job.pk)
-    return render(request, "notes/contribute.html", {"form": form})
+    return render(request, "notes/contribute.html", {"form": form, "imported_post": imported})
 
 
 @endpoint(methods=["GET"], permission="notes.view_draftjob")

@@ -189,6 +189,9 @@ def automation_run_start(*, job: DraftJob, tau: int | None = None, cutoff: date 
     """Start finding evidence for the draft's post (one run at a time per draft)."""
     if job.state == DraftJob.State.SUBMITTED:
         raise AutomationError("This note was already submitted.")
+    missing = job.post.text_missing_reason()
+    if missing:  # its placeholder would become the search query
+        raise AutomationError(f"CrowdNotes cannot search for evidence: {missing}.")
     DraftJob.objects.select_for_update().filter(pk=job.pk).first()  # serialize two clicks
     active = job.automation_runs.filter(state__in=[AutomationRun.State.QUEUED, AutomationRun.State.RUNNING])
     if active.exists():

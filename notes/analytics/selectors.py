@@ -15,7 +15,7 @@ from judging.models import JudgeDecision
 from judging.pipeline import STAGES
 from judging.selectors import Funnel, funnel_of, judged_notes
 from notes.analytics import delays, spikes
-from notes.models import Note, NoteStatus, Post, Topic
+from notes.models import ImportedNoteHistory, Note, NoteStatus, Post, Topic
 
 VERDICTS = (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL)
 
@@ -78,6 +78,40 @@ def delay_summary(f: AnalyticsFilters) -> DelaySummary:
     return DelaySummary(report, n_notes=len(rows), n_posts=len(post_hours), n_scored=len(known))
 
 
+@dataclass(frozen=True)
+class ImportedHistorySummary:
+    """Note -> first verdict over the imported public status history (ImportedNoteHistory)."""
+
+    report: delays.DelayReport | None  # None: the filters ask for something the file cannot say
+    n_rows: int  # rows stored in all
+    first: dt.datetime | None  # creation time range of the rows counted
+    last: dt.datetime | None
+    sources: list[str]
+    why_not: str = ""
+
+
+def imported_history_summary(f: AnalyticsFilters) -> ImportedHistorySummary:
+    """The status-history file's notes have no post, topic or origin here, and are real public
+    data: the date filters apply (note creation); a topic, origin or demo-only filter leaves them out."""
+    qs = ImportedNoteHistory.objects.all()
+    n_rows = qs.count()
+    sources = sorted(set(qs.values_list("source_file", flat=True).distinct()))
+    if f.topic or f.origin or f.demo == "demo":
+        why = "the imported status history has no topic or note origin and is not demo content"
+        return ImportedHistorySummary(None, n_rows, None, None, sources, why_not=why)
+    if f.date_from:
+        qs = qs.filter(created_at__date__gte=f.date_from)
+    if f.date_to:
+        qs = qs.filter(created_at__date__lte=f.date_to)
+    rows = list(qs.values_list("created_at", "first_verdict_at"))
+    report = delays.delay_report(
+        post_delays_hours=[],
+        notes_first_verdict=[(int(c.timestamp() * 1000), int(v.timestamp() * 1000) if v else None) for c, v in rows],
+    )
+    created = [c for c, _ in rows]
+    return ImportedHistorySummary(report, n_rows, min(created, default=None), max(created, default=None), sources)
+
+
 # --- Spikes ------------------------------------------------------------------------------
 
 
@@ -131,6 +165,56 @@ def spike_report(
     return SpikeReport(
         unit, series, found, n_items=len(items), n_texts=sum(len(v) for v in texts.values()), shown_from=shown_from
     )
+
+
+# --- Posts in a spike (the contributors' queue) --------------------------------------------
+
+HEALTH_TOPICS = [value for value in Topic.values if value != Topic.NOT_HEALTH]
+
+
+@dataclass(frozen=True)
+class SpikeQueue:
+    """Flagged health posts around spike days that still lack a Helpful note, newest spike first."""
+
+    groups: list[tuple[spikes.Spike, list[Post]]]
+    n_health_posts: int  # posts with a health topic: the daily series the spikes are found in
+    n_unclassified: int  # posts without a topic yet: not counted
+    window: int
+    k: float
+
+
+def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA) -> SpikeQueue:
+    """Spikes in the daily count of flagged health posts (posted_at, else when flagged), with
+    the posts of each spike's 3-day window (day-1..day+1) that have no Helpful note yet. Three
+    queries, whatever the number of posts."""
+    when = Coalesce("posted_at", "created_at")
+    health = Post.objects.filter(topic__in=HEALTH_TOPICS)
+    rows = list(health.annotate(when=when).values_list("pk", "when"))
+    n_unclassified = Post.objects.filter(topic="").count()
+    days, counts = spikes.daily_counts(w.date() for _, w in rows)
+    _, found = spikes.detect(days, counts, window=window, k=k)
+    found.sort(key=lambda sp: sp.day, reverse=True)
+    window_of: dict[int, dt.date] = {}
+    for sp in found:
+        span = {sp.day + dt.timedelta(days=d) for d in (-1, 0, 1)}
+        for pk, w in rows:
+            if w.date() in span:
+                window_of.setdefault(pk, sp.day)  # a post near two spikes is listed under the newer
+    posts = (
+        Post.objects.filter(pk__in=list(window_of))
+        .exclude(notes__status=NoteStatus.HELPFUL)
+        .annotate(n_notes=Count("notes"), when=when)
+        .order_by("n_notes", "-when")
+    )
+    by_spike: dict[dt.date, list[Post]] = defaultdict(list)
+    shown = 0
+    for post in posts:
+        if shown >= limit:
+            break
+        by_spike[window_of[post.pk]].append(post)
+        shown += 1
+    groups = [(sp, by_spike[sp.day]) for sp in found if by_spike.get(sp.day)]
+    return SpikeQueue(groups, n_health_posts=len(rows), n_unclassified=n_unclassified, window=window, k=k)
 
 
 # --- Topics ------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def delays_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "summary": summary,
+        "imported": selectors.imported_history_summary(form.filters()),
         "rows": rows,
         "chart": mark_safe(chart),  # noqa: S308  (built by notes.analytics.charts, which escapes all text)
         "query": request.GET.urlencode(),
@@ -108,6 +109,23 @@ def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     rows, excluded = selectors.funnel_over_time(filters)
     cats = selectors.source_categories(filters)
     topics = selectors.topic_counts(filters)
+
+    def pct(v: float | None) -> float | None:
+        return None if v is None else 100 * v
+
+    funnel_chart = charts.bar_chart(
+        "Judge funnel by month and note origin",
+        [f"{row.month} · {row.origin_label} (n={row.funnel.n_notes})" for row in rows],
+        [
+            charts.Series("P(R)", [pct(row.funnel.p_r) for row in rows]),
+            charts.Series("P(C|R)", [pct(row.funnel.p_c_given_r) for row in rows]),
+            charts.Series("P(H|C,R)", [pct(row.funnel.p_h_given_cr) for row in rows]),
+            charts.Series("overall", [pct(row.funnel.overall) for row in rows]),
+        ],
+        unit="%",
+        description="Share of notes passing each judge stage, per month of note creation and note origin, over "
+        "notes judged with real inputs.",
+    )
     cat_chart = charts.bar_chart(
         "Evidence sources by category",
         [label for _, label in cats.categories],
@@ -140,6 +158,7 @@ def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         "agreement_excluded": agreement_excluded,
         "agreement_chart": mark_safe(agreement_chart),  # noqa: S308  (escaped by notes.analytics.charts)
         "rows": rows,
+        "funnel_chart": mark_safe(funnel_chart),  # noqa: S308  (escaped by notes.analytics.charts)
         "excluded": excluded,
         "cats": cats,
         "cat_rows": list(zip(cats.categories, cats.human, cats.machine, strict=True)),

@@ -45,6 +45,9 @@ def test_an_admin_sees_the_analytics_of_the_imported_sample(
     assert page.locator("table.delays tr").count() == 4
     assert "3,768" not in page.content()  # n is printed plainly
     assert page.locator("table.delays").inner_text().count("3768") == 1
+    # note -> first verdict over the whole imported status history (868 notes reached a verdict)
+    imported = page.locator("table.delays-imported").inner_text()
+    assert "868" in imported and "36118" in imported
     _shot(page, "delays")
 
     page.goto(f"{base}/analytics/spikes/?unit=posts")

@@ -215,5 +215,5 @@ def test_a_note_on_an_imported_post_without_text_is_never_judged(llm_server: Any
         services.judge_run_request(note=note)
     assert services.judge_run_step(run_id=run.pk) is None
     run.refresh_from_db()
-    assert run.state == JudgeRun.State.FAILED and "imported without text" in run.error
+    assert run.state == JudgeRun.State.FAILED and "without its text" in run.error
     assert llm_server.requests == [] and not JudgeDecision.objects.exists()

@@ -54,3 +54,8 @@ def test_agreement_is_counted_per_month_and_origin_over_real_inputs(llm_server: 
     assert "Judge-crowd agreement by month and note origin" in html and "<svg" in html
     assert "<td>2026-01</td><td>Human</td><td>3</td><td>2</td>" in html and "67%" in html
     assert "1 judged crowd-rated note excluded" in html
+    # The funnel over time is drawn too (same SVG module), one bar group per month and origin.
+    assert "Judge funnel by month and note origin" in html
+    assert "P(R) · 2026-01 · Human (n=3): 100%" in html  # all three January human notes relevant
+    assert "P(C|R) · 2026-01 · Human (n=3): 66.7%" in html  # one of the three failed correctness
+    assert "overall · 2026-02 · Automated (machine evidence and draft) (n=1): 100%" in html

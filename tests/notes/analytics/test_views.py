@@ -43,7 +43,8 @@ def test_the_delays_page_matches_the_file_command_on_the_real_sample(imported: P
         json=True,
         stdout=out,
     )
-    files = json.loads(out.getvalue())["post_to_first_note_hours"]
+    report = json.loads(out.getvalue())
+    files = report["post_to_first_note_hours"]
     response = admin_client.get(reverse("analytics:delays"))
     assert response.status_code == 200
     page = response.context["summary"].report.post_to_first_note_hours
@@ -55,6 +56,48 @@ def test_the_delays_page_matches_the_file_command_on_the_real_sample(imported: P
     rows = list(csv.reader(io.StringIO(admin_client.get(reverse("analytics:delays_csv")).content.decode())))
     assert rows[0] == ["metric", "p25", "p50", "p75", "p90", "n"]
     assert rows[1][0].startswith("post") and float(rows[1][2]) == pytest.approx(files["p50"], abs=1e-3)
+    # Note -> first verdict over the whole imported status history equals the file command's.
+    imported_history = response.context["imported"].report
+    verdicts = report["note_to_first_verdict_hours"]
+    assert imported_history.note_to_first_verdict_hours.n == verdicts["n"] > 0
+    assert imported_history.note_to_first_verdict_hours.p50 == pytest.approx(verdicts["p50"], abs=1e-3)
+    assert imported_history.never_left_nmr_share == pytest.approx(report["never_left_nmr_share"])
+    assert "Imported public status history" in html and "noteStatusHistory-00000.tsv" in html
+
+
+STATUS_HISTORY = (
+    "noteId\tparticipantId\tcreatedAtMillis\ttimestampMillisOfFirstNonNMRStatus\tfirstNonNMRStatus\t"
+    "timestampMillisOfCurrentStatus\tcurrentStatus\ttimestampMillisOfMostRecentNonNMRStatus\tmostRecentNonNMRStatus\n"
+    # created 2022-01-01 00:00 UTC; Helpful 2 h later
+    "101\tA\t1640995200000\t1641002400000\tCURRENTLY_RATED_HELPFUL\t1641002400000\tCURRENTLY_RATED_HELPFUL\t-1\t\n"
+    # created 2022-01-02; Not Helpful 10 h later
+    "102\tB\t1641081600000\t1641117600000\tCURRENTLY_RATED_NOT_HELPFUL\t1641117600000\tCURRENTLY_RATED_NOT_HELPFUL\t-1\t\n"
+    # created 2022-03-01; never left Needs More Ratings
+    "103\tC\t1646092800000\t-1\t\t-1\tNEEDS_MORE_RATINGS\t-1\t\n"
+)
+
+
+def test_imported_status_history_gives_note_to_verdict_on_a_known_fixture(tmp_path: Path, admin_client: Any) -> None:
+    path = tmp_path / "noteStatusHistory-00000.tsv"
+    path.write_text(STATUS_HISTORY)
+    notes = tmp_path / "notes-00000.tsv"
+    notes.write_text("noteId\tparticipantId\tcreatedAtMillis\ttweetId\tsummary\n")  # no note of these imported
+    for _ in range(2):  # idempotent: a re-import replaces, never duplicates
+        call_command(
+            "import_communitynotes", "--notes", str(notes), "--status-history", str(path), stdout=io.StringIO()
+        )
+    page = admin_client.get(reverse("analytics:delays"))
+    got = page.context["imported"]
+    assert got.n_rows == 3
+    v = got.report.note_to_first_verdict_hours
+    assert (v.n, v.p25, v.p50, v.p75) == (2, pytest.approx(4.0), pytest.approx(6.0), pytest.approx(8.0))
+    assert got.report.never_left_nmr_share == pytest.approx(1 / 3)
+    assert "<td>6.0</td>" in page.content.decode()
+    # The date filters apply to the note's creation; topic and origin cannot, and say so.
+    jan = admin_client.get(reverse("analytics:delays"), {"date_to": "2022-01-31"}).context["imported"]
+    assert jan.report.n_notes_status == 2 and jan.report.never_left_nmr_share == 0
+    by_topic = admin_client.get(reverse("analytics:delays"), {"topic": Topic.TREATMENTS})
+    assert by_topic.context["imported"].report is None and "has no topic" in by_topic.content.decode()
 
 
 def test_the_delays_page_filters_by_topic_and_origin(admin_client: Any) -> None:
