@@ -41,6 +41,10 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
+
+    # DEBUG=1 (for the dev settings) would keep every SQL statement in memory: not the import's.
+    settings.DEBUG = False
     from django.core.management import call_command
     from django.db import connection
     from django.utils import timezone

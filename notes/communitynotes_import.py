@@ -359,7 +359,10 @@ def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, ex
         )
         distinct = cursor.rowcount
         # What to write: new rows (rating_id NULL) and rows that changed. A re-import of the same
-        # file finds nothing here, so it writes nothing and takes no row locks.
+        # file finds nothing here, so it writes nothing and takes no row locks. One index probe
+        # per chunk row: a hash or merge join would read the whole ratings table for every chunk.
+        cursor.execute("SET LOCAL enable_hashjoin = off")
+        cursor.execute("SET LOCAL enable_mergejoin = off")
         cursor.execute(
             """
             CREATE TEMP TABLE cn_write ON COMMIT DROP AS
@@ -373,10 +376,12 @@ def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, ex
             UPDATE notes_rating r
                SET level = w.level, tags = w.tags, created_at = w.created_at, updated_at = now()
               FROM cn_write w
-             WHERE r.id = w.rating_id
+             WHERE r.id = w.rating_id AND w.rating_id IS NOT NULL
             """
         )
         changed = cursor.rowcount
+        cursor.execute("RESET enable_hashjoin")
+        cursor.execute("RESET enable_mergejoin")
         insert = """
             INSERT INTO notes_rating (note_id, rater_id, level, tags, created_at, updated_at)
             SELECT note_id, rater_id, level, tags, created_at, now() FROM cn_write
