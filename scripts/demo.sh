@@ -18,6 +18,13 @@ PY=.venv/bin/python
 mkdir -p var/log
 procs_run $PY manage.py migrate --noinput -v0
 procs_run $PY manage.py load_demo
+# The Supernote jury needs a personalized helpfulness model: trained on the demo's few ratings with the
+# model-free hashing embedding (about 7 s; its AUC and training data are shown with every jury score).
+# Once per install (delete the marker to retrain); a failure only leaves Supernote runs unscored.
+if [ ! -f var/demo-phm.done ]; then
+  procs_run $PY manage.py train_phm --embedder hashing-bow-256 --epochs 20 && touch var/demo-phm.done \
+    || echo "train_phm failed: Supernote runs will write and filter candidates but propose nothing"
+fi
 PAGES=../shared/data/webpages
 # The local evidence index behind "Find evidence for me": the real pages of the corpus, with their
 # original URLs and titles from the manifest; each proposal opens its copy served on $PAGES_PORT.
