@@ -250,7 +250,7 @@ def test_exclusive_and_online_copy_paths_write_the_same_rows_and_keep_the_schema
     schema = _rating_schema()
     assert "notes_rating_rater_id_c193ac75" in schema[0] and len(schema[1]) == 2
     assert all(schema[1].values())
-    # The note's own index is gone (migration 0009): the unique (note, rater) index serves it.
+    # The note's own index is gone (migration 0010): the unique (note, rater) index serves it.
     assert not any(name.startswith("notes_rating_note_id") for name in schema[0])
     online = cni.ImportReport()
     cni.import_ratings_copy(ratings, online, chunk_lines=4000, exclusive=False)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notes', '0008_supernote_runs'),
+        ('notes', '0009_supernote_comparison_and_run_phm_quality'),
     ]
 
     operations = [
