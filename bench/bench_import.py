@@ -33,6 +33,7 @@ def main() -> None:
     parser.add_argument("--ratings", type=int, default=1_000_000)
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench-import")
     parser.add_argument("--orm", action="store_true", help="the batched ORM path instead of COPY")
+    parser.add_argument("--online", action="store_true", help="COPY path without the table lock (per-row key checks)")
     parser.add_argument("--chunk-lines", type=int, default=250_000)
     parser.add_argument("--rescore", action="store_true", help="then time notes_rescore() from the database")
     args = parser.parse_args()
@@ -40,6 +41,10 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
+
+    # DEBUG=1 (for the dev settings) would keep every SQL statement in memory: not the import's.
+    settings.DEBUG = False
     from django.core.management import call_command
     from django.db import connection
     from django.utils import timezone
@@ -54,6 +59,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE notes_rating, notes_notestatuschange, notes_importcheckpoint")
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     t0 = time.perf_counter()
     cni.import_notes(notes_path, cni.ImportReport())
     t_notes = time.perf_counter() - t0
@@ -64,7 +70,7 @@ def main() -> None:
         if args.orm:
             cni.import_ratings(ratings_path, report)
         else:
-            cni.import_ratings_copy(ratings_path, report, chunk_lines=args.chunk_lines)
+            cni.import_ratings_copy(ratings_path, report, chunk_lines=args.chunk_lines, exclusive=not args.online)
         elapsed = time.perf_counter() - t0
         n = report.counts["ratings upserted"]
         rows.append((label, n, elapsed, n / elapsed, report.counts["ratings inserted or changed"]))
@@ -88,12 +94,14 @@ def main() -> None:
             "WHERE relname IN ('notes_rating', 'notes_note', 'notes_participant') ORDER BY relname"
         )
         sizes = cursor.fetchall()
-    print(f"path: {'ORM batches' if args.orm else 'COPY + staging upsert'}; notes import {t_notes:.1f} s")
+    path = "ORM batches" if args.orm else "COPY, online (no table lock)" if args.online else "COPY, exclusive"
+    print(f"path: {path}; notes import {t_notes:.1f} s; load average before: {load_before}")
     print("| run | ratings | seconds | ratings/s | rows written | peak MB (process) |")
     print("|---|---:|---:|---:|---:|---:|")
     for label, n, elapsed, rate, written in rows:
         print(f"| {label} | {n:,} | {elapsed:.1f} | {rate:,.0f} | {written:,} | {_peak_mb():.0f} |")
     print("table sizes: " + ", ".join(f"{name} {size / 2**20:.0f} MB" for name, size in sizes))
+    print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if rescore:
         print(f"\nrescoring from PostgreSQL (binary COPY of the ratings: {t_read:.1f} s for scoring_inputs)")
         print("| run | seconds | notes written | peak MB (process) |")

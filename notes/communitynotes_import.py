@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
@@ -202,6 +203,7 @@ def import_ratings_copy(
     chunk_lines: int = COPY_CHUNK_LINES,
     progress: Callable[[str], None] | None = None,
     stop_after_chunks: int | None = None,
+    exclusive: bool = True,
 ) -> None:
     """Ratings into PostgreSQL at bulk speed: each chunk of lines is streamed with COPY into a
     temporary staging table, parsed and checked in SQL, and upserted in one statement per table.
@@ -211,10 +213,18 @@ def import_ratings_copy(
     resumable: each chunk commits together with an ImportCheckpoint of the lines done, so a
     rerun after an interruption continues after the last committed chunk. `stop_after_chunks`
     simulates an interruption (tests).
+
+    `exclusive` (the default) trades concurrency for speed: each chunk's transaction locks the
+    ratings table (readers wait for the chunk) and writes the chunk without a foreign-key check
+    per row (see `_copy_chunk`); the checks are made in one pass at the end (VALIDATE). With
+    `exclusive=False` the rows go through `INSERT … ON CONFLICT` with the usual per-row checks,
+    and web requests keep reading and writing ratings during the import.
     """
     say = progress or (lambda _line: None)
     chunks_done = 0
     touched = False
+    if exclusive:
+        _defer_rating_read_indexes()
     for file in cio.tsv_files(path):
         with file.open(encoding="utf-8", newline="") as fh:
             header_line = fh.readline()
@@ -238,7 +248,7 @@ def import_ratings_copy(
                 good = [ln if ln.endswith("\n") else ln + "\n" for ln in lines if ln.count("\t") == width - 1]
                 bad = sum(1 for ln in lines if ln.strip()) - len(good)
                 with transaction.atomic():
-                    _copy_chunk(header, good, report)
+                    _copy_chunk(header, good, report, exclusive=exclusive)
                     done += len(lines)
                     ImportCheckpoint.objects.filter(key=key).update(lines_done=done)
                 touched = True
@@ -251,9 +261,11 @@ def import_ratings_copy(
             ImportCheckpoint.objects.filter(key=key).delete()
     if touched:
         _refresh_num_ratings()
+    _validate_rating_foreign_keys()
+    _restore_rating_read_indexes()
 
 
-def _copy_chunk(header: list[str], lines: list[str], report: ImportReport) -> None:
+def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, exclusive: bool) -> None:
     cols = {h.strip(): _ident(h) for h in header}
     staged = ", ".join(f"{_ident(h)} text" for h in header)
 
@@ -298,7 +310,8 @@ def _copy_chunk(header: list[str], lines: list[str], report: ImportReport) -> No
         parsed = f"""
             CREATE TEMP TABLE cn_parsed ON COMMIT DROP AS
             SELECT seq,
-                   CASE WHEN {note_sql} ~ '^\\s*\\d+\\s*$' THEN trim({note_sql})::numeric::text END AS note_ext,
+                   CASE WHEN {note_sql} ~ '^[1-9][0-9]*$' THEN {note_sql}
+                        WHEN {note_sql} ~ '^\\s*\\d+\\s*$' THEN trim({note_sql})::numeric::text END AS note_ext,
                    {rater_sql} AS rater,
                    CASE WHEN {ms_sql} ~ '^\\s*-?\\d+\\s*$' THEN trim({ms_sql})::bigint END AS ms,
                    {level_sql} AS level,
@@ -312,11 +325,14 @@ def _copy_chunk(header: list[str], lines: list[str], report: ImportReport) -> No
                    count(*) FILTER (WHERE note_ext IS NOT NULL AND rater IS NULL),
                    count(*) FILTER (WHERE note_ext IS NOT NULL AND rater IS NOT NULL AND ms IS NULL),
                    count(*) FILTER (WHERE note_ext IS NOT NULL AND rater IS NOT NULL AND ms IS NOT NULL
-                                    AND level IS NULL)
+                                    AND level IS NULL),
+                   count(*) FILTER (WHERE note_ext IS NOT NULL AND rater IS NOT NULL AND ms IS NOT NULL
+                                    AND level IS NOT NULL)
             FROM cn_parsed
             """
         )
-        bad_note, no_rater, bad_ms, no_answer = cursor.fetchone()
+        bad_note, no_rater, bad_ms, no_answer, valid = cursor.fetchone()
+        foreign_keys = _drop_rating_foreign_keys(cursor) if exclusive else []  # before reading notes
         cursor.execute(
             """
             CREATE TEMP TABLE cn_known ON COMMIT DROP AS
@@ -325,37 +341,65 @@ def _copy_chunk(header: list[str], lines: list[str], report: ImportReport) -> No
             WHERE p.rater IS NOT NULL AND p.ms IS NOT NULL AND p.level IS NOT NULL
             """
         )
-        cursor.execute(
-            "SELECT count(*) FROM cn_parsed WHERE rater IS NOT NULL AND ms IS NOT NULL AND level IS NOT NULL"
-        )
-        valid = cursor.fetchone()[0]
+        known = cursor.rowcount
         cursor.execute(
             "INSERT INTO notes_participant (external_id) SELECT DISTINCT rater FROM cn_known "
             "ON CONFLICT (external_id) DO NOTHING"
         )
+        # One row per (note, rater), the file's last one, with its participant id.
         cursor.execute(
             """
-            WITH latest AS (
-                SELECT DISTINCT ON (note_id, rater COLLATE "C") note_id, rater, ms, level, tags
-                FROM cn_known ORDER BY note_id, rater COLLATE "C", seq DESC
-            ),
-            written AS (
-                INSERT INTO notes_rating (note_id, rater_id, level, tags, created_at, updated_at)
-                SELECT l.note_id, u.id, l.level, l.tags,
-                       to_timestamp(0) + l.ms * interval '1 millisecond', now()
-                FROM latest l JOIN notes_participant u ON u.external_id = l.rater
-                ON CONFLICT (note_id, rater_id) DO UPDATE
-                  SET level = EXCLUDED.level, tags = EXCLUDED.tags, created_at = EXCLUDED.created_at,
-                      updated_at = EXCLUDED.updated_at
-                  WHERE (notes_rating.level, notes_rating.tags, notes_rating.created_at)
-                        IS DISTINCT FROM (EXCLUDED.level, EXCLUDED.tags, EXCLUDED.created_at)
-                RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM cn_known), (SELECT count(*) FROM latest), (SELECT count(*) FROM written)
+            CREATE TEMP TABLE cn_rows ON COMMIT DROP AS
+            SELECT l.note_id, u.id AS rater_id, l.level, l.tags,
+                   to_timestamp(0) + l.ms * interval '1 millisecond' AS created_at
+            FROM (SELECT DISTINCT ON (note_id, rater COLLATE "C") note_id, rater, ms, level, tags
+                  FROM cn_known ORDER BY note_id, rater COLLATE "C", seq DESC) l
+            JOIN notes_participant u ON u.external_id = l.rater
             """
         )
-        known, distinct, changed = cursor.fetchone()
-        cursor.execute("DROP TABLE cn_stage, cn_parsed, cn_known")
+        distinct = cursor.rowcount
+        # What to write: new rows (rating_id NULL) and rows that changed. A re-import of the same
+        # file finds nothing here, so it writes nothing and takes no row locks. One index probe
+        # per chunk row: a hash or merge join would read the whole ratings table for every chunk.
+        cursor.execute("SET LOCAL enable_hashjoin = off")
+        cursor.execute("SET LOCAL enable_mergejoin = off")
+        cursor.execute(
+            """
+            CREATE TEMP TABLE cn_write ON COMMIT DROP AS
+            SELECT c.*, r.id AS rating_id
+            FROM cn_rows c LEFT JOIN notes_rating r ON r.note_id = c.note_id AND r.rater_id = c.rater_id
+            WHERE r.id IS NULL OR (r.level, r.tags, r.created_at) IS DISTINCT FROM (c.level, c.tags, c.created_at)
+            """
+        )
+        cursor.execute(
+            """
+            UPDATE notes_rating r
+               SET level = w.level, tags = w.tags, created_at = w.created_at, updated_at = now()
+              FROM cn_write w
+             WHERE r.id = w.rating_id AND w.rating_id IS NOT NULL
+            """
+        )
+        changed = cursor.rowcount
+        cursor.execute("RESET enable_hashjoin")
+        cursor.execute("RESET enable_mergejoin")
+        insert = """
+            INSERT INTO notes_rating (note_id, rater_id, level, tags, created_at, updated_at)
+            SELECT note_id, rater_id, level, tags, created_at, now() FROM cn_write
+            WHERE rating_id IS NULL ORDER BY note_id, rater_id
+            """
+        if exclusive:
+            cursor.execute(insert)  # nobody else writes ratings while the table is locked
+        else:
+            cursor.execute(
+                insert
+                + """ON CONFLICT (note_id, rater_id) DO UPDATE
+                  SET level = EXCLUDED.level, tags = EXCLUDED.tags, created_at = EXCLUDED.created_at,
+                      updated_at = EXCLUDED.updated_at"""
+            )
+        changed += cursor.rowcount
+        if foreign_keys:
+            _add_rating_foreign_keys(cursor, foreign_keys)
+        cursor.execute("DROP TABLE cn_stage, cn_parsed, cn_known, cn_rows, cn_write")
     report.skipped["ratings: bad noteId"] += bad_note
     report.skipped["ratings: missing rater id"] += no_rater
     report.skipped["ratings: bad createdAtMillis"] += bad_ms
@@ -375,3 +419,71 @@ def _refresh_num_ratings() -> None:
             WHERE n.id = c.note_id AND n.num_ratings <> c.cnt
             """
         )
+
+
+def _drop_rating_foreign_keys(cursor: CursorWrapper) -> list[tuple[str, str]]:
+    """Lock the ratings table and drop its foreign keys until the end of this transaction.
+
+    Safe because nothing can break them meanwhile: the chunk's rows reference notes and
+    participants read in this transaction, and the locks taken here keep every other session
+    from writing ratings and from deleting notes or participants until the commit, when the
+    keys are back (`_add_rating_foreign_keys`). Returns (name, definition) of each key."""
+    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending trigger events block ALTER TABLE
+    cursor.execute("LOCK TABLE notes_note, notes_participant IN SHARE ROW EXCLUSIVE MODE")
+    cursor.execute("LOCK TABLE notes_rating IN ACCESS EXCLUSIVE MODE")
+    cursor.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = 'notes_rating'::regclass AND contype = 'f' ORDER BY conname"
+    )
+    keys = [(name, definition.removesuffix(" NOT VALID")) for name, definition in cursor.fetchall()]
+    for name, _ in keys:
+        cursor.execute(f"ALTER TABLE notes_rating DROP CONSTRAINT {_ident(name)}")
+    return keys
+
+
+def _add_rating_foreign_keys(cursor: CursorWrapper, keys: list[tuple[str, str]]) -> None:
+    """Put the keys back, same names and definitions, NOT VALID: enforced for every later write;
+    the rows written without checks are checked once by `_validate_rating_foreign_keys`."""
+    for name, definition in keys:
+        cursor.execute(f"ALTER TABLE notes_rating ADD CONSTRAINT {_ident(name)} {definition} NOT VALID")
+
+
+def _validate_rating_foreign_keys() -> None:
+    """Check every row of the keys left NOT VALID by an exclusive import (also one interrupted
+    earlier): one scan and join per key instead of one lookup per row."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conname FROM pg_constraint "
+            "WHERE conrelid = 'notes_rating'::regclass AND contype = 'f' AND NOT convalidated ORDER BY conname"
+        )
+        for (name,) in cursor.fetchall():
+            cursor.execute(f"ALTER TABLE notes_rating VALIDATE CONSTRAINT {_ident(name)}")
+
+
+def _rating_read_indexes() -> list[tuple[str, str]]:
+    """(name, CREATE INDEX statement) of the ratings indexes that only serve reads (the one on
+    rater), as the migrations create them; the unique (note, rater) index is never deferred."""
+    editor = connection.SchemaEditorClass(connection)
+    statements = editor._field_indexes_sql(Rating, Rating._meta.get_field("rater"))  # type: ignore[attr-defined]
+    return [(str(st.parts["name"]).strip('"'), str(st)) for st in statements]
+
+
+def _defer_rating_read_indexes() -> None:
+    """On a first import (no ratings yet), drop the read-only indexes: PostgreSQL builds one in
+    a single sorted pass at the end far faster than it inserts every row into it at random.
+    An import interrupted meanwhile leaves them missing (reads by rater are slower, nothing is
+    wrong); its rerun, exclusive or not, resumes and builds them at the end."""
+    if Rating.objects.exists():
+        return
+    with connection.cursor() as cursor:
+        for name, _ in _rating_read_indexes():
+            cursor.execute(f"DROP INDEX IF EXISTS {_ident(name)}")
+
+
+def _restore_rating_read_indexes() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'notes_rating'")
+        present = {name for (name,) in cursor.fetchall()}
+        for name, create in _rating_read_indexes():
+            if name not in present:
+                cursor.execute(create)

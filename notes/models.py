@@ -261,7 +261,9 @@ TAGS_FOR_LEVEL: dict[str, frozenset[str]] = {
 
 
 class Rating(models.Model):
-    note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="ratings")
+    # No index of its own: the unique (note, rater) index leads with note and serves every
+    # lookup by note (one index less to maintain on bulk imports).
+    note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="ratings", db_index=False)
     rater = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="ratings")
     level = models.CharField(max_length=20, choices=RatingLevel.choices)
     tags = models.JSONField(default=list, blank=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import IntegrityError, connection, transaction
 
 from notes import communitynotes_import as cni
 from notes import synthetic
@@ -228,3 +229,71 @@ def test_copy_import_keeps_backslashes_and_quotes_verbatim(tmp_path: Path) -> No
     rows = set(Rating.objects.values_list("rater__external_id", "level"))
     assert rows == {("B\\N", RatingLevel.NOT_HELPFUL), ('"C', RatingLevel.HELPFUL)}
     assert Rating.objects.get(rater__external_id="B\\N").tags == ["notHelpfulIncorrect"]
+
+
+def _rating_schema() -> tuple[set[str], dict[str, bool]]:
+    """notes_rating's index names, and its foreign keys with whether each is validated."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'notes_rating'")
+        indexes = {name for (name,) in cursor.fetchall()}
+        cursor.execute(
+            "SELECT conname, convalidated FROM pg_constraint WHERE conrelid = 'notes_rating'::regclass AND contype = 'f'"
+        )
+        return indexes, dict(cursor.fetchall())
+
+
+@pytest.mark.django_db
+def test_exclusive_and_online_copy_paths_write_the_same_rows_and_keep_the_schema(cn_data: Path) -> None:
+    notes = str(cn_data / "colin-fraser" / "notes-00000.tsv")
+    ratings = cn_data / "colin-fraser" / "ratings-00000.tsv"
+    _import("--notes", notes)
+    schema = _rating_schema()
+    assert "notes_rating_rater_id_c193ac75" in schema[0] and len(schema[1]) == 2
+    assert all(schema[1].values())
+    # The note's own index is gone (migration 0010): the unique (note, rater) index serves it.
+    assert not any(name.startswith("notes_rating_note_id") for name in schema[0])
+    online = cni.ImportReport()
+    cni.import_ratings_copy(ratings, online, chunk_lines=4000, exclusive=False)
+    by_online = _ratings_table()
+    counts_online = dict(Note.objects.values_list("external_id", "num_ratings"))
+    Rating.objects.all().delete()
+    Note.objects.update(num_ratings=0)
+    exclusive = cni.ImportReport()
+    cni.import_ratings_copy(ratings, exclusive, chunk_lines=4000)  # empty table: the rater index is deferred
+    assert _ratings_table() == by_online
+    assert dict(Note.objects.values_list("external_id", "num_ratings")) == counts_online
+    assert exclusive.counts == online.counts and exclusive.skipped == online.skipped
+    assert _rating_schema() == schema  # same indexes, keys back and validated
+    again = cni.ImportReport()
+    cni.import_ratings_copy(ratings, again, chunk_lines=4000)
+    assert again.counts["ratings inserted or changed"] == 0 and _ratings_table() == by_online
+
+
+def _insert_rating_of_a_missing_note() -> None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(
+            "INSERT INTO notes_rating (note_id, rater_id, level, tags, created_at, updated_at) "
+            "SELECT -1, id, 'HELPFUL', '[]', now(), now() FROM notes_participant LIMIT 1"
+        )
+
+
+@pytest.mark.django_db
+def test_an_interrupted_exclusive_import_keeps_keys_enforced_and_its_rerun_restores_the_schema(
+    tmp_path: Path,
+) -> None:
+    data = synthetic.generate(3000, seed=10)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    _import("--notes", str(notes))
+    schema = _rating_schema()
+    cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, stop_after_chunks=2)
+    indexes, keys = _rating_schema()
+    assert "notes_rating_rater_id_c193ac75" not in indexes  # deferred by the first import, not built yet
+    assert set(keys) == set(schema[1]) and not any(keys.values())  # back, NOT VALID: new rows are checked
+    with pytest.raises(IntegrityError):
+        _insert_rating_of_a_missing_note()
+    resumed = cni.ImportReport()
+    cni.import_ratings_copy(ratings, resumed, chunk_lines=1000)  # resumes after 2,000 lines
+    assert _rating_schema() == schema
+    assert Rating.objects.count() == len(data.value)
+    assert not ImportCheckpoint.objects.exists()

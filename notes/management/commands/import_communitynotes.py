@@ -20,6 +20,11 @@ class Command(BaseCommand):
             "--no-copy", action="store_true", help="ratings through the ORM in batches instead of PostgreSQL COPY"
         )
         parser.add_argument("--chunk-lines", type=int, default=cni.COPY_CHUNK_LINES, help="lines per COPY chunk")
+        parser.add_argument(
+            "--online",
+            action="store_true",
+            help="keep ratings readable and writable during the import (slower: per-row key checks, no table lock)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         report = cni.ImportReport()
@@ -28,7 +33,11 @@ class Command(BaseCommand):
             if connection.vendor == "postgresql" and not options["no_copy"]:
                 # Streams, resumes after an interruption, prints a progress line per chunk.
                 cni.import_ratings_copy(
-                    options["ratings"], report, chunk_lines=options["chunk_lines"], progress=self.stderr.write
+                    options["ratings"],
+                    report,
+                    chunk_lines=options["chunk_lines"],
+                    progress=self.stderr.write,
+                    exclusive=not options["online"],
                 )
             else:
                 cni.import_ratings(options["ratings"], report)
