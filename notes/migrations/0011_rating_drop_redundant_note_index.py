@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notes', '0009_supernote_comparison_and_run_phm_quality'),
+        ('notes', '0010_imported_note_history'),
     ]
 
     operations = [
