@@ -5,7 +5,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from notes import services
-from notes.models import DraftJob, Note, NoteStatusChange, Participant, Post, Rating
+from notes.models import DraftJob, Note, NoteStatusChange, Participant, Post, Rating, SupernoteComparison
 
 
 @admin.register(Post)
@@ -58,3 +58,12 @@ class DraftJobAdmin(admin.ModelAdmin):
     list_display = ("id", "post", "contributor", "mode", "state", "draft_method", "created_at")
     list_filter = ("mode", "state", "created_at")
     raw_id_fields = ("post", "contributor")
+
+
+@admin.register(SupernoteComparison)
+class SupernoteComparisonAdmin(admin.ModelAdmin):
+    """Audit of the blind comparisons (the rater never sees which note is the Supernote; admins do)."""
+
+    list_display = ("id", "rater", "supernote", "other_note", "supernote_first", "supernote_preferred", "answered_at")
+    list_filter = ("supernote_preferred", "supernote_first", "answered_at")
+    raw_id_fields = ("rater", "supernote", "other_note")

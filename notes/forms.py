@@ -13,6 +13,7 @@ from django.urls import reverse_lazy
 
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
+from notes.supernotes import comparison
 from notes.text_rules import NOTE_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, is_blank, note_length
 
 _url_validator = URLValidator(schemes=["http", "https"])
@@ -238,3 +239,37 @@ class RatingForm(forms.Form):
             "helpful_tags": [t for t in rating.tags if t in HELPFUL_TAGS],
             "not_helpful_tags": [t for t in rating.tags if t in NOT_HELPFUL_TAGS],
         }
+
+
+class ComparisonForm(forms.Form):
+    """The blind comparison: which of Note A and Note B is more helpful, and each note on the five
+    statements (1-5). Field names only say A or B, never which note is which."""
+
+    preferred = forms.ChoiceField(
+        choices=[("A", "Note A"), ("B", "Note B")], widget=forms.RadioSelect,
+        label="Which note is more helpful?",
+        error_messages={"required": "Choose the more helpful note (Note A or Note B)."},
+    )  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for side in ("a", "b"):
+            for key, text in comparison.STATEMENTS:
+                self.fields[f"{side}_{key}"] = forms.TypedChoiceField(
+                    choices=comparison.SCALE, coerce=int, widget=forms.RadioSelect, label=text,
+                    error_messages={"required": f"Rate Note {side.upper()} on this statement."},
+                )  # fmt: skip
+
+    def side_fields(self, side: str) -> list[forms.BoundField]:
+        return [self[f"{side}_{key}"] for key in comparison.STATEMENT_KEYS]
+
+    @property
+    def note_a_fields(self) -> list[forms.BoundField]:
+        return self.side_fields("a")
+
+    @property
+    def note_b_fields(self) -> list[forms.BoundField]:
+        return self.side_fields("b")
+
+    def scores(self, side: str) -> dict[str, int]:
+        return {key: int(self.cleaned_data[f"{side}_{key}"]) for key in comparison.STATEMENT_KEYS}

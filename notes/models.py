@@ -347,6 +347,10 @@ class SupernoteRun(models.Model):
     # The notes the candidates were made from (pks), the PHM version and the scorer's μ used.
     source_note_ids = models.JSONField(default=list, blank=True)
     phm_version = models.CharField(max_length=120, blank=True)
+    # What the PHM used was trained on and its held-out AUC, shown with the jury score (an AUC near
+    # 0.5, as on the demo's few ratings, means the model is at chance and the score says little).
+    phm_trained_on = models.CharField(max_length=300, blank=True)
+    phm_auc = models.FloatField(null=True, blank=True)
     mu = models.FloatField(null=True, blank=True)
     best_existing_note = models.ForeignKey(
         "notes.Note", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -393,3 +397,31 @@ class SupernoteCandidate(models.Model):
     @property
     def failed_filters(self) -> list[dict[str, object]]:
         return [entry for entry in self.filter_log if not entry.get("ok")]
+
+
+class SupernoteComparison(models.Model):
+    """One rater's blind comparison of a proposed Supernote with the best existing note of its post
+    (issue 11 item 7). Created when the rater is assigned the pair, with the order drawn then
+    (`supernote_first`: the Supernote is "Note A"), so a reload shows the same order; answered once."""
+
+    rater = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="supernote_comparisons")
+    supernote = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="+")
+    other_note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="+")
+    supernote_first = models.BooleanField()
+    created_at = models.DateTimeField(default=timezone.now)
+    answered_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    supernote_preferred = models.BooleanField(null=True, blank=True)
+    # {statement key: 1..5} (notes/supernotes/comparison.py: STATEMENTS) for each side.
+    supernote_scores = models.JSONField(default=dict, blank=True)
+    other_scores = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rater", "supernote", "other_note"], name="one_comparison_per_rater_per_pair"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"comparison {self.pk} by {self.rater_id}"

@@ -27,4 +27,7 @@ urlpatterns = [
     path("supernotes/stuck/", views.stuck_posts, name="stuck_posts"),
     path("supernotes/posts/<int:post_id>/generate/", views.supernote_generate, name="supernote_generate"),
     path("supernotes/runs/<int:run_id>/", views.supernote_run, name="supernote_run"),
+    path("compare/posts/<int:post_id>/", views.comparison_start, name="comparison_start"),
+    path("compare/<int:comparison_id>/", views.comparison, name="comparison"),
+    path("compare/results/", views.comparison_results, name="comparison_results"),
 ]

@@ -14,8 +14,9 @@ from evidence.models import Snippet
 from evidence.search.selectors import automation_view
 from evidence.search.services import AutomationError, automation_run_start
 from notes import selectors, services
-from notes.forms import AddEvidenceForm, ContributeForm, NoteForm, RatingForm, SignupForm
-from notes.models import DraftJob, Participant, Post, SupernoteRun, Topic
+from notes.forms import AddEvidenceForm, ComparisonForm, ContributeForm, NoteForm, RatingForm, SignupForm
+from notes.models import DraftJob, Participant, Post, SupernoteComparison, SupernoteRun, Topic
+from notes.supernotes import comparison as comparison_module
 from notes.supernotes import selectors as supernote_selectors
 from notes.supernotes import services as supernote_services
 
@@ -268,7 +269,8 @@ def my_note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpRespo
 def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     participant = _participant(request)
     notes = selectors.rating_queue(participant=participant)
-    return render(request, "notes/rating_queue.html", {"notes": notes})
+    pairs = supernote_selectors.comparisons_available(participant=participant)
+    return render(request, "notes/rating_queue.html", {"notes": notes, "pairs": pairs})
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
@@ -380,3 +382,60 @@ def supernote_run(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
                **_run_context(run)}  # fmt: skip
     template = "notes/_supernote_run.html" if request.htmx else "notes/supernote_run.html"
     return render(request, template, context)
+
+
+# --- Blind comparison of a Supernote with the best existing note ----------------------------
+# The URLs say "compare", never "supernote": nothing on the rater's page may tell which note is which.
+
+
+@endpoint(methods=["POST"], permission="notes.add_supernotecomparison")
+def comparison_start(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
+    post = get_object_or_404(Post, pk=post_id)
+    try:
+        item = supernote_services.comparison_assign(rater=_participant(request), post=post)
+    except supernote_services.ComparisonError as exc:
+        if exc.forbidden:
+            raise PermissionDenied(str(exc)) from exc
+        messages.error(request, str(exc))
+        return redirect("rating_queue")
+    return redirect("comparison", comparison_id=item.pk)
+
+
+@endpoint(methods=["GET", "POST"], permission="notes.add_supernotecomparison")
+@limited("rating")
+def comparison(request: AuthenticatedHttpRequest, comparison_id: int) -> HttpResponse:
+    """Two notes of one post as Note A and Note B (stored order), no origin, author or status."""
+    participant = _participant(request)
+    item = get_object_or_404(
+        SupernoteComparison.objects.select_related("supernote__post", "other_note"), pk=comparison_id, rater=participant
+    )
+    form = ComparisonForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and item.answered_at is not None:
+        form.is_valid()
+        form.add_error(None, "You already answered this comparison: one answer per rater and pair.")
+    elif request.method == "POST" and form.is_valid():
+        try:
+            supernote_services.comparison_answer(
+                item=item, rater=participant, preferred=form.cleaned_data["preferred"], scores_a=form.scores("a"),
+                scores_b=form.scores("b"),
+            )  # fmt: skip
+        except supernote_services.ComparisonError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, "Thanks, your comparison is saved.")
+            return redirect("rating_queue")
+    sides = supernote_selectors.comparison_sides(item=item)
+    context = {
+        "item": item, "form": form, "post": item.supernote.post,
+        "sides_list": [("A", sides.note_a), ("B", sides.note_b)],
+        "field_groups": [("A", form.note_a_fields), ("B", form.note_b_fields)],
+    }  # fmt: skip
+    return render(request, "notes/comparison.html", context, status=400 if form.errors else 200)
+
+
+@endpoint(methods=["GET"], permission="notes.view_supernotecomparison")
+def comparison_results(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Admin: the Supernote's win rate in the blind comparisons (Wilson 95 %), per-statement means."""
+    context = {"result": supernote_selectors.comparison_results(),
+               "study_percent": round(100 * comparison_module.STUDY_WIN_RATE, 1)}  # fmt: skip
+    return render(request, "notes/comparison_results.html", context)

@@ -19,6 +19,13 @@ PY=.venv/bin/python
 mkdir -p var/log
 procs_run $PY manage.py migrate --noinput -v0
 procs_run $PY manage.py load_demo
+# The Supernote jury needs a personalized helpfulness model: trained on the demo's few ratings with the
+# model-free hashing embedding (about 7 s; its AUC and training data are shown with every jury score).
+# Once per install (delete the marker to retrain); a failure only leaves Supernote runs unscored.
+if [ ! -f var/demo-phm.done ]; then
+  procs_run $PY manage.py train_phm --embedder hashing-bow-256 --epochs 20 && touch var/demo-phm.done \
+    || echo "train_phm failed: Supernote runs will write and filter candidates but propose nothing"
+fi
 # The shared data as the settings find it (next to the checkout, further up from a git worktree, or
 # CROWDNOTES_SHARED_DATA): a fixed ../shared/data silently skipped the pages from a worktree.
 PAGES=$($PY -c 'import django; django.setup(); from django.conf import settings; print(settings.SHARED_DATA_DIR / "webpages")')

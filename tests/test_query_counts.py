@@ -71,8 +71,11 @@ def test_rating_queue(rater_client: Any, rater: Any) -> None:
             post = post_create(text=f"Claim {author.pk}")
             note = Note.objects.create(post=post, author=author, text="Context.")
             Rating.objects.create(note=note, rater=author, level=RatingLevel.HELPFUL)
+            # A proposed Supernote beside it: the post is offered for a blind comparison.
+            Note.objects.create(post=post, text="Merged context.", origin=Note.Origin.SUPERNOTE)
 
-    assert _counts(grow, lambda: rater_client.get("/rate/")) == [6, 6]
+    # 9: with the blind-comparison offers (posts, their notes, the rater's answered pairs).
+    assert _counts(grow, lambda: rater_client.get("/rate/")) == [9, 9]
 
 
 def test_posting_a_rating(rater_client: Any, rater: Any) -> None:

@@ -1,5 +1,6 @@
 """Reads for Supernotes: stuck posts, the eligible notes' rating summaries, the jury pool and μ
-from the stored scorer parameters, a post's latest run, and the PHM's training rows."""
+from the stored scorer parameters, a post's latest run, the PHM's training rows, and the blind
+comparison (which pair a post offers, the pairs a rater may judge, the win rate)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,17 @@ import numpy as np
 from django.db.models import Count, Min, Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from notes.models import Note, NoteStatus, Participant, Post, Rating, RatingLevel, SupernoteRun
-from notes.supernotes import eligibility
+from notes.models import (
+    Note,
+    NoteStatus,
+    Participant,
+    Post,
+    Rating,
+    RatingLevel,
+    SupernoteComparison,
+    SupernoteRun,
+)
+from notes.supernotes import comparison, eligibility
 from notes.supernotes.candidates import NoteSummary
 
 _ELIGIBLE = Q(classification=Note.Classification.MISLEADING, status=NoteStatus.NEEDS_MORE_RATINGS) & ~Q(
@@ -192,3 +202,80 @@ def phm_training_rows(*, max_ratings: int | None = None) -> RatingRows:
         label=np.array([label_of[r[1]] for r in rows], dtype=np.int64),
         sources=dict(sources),
     )
+
+
+# --- Blind comparison (item 7) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ComparisonPair:
+    """A post's proposed Supernote (the newest) and its best existing note: the highest scorer
+    intercept, or the most-rated note when no note of the post is scored yet."""
+
+    post: Post
+    supernote: Note
+    other: Note
+
+    def involves(self, participant: Participant) -> bool:
+        return participant.pk in (self.supernote.author_id, self.other.author_id)
+
+
+def _pair_of(post: Post, notes: Sequence[Note]) -> ComparisonPair | None:
+    supernotes = [n for n in notes if n.origin == Note.Origin.SUPERNOTE]
+    others = [n for n in notes if n.origin != Note.Origin.SUPERNOTE]
+    if not supernotes or not others:
+        return None
+    supernote = max(supernotes, key=lambda n: (n.created_at, n.pk))
+    other = max(
+        others,
+        key=lambda n: (n.intercept is not None, n.intercept if n.intercept is not None else 0.0, n.num_ratings, -n.pk),
+    )
+    return ComparisonPair(post, supernote, other)
+
+
+def comparison_pair(*, post: Post) -> ComparisonPair | None:
+    return _pair_of(post, list(post.notes.all()))
+
+
+def comparisons_available(*, participant: Participant, limit: int = 10) -> list[ComparisonPair]:
+    """Pairs this rater may judge and has not answered: posts with a proposed Supernote and another
+    note, leaving out pairs with the rater's own note (three queries whatever the number of rows)."""
+    posts = (
+        Post.objects.filter(notes__origin=Note.Origin.SUPERNOTE)
+        .distinct()
+        .order_by("-pk")
+        .prefetch_related(Prefetch("notes", queryset=Note.objects.order_by("pk")))
+    )
+    answered = set(
+        SupernoteComparison.objects.filter(rater=participant, answered_at__isnull=False).values_list(
+            "supernote_id", "other_note_id"
+        )
+    )
+    found: list[ComparisonPair] = []
+    for post in posts[: limit * 3]:
+        pair = _pair_of(post, list(post.notes.all()))
+        if pair and not pair.involves(participant) and (pair.supernote.pk, pair.other.pk) not in answered:
+            found.append(pair)
+    return found[:limit]
+
+
+@dataclass(frozen=True)
+class ComparisonSides:
+    """The two notes as the rater sees them: Note A and Note B, in the stored order."""
+
+    note_a: Note
+    note_b: Note
+
+
+def comparison_sides(*, item: SupernoteComparison) -> ComparisonSides:
+    if item.supernote_first:
+        return ComparisonSides(item.supernote, item.other_note)
+    return ComparisonSides(item.other_note, item.supernote)
+
+
+def comparison_results() -> comparison.WinRate:
+    """Every answered comparison: the Supernote's win rate (Wilson 95 %) and per-statement means."""
+    rows = SupernoteComparison.objects.filter(answered_at__isnull=False).values_list(
+        "supernote_preferred", "supernote_scores", "other_scores"
+    )
+    return comparison.summarize((bool(p), s or {}, o or {}) for p, s, o in rows)

@@ -1,5 +1,6 @@
 """Writes for Supernotes: start a run (a Celery task does the work with visible progress), execute
-it (candidates → filters → jury → selection → proposed note), train and store the PHM."""
+it (candidates → filters → jury → selection → proposed note), train and store the PHM; assign and
+answer a blind comparison of a Supernote with the best existing note."""
 
 from __future__ import annotations
 
@@ -15,9 +16,17 @@ from django.utils import timezone
 
 from crowdnotes_site.queue import enqueue_on_commit
 from judging.steps import supernote as supernote_step
-from notes.models import Note, NoteStatusChange, Post, SupernoteCandidate, SupernoteRun
+from notes.models import (
+    Note,
+    NoteStatusChange,
+    Participant,
+    Post,
+    SupernoteCandidate,
+    SupernoteComparison,
+    SupernoteRun,
+)
 from notes.supernotes import candidates as cand
-from notes.supernotes import filters, jury, selectors
+from notes.supernotes import comparison, filters, jury, selectors
 from notes.text_rules import find_urls
 
 if TYPE_CHECKING:
@@ -223,6 +232,7 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
         _finish(run, "No rater has scorer parameters yet (run the scorer): no jury, nothing proposed.")
         return
     run.phm_version, run.mu = model.meta.version, pool.mu
+    run.phm_trained_on, run.phm_auc = model.meta.trained_on[:300], model.meta.auc
     embed = embed or embedder(model.meta.embedder)
     note_emb = embed([r.text for r in passed])
     post_emb = embed([run.post.text])[0] if run.post.text.strip() else None
@@ -262,3 +272,52 @@ def _finish(run: SupernoteRun, outcome: str) -> None:
     run.state, run.outcome, run.stage, run.progress = SupernoteRun.State.DONE, outcome, "Done", 100
     run.finished_at = timezone.now()
     run.save()
+
+
+# --- Blind comparison (item 7) ---------------------------------------------------------------
+
+
+class ComparisonError(Exception):
+    """A comparison that cannot be assigned or answered (shown to the rater as is). `forbidden`:
+    the rater may not judge this pair at all (their own note)."""
+
+    def __init__(self, message: str, *, forbidden: bool = False) -> None:
+        super().__init__(message)
+        self.forbidden = forbidden
+
+
+def comparison_assign(*, rater: Participant, post: Post) -> SupernoteComparison:
+    """The rater's comparison of this post's pair, created on first request with a server-drawn
+    order (a reload or a second request returns the same row, so the same order)."""
+    pair = selectors.comparison_pair(post=post)
+    if pair is None:
+        raise ComparisonError("This post has no proposed Supernote together with another note to compare.")
+    if pair.involves(rater):
+        raise ComparisonError("You wrote one of these two notes, so you cannot compare them.", forbidden=True)
+    item, _ = SupernoteComparison.objects.get_or_create(
+        rater=rater, supernote=pair.supernote, other_note=pair.other,
+        defaults={"supernote_first": comparison.draw_supernote_first()},
+    )  # fmt: skip
+    return item
+
+
+def comparison_answer(
+    *, item: SupernoteComparison, rater: Participant, preferred: str, scores_a: dict[str, int],
+    scores_b: dict[str, int],
+) -> None:  # fmt: skip
+    """Store the rater's one answer: which note ("A" or "B") is more helpful and each note's scores.
+    Refused when it was answered already (the update only matches an unanswered row)."""
+    if item.rater_id != rater.pk:
+        raise ComparisonError("This comparison was given to another rater.", forbidden=True)
+    if preferred not in ("A", "B"):
+        raise ComparisonError("Choose Note A or Note B.")
+    a_is_supernote = item.supernote_first
+    sn_scores, other_scores = (scores_a, scores_b) if a_is_supernote else (scores_b, scores_a)
+    updated = SupernoteComparison.objects.filter(pk=item.pk, answered_at__isnull=True).update(
+        answered_at=timezone.now(),
+        supernote_preferred=(preferred == "A") == a_is_supernote,
+        supernote_scores=sn_scores,
+        other_scores=other_scores,
+    )
+    if not updated:
+        raise ComparisonError("You already answered this comparison: one answer per rater and pair.")

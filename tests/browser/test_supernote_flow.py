@@ -70,6 +70,8 @@ def test_stuck_post_to_rated_supernote(
     page.screenshot(path=str(DOCS / "supernotes-post.png"), full_page=True)
     page.goto(f"{live_server.url}/rate/{note.pk}/")
     page.get_by_label("Helpful", exact=True).check()
+    # htmx re-renders the form for the level picked; clicking Save during that swap can be lost.
+    page.locator(".tags-not-helpful").wait_for(state="detached")
     page.get_by_role("button", name="Save rating").click()
     page.get_by_text("your rating is saved").wait_for()
     assert Rating.objects.get(note=note).rater.user == rater

@@ -171,6 +171,10 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
     assert set(run.source_note_ids) == {n.pk for n in notes}
     page = admin_client.get(reverse("post_detail", args=[post.pk])).content.decode()
     assert f"simulated jury intercept {best.jury_intercept:.3f} ± {best.jury_intercept_sd:.3f}" in page
+    # What the jury's model was trained on and how good it is, stored with the run and shown.
+    assert run.phm_trained_on == "database ratings (237 app)" and run.phm_auc is not None
+    assert f"trained on {run.phm_trained_on}; its held-out AUC is {run.phm_auc:.2f}" in page
+    assert ("close to chance" in page) == (run.phm_auc < 0.6)
 
 
 def test_run_without_phm_stops_after_filters(phm_dir: Any, settings: Any, db: None) -> None:
