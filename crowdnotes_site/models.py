@@ -20,10 +20,17 @@ class OutboxMessage(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # Fair ordering of the CPU queue (queue.py): whose work this is, and the broker priority it got
+    # (0 = the owner's first recent message, served before anybody's second).
+    owner_id = models.IntegerField(null=True, blank=True)
+    priority = models.PositiveSmallIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [
-            models.Index(fields=["created_at"], condition=models.Q(delivered_at__isnull=True), name="outbox_pending")
+            models.Index(fields=["created_at"], condition=models.Q(delivered_at__isnull=True), name="outbox_pending"),
+            models.Index(
+                fields=["owner_id", "created_at"], condition=models.Q(owner_id__isnull=False), name="outbox_owner"
+            ),
         ]
 
     def __str__(self) -> str:

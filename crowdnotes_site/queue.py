@@ -9,6 +9,15 @@ request: the page says the work will start when the worker queue is reachable. U
 idempotent themselves (a retried contribution reuses its draft and skips known URLs, so it adds
 no intent), and tasks are idempotent (claims and leases), so a message sent twice after a crash
 is harmless.
+
+Fair ordering of the CPU queue across users: a caller that knows whose work it queues passes
+`owner=user_id`. The message then gets a broker priority equal to how many messages that owner
+queued in the last FAIR_QUEUE_WINDOW_S seconds (capped at the last priority step). On the Redis
+broker every priority is its own list and a worker always takes from the lowest-numbered non-empty
+one (settings: priority_steps 0..9, prefetch 1, acks late), so everybody's first message is served
+before anybody's second: one user's 20 submissions no longer delay another user's first. Within
+one owner, later messages get equal or larger numbers, so each user's work stays first in, first
+out (each list is FIFO). Work without an owner (beat tasks, sweeps) keeps priority 0.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ class Enqueued:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     message_id: int | None = field(default=None, compare=False)
+    priority: int | None = field(default=None, compare=False)
 
     def __call__(self) -> None:
         if self.message_id is None:
@@ -58,8 +68,8 @@ class Enqueued:
             if not pending.exists():
                 return  # the dispatcher has it
             try:
-                # `task.delay` is looked up at commit time, so a test that patches it sees the call.
-                self.task.delay(*self.args, **self.kwargs)
+                # `task.apply_async` is looked up at commit time, so a test that patches it sees the call.
+                self.task.apply_async(self.args, self.kwargs, **_options(self.priority))
             except Exception as exc:  # any broker failure: the dispatcher retries, the request goes on
                 _record_failure([self.message_id], exc)
                 return
@@ -79,15 +89,31 @@ def _mark_delivered(ids: list[int]) -> None:
     )
 
 
-def _store(task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+def _options(priority: int | None) -> dict[str, Any]:
+    return {} if priority is None else {"priority": priority}
+
+
+def fair_priority(owner: int) -> int:
+    """The broker priority of `owner`'s next message: how many messages the owner queued within
+    FAIR_QUEUE_WINDOW_S, capped at the last priority step (0 = served first)."""
+    since = timezone.now() - timedelta(seconds=settings.FAIR_QUEUE_WINDOW_S)
+    recent = OutboxMessage.objects.filter(owner_id=owner, created_at__gte=since).count()
+    return min(recent, settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
+
+
+def _store(task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: int | None) -> OutboxMessage:
     key = outbox_key(task_name, args, kwargs)
-    return OutboxMessage.objects.create(task_name=task_name, args=list(args), kwargs=kwargs, key=key).pk
+    priority = None if owner is None else fair_priority(owner)
+    return OutboxMessage.objects.create(
+        task_name=task_name, args=list(args), kwargs=kwargs, key=key, owner_id=owner, priority=priority
+    )
 
 
-def enqueue_on_commit(task: Any, *args: Any, **kwargs: Any) -> Enqueued:
+def enqueue_on_commit(task: Any, *args: Any, owner: int | None = None, **kwargs: Any) -> Enqueued:
     """Store `task(*args, **kwargs)` in the outbox now and send it once the current transaction
-    commits (at once outside one)."""
-    callback = Enqueued(task, args, kwargs, message_id=_store(task.name, args, kwargs))
+    commits (at once outside one). `owner` (a user id) puts the message in that user's fair turn."""
+    row = _store(task.name, args, kwargs, owner)
+    callback = Enqueued(task, args, kwargs, message_id=row.pk, priority=row.priority)
     transaction.on_commit(callback)
     return callback
 
@@ -118,7 +144,7 @@ def outbox_dispatch(*, limit: int = 500) -> dict[str, int]:
         )
         for row in rows:
             try:
-                app.send_task(row.task_name, args=row.args, kwargs=row.kwargs)
+                app.send_task(row.task_name, args=row.args, kwargs=row.kwargs, **_options(row.priority))
             except Exception as exc:
                 _record_failure([row.pk], exc)
                 break

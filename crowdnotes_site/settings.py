@@ -155,6 +155,15 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
             "store_processed": False,
         }
     )
+# Fair ordering of the CPU queue (crowdnotes_site/queue.py): on Redis each priority is a list and
+# workers take the lowest-numbered non-empty one first; a user's k-th message within the window
+# gets priority k (capped at the last step). Other brokers ignore priorities (plain FIFO).
+FAIR_QUEUE_PRIORITY_STEPS = 10
+FAIR_QUEUE_WINDOW_S = env_int("FAIR_QUEUE_WINDOW_S", 900, minimum=1)
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        {"priority_steps": list(range(FAIR_QUEUE_PRIORITY_STEPS)), "queue_order_strategy": "priority"}
+    )
 CELERY_TASK_IGNORE_RESULT = True  # state lives in our own tables, not in a result backend
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -17,8 +17,8 @@ def outbox_dispatch() -> dict[str, int]:
 
 @shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
 def work_sweep() -> dict[str, list[int]]:
-    """Re-queue snippet processing and drafts whose worker was lost (their lease expired)."""
-    from evidence.snippets import snippets_sweep
+    """Re-queue snippet processing, snippet refines and drafts whose worker was lost (lease expired)."""
+    from evidence.snippets import snippet_refines_sweep, snippets_sweep
     from notes.services import draft_jobs_sweep
 
-    return {"snippets": snippets_sweep(), "drafts": draft_jobs_sweep()}
+    return {"snippets": snippets_sweep(), "refines": snippet_refines_sweep(), "drafts": draft_jobs_sweep()}

@@ -126,6 +126,9 @@ class Snippet(models.Model):
     proposal_reason = models.TextField(blank=True)
     # The processing worker's lease, renewed by its heartbeat; past it, the sweeper re-queues the snippet.
     lease_until = models.DateTimeField(null=True, blank=True)
+    # A ready snippet whose refine (the passages the pre-filter skipped) is queued or running; while
+    # set, `lease_until` is the refine's lease, and the sweeper re-queues a refine whose lease expired.
+    refine_pending = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

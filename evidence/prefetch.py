@@ -127,7 +127,7 @@ def _request_one(*, user: User, url: str) -> PrefetchStatus:
         row.save(update_fields=["state", "requested_by", "updated_at", "error_code", "error_message"])
     from evidence.tasks import prefetch_url
 
-    enqueue_on_commit(prefetch_url, row.pk)
+    enqueue_on_commit(prefetch_url, row.pk, owner=user.pk)
     return _status(row)
 
 

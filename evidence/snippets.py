@@ -104,10 +104,17 @@ def snippet_in_context(*, snippet: Snippet, margin: int = 2000) -> dict[str, obj
 # --- Contributor actions -------------------------------------------------------------------------
 
 
-def _enqueue_processing(snippet_id: int) -> None:
+def _enqueue_processing(snippet_id: int, owner: int | None) -> None:
+    """Queue the processing of a snippet in its contributor's fair turn of the CPU queue (queue.py)."""
     from evidence.tasks import snippet_process
 
-    enqueue_on_commit(snippet_process, snippet_id)
+    enqueue_on_commit(snippet_process, snippet_id, owner=owner)
+
+
+def _enqueue_refine(snippet_id: int, owner: int | None) -> None:
+    from evidence.tasks import snippet_refine
+
+    enqueue_on_commit(snippet_refine, snippet_id, owner=owner)
 
 
 def _refuse_if_submitted(snippet: Snippet) -> None:
@@ -125,7 +132,7 @@ def snippets_add(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
         Snippet.objects.create(post=job.post, draft_job=job, url=url, position=start + i) for i, url in enumerate(urls)
     ]
     for snippet in snippets:
-        _enqueue_processing(snippet.pk)
+        _enqueue_processing(snippet.pk, job.contributor_id)
     return snippets
 
 
@@ -149,7 +156,7 @@ def snippets_propose(*, job: DraftJob, run: AutomationRun, proposals: list[tuple
             )
         )  # fmt: skip
     for snippet in added:
-        _enqueue_processing(snippet.pk)
+        _enqueue_processing(snippet.pk, job.contributor_id)
     return skipped
 
 
@@ -195,9 +202,10 @@ def snippet_retry(*, snippet: Snippet) -> Snippet:
         confirmed_at=None,
         confirmed_text_hash="",
         lease_until=None,
+        refine_pending=False,
         updated_at=timezone.now(),
     )
-    _enqueue_processing(snippet.pk)
+    _enqueue_processing(snippet.pk, snippet.draft_job.contributor_id if snippet.draft_job else None)
     snippet.refresh_from_db()
     return snippet
 
@@ -214,6 +222,8 @@ def snippet_remove(*, snippet: Snippet) -> None:
 def _set_state(snippet_id: int, state: str, **fields: object) -> None:
     if state in (Snippet.State.READY, Snippet.State.FAILED, Snippet.State.QUEUED):
         fields["lease_until"] = None  # the work is over (or handed back): nothing to sweep
+    if state in (Snippet.State.FAILED, Snippet.State.QUEUED):
+        fields["refine_pending"] = False  # a refine of the old result has nothing left to do
     Snippet.objects.filter(pk=snippet_id).update(state=state, updated_at=timezone.now(), **fields)
 
 
@@ -240,15 +250,35 @@ def snippets_sweep() -> list[int]:
     legacy = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
     expired = Q(lease_until__lt=now) | Q(lease_until__isnull=True, updated_at__lt=legacy)
     requeued: list[int] = []
-    for snippet_id in Snippet.objects.filter(expired, state__in=RUNNING).values_list("pk", flat=True):
+    rows = Snippet.objects.filter(expired, state__in=RUNNING).values_list("pk", "draft_job__contributor_id")
+    for snippet_id, owner in rows:
         with transaction.atomic():
             if Snippet.objects.filter(expired, pk=snippet_id, state__in=RUNNING).update(
                 state=Snippet.State.QUEUED, lease_until=None, updated_at=now
             ):
-                _enqueue_processing(snippet_id)
+                _enqueue_processing(snippet_id, owner)
                 requeued.append(snippet_id)
     if requeued:
         log.warning("re-queued snippets of lost workers: %s", requeued)
+    return requeued
+
+
+def snippet_refines_sweep() -> list[int]:
+    """Queue again the refines whose worker stopped renewing the lease (beat: work_sweep), and those
+    never started within the hard time limit (a lost message). A duplicate message is harmless:
+    the refine claim lets one worker run it, and a finished refine clears `refine_pending`."""
+    now = timezone.now()
+    unstarted = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)
+    expired = Q(lease_until__lt=now) | Q(lease_until__isnull=True, updated_at__lt=unstarted)
+    pending = Q(state=Snippet.State.READY, refine_pending=True)
+    requeued: list[int] = []
+    for snippet_id, owner in Snippet.objects.filter(expired, pending).values_list("pk", "draft_job__contributor_id"):
+        with transaction.atomic():
+            if Snippet.objects.filter(expired, pending, pk=snippet_id).update(lease_until=None, updated_at=now):
+                _enqueue_refine(snippet_id, owner)
+                requeued.append(snippet_id)
+    if requeued:
+        log.warning("re-queued snippet refines of lost workers or messages: %s", requeued)
     return requeued
 
 
@@ -274,7 +304,7 @@ def snippet_process(*, snippet_id: int, final_attempt: bool = True) -> None:
 
 
 def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
-    snippet = Snippet.objects.select_related("post").filter(pk=snippet_id).first()
+    snippet = Snippet.objects.select_related("post", "draft_job").filter(pk=snippet_id).first()
     if snippet is None:  # removed by the contributor meanwhile
         return
     matcher = services.get_matcher()
@@ -312,6 +342,7 @@ def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
         return
     services.passage_vectors_store(matcher=matcher, passages=passages, indices=result.embedded)
     timings["total"] = int((time.perf_counter() - total) * 1000)
+    refine = settings.EVIDENCE_REFINE and any(score is None for score in result.scores)
     _set_state(
         snippet_id,
         Snippet.State.READY,
@@ -322,16 +353,40 @@ def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
         timings_ms=timings,
         error_code="",
         error_message="",
+        refine_pending=refine,
     )
-    if settings.EVIDENCE_REFINE and any(score is None for score in result.scores):
-        from evidence.tasks import snippet_refine
+    if refine:
+        _enqueue_refine(snippet_id, snippet.draft_job.contributor_id if snippet.draft_job else None)
 
-        enqueue_on_commit(snippet_refine, snippet_id)
+
+def snippet_refine_claim(*, snippet_id: int) -> bool:
+    """Compare-and-set: take a pending refine that nobody holds (or whose worker's lease expired)
+    under a new lease. Exactly one of several deliveries wins."""
+    now = timezone.now()
+    free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+    return bool(
+        Snippet.objects.filter(free, pk=snippet_id, state=Snippet.State.READY, refine_pending=True).update(
+            lease_until=lease_deadline()
+        )
+    )
 
 
 def snippet_refine(*, snippet_id: int) -> None:
     """Embed the passages the pre-filter skipped, so every score is stored and the best passage is
-    the exhaustive one. A passage the contributor already reviewed is kept; only scores change."""
+    the exhaustive one. A passage the contributor already reviewed is kept; only scores change.
+    Runs under a lease with a heartbeat (a lost worker's refine is re-queued by the sweeper); it
+    ends with `refine_pending` cleared, also on an error, so a failing refine is not retried forever."""
+    if not snippet_refine_claim(snippet_id=snippet_id):
+        log.info("snippet %s refine already claimed or done", snippet_id)
+        return
+    try:
+        with heartbeat(Snippet, snippet_id):
+            _refine_claimed(snippet_id=snippet_id)
+    finally:
+        Snippet.objects.filter(pk=snippet_id, refine_pending=True).update(refine_pending=False, lease_until=None)
+
+
+def _refine_claimed(*, snippet_id: int) -> None:
     snippet = Snippet.objects.select_related("post", "source").filter(pk=snippet_id, state=Snippet.State.READY).first()
     if snippet is None or snippet.source is None:
         return

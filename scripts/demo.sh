@@ -4,6 +4,7 @@
 # server with real evidence pages. Ctrl-C or SIGTERM stops the script and everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-crowdnotes_site.settings}
 . scripts/lib/procs.sh
 procs_trap
 procs_run scripts/setup.sh
@@ -25,7 +26,9 @@ if [ ! -f var/demo-phm.done ]; then
   procs_run $PY manage.py train_phm --embedder hashing-bow-256 --epochs 20 && touch var/demo-phm.done \
     || echo "train_phm failed: Supernote runs will write and filter candidates but propose nothing"
 fi
-PAGES=../shared/data/webpages
+# The shared data as the settings find it (next to the checkout, further up from a git worktree, or
+# CROWDNOTES_SHARED_DATA): a fixed ../shared/data silently skipped the pages from a worktree.
+PAGES=$($PY -c 'import django; django.setup(); from django.conf import settings; print(settings.SHARED_DATA_DIR / "webpages")')
 # The local evidence index behind "Find evidence for me": the real pages of the corpus, with their
 # original URLs and titles from the manifest; each proposal opens its copy served on $PAGES_PORT.
 # First run ~2-3 min (extraction and chunking); later runs skip it (delete the marker to re-index).

@@ -23,7 +23,7 @@ TASK = "evidence.tasks.prefetch_url"
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The prefetch tasks sent to the broker after commit (recorded instead of run)."""
     calls: list[int] = []
-    monkeypatch.setattr("evidence.tasks.prefetch_url.delay", calls.append)
+    monkeypatch.setattr("evidence.tasks.prefetch_url.apply_async", lambda args, kwargs, **_: calls.append(args[0]))
     return calls
 
 

@@ -19,7 +19,7 @@ GOOD = {"text": "Vitamin C cures the flu.", "urls": "https://www.cdc.gov/flu/\nh
 def no_evidence_tasks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Records the evidence tasks queued instead of running them (these tests are about the form)."""
     queued: list[int] = []
-    monkeypatch.setattr("evidence.tasks.snippet_process.delay", queued.append)
+    monkeypatch.setattr("evidence.tasks.snippet_process.apply_async", lambda args, kwargs, **_: queued.append(args[0]))
     return queued
 
 

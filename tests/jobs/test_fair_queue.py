@@ -1,0 +1,103 @@
+"""Fair ordering of the CPU queue across users (issue 13, item 2) and the lease of the snippet
+refine (a lost refine is queued again by the sweeper and completes once). Real worker, Redis, PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from crowdnotes_site.models import OutboxMessage
+from crowdnotes_site.queue import fair_priority
+from evidence import snippets
+from evidence.models import Snippet
+from notes.roles import CONTRIBUTOR
+from tests.conftest import _make_user, wait_for
+from tests.evidence.conftest import MEASLES, article
+from tests.notes.factories import make_job, make_post
+from tests.support.worker import purge_broker
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def test_each_users_kth_recent_message_gets_priority_k(contributor: Any, settings: Any) -> None:
+    other = _make_user("bea", CONTRIBUTOR)
+    job = make_job(contributor)
+    snippets.snippets_add(job=job, urls=[f"https://example.org/a{i}" for i in range(12)])
+    mine = list(OutboxMessage.objects.filter(owner_id=contributor.pk).order_by("pk").values_list("priority", flat=True))
+    assert mine == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 9]  # capped at the last priority step
+    assert fair_priority(other.pk) == 0  # somebody else's first message goes ahead of all of them
+    # Outside the window a message no longer counts against its owner.
+    OutboxMessage.objects.update(created_at=timezone.now() - timedelta(seconds=settings.FAIR_QUEUE_WINDOW_S + 1))
+    assert fair_priority(contributor.pk) == 0
+
+
+@pytest.mark.worker
+def test_a_second_users_first_job_overtakes_the_first_users_backlog(
+    worker_factory: Any, web_server: Any, contributor: Any
+) -> None:
+    other = _make_user("bea", CONTRIBUTOR)
+    body = article(MEASLES, title="Measles").encode()
+    a_urls = [web_server.add(f"/a{i}", body) for i in range(6)]
+    b_url = web_server.add("/b0", body)
+    # Both users queue before the worker starts, A first: a plain FIFO queue would serve B last.
+    snippets.snippets_add(job=make_job(contributor, make_post("Measles vaccines do not work.")), urls=a_urls)
+    snippets.snippets_add(job=make_job(other, make_post("The measles vaccine causes autism.")), urls=[b_url])
+    assert OutboxMessage.objects.filter(delivered_at__isnull=True).count() == 0  # all sent to Redis
+    worker = worker_factory(queues="cpu", extra_env={"EVIDENCE_REFINE": "0"})
+    wait_for(lambda: Snippet.objects.filter(state__in=("ready", "failed")).count() == 7, timeout=180)
+    assert set(Snippet.objects.values_list("state", flat=True)) == {"ready"}, worker.output()
+    # One solo worker: the order the pages were fetched is the order the jobs ran and completed.
+    served = [r["path"] for r in web_server.requests]
+    assert sorted(served) == sorted(["/b0", *(f"/a{i}" for i in range(6))])
+    # B's only job runs second at the latest (A's first shares priority 0 and was queued earlier).
+    assert served.index("/b0") <= 1, served
+    # Each user's own jobs stay first in, first out.
+    assert [p for p in served if p.startswith("/a")] == [f"/a{i}" for i in range(6)]
+    # The same order in the rows: B's snippet was ready before 5 of A's 6.
+    ready_at = dict(Snippet.objects.values_list("url", "updated_at"))
+    assert sum(ready_at[url] > ready_at[b_url] for url in a_urls) >= 5
+
+
+@pytest.mark.worker
+def test_a_refine_whose_worker_was_lost_is_requeued_by_the_sweeper_and_completes_once(
+    worker_factory: Any, web_server: Any, contributor: Any, settings: Any
+) -> None:
+    settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 96, 24  # several passages: the pre-filter skips some
+    url = web_server.add("/article", article(MEASLES * 3, title="Measles").encode())
+    (snippet,) = snippets.snippets_add(
+        job=make_job(contributor, make_post("Measles vaccines do not work.")), urls=[url]
+    )
+    purge_broker()  # no worker yet: process here, so the refine's message can be lost on purpose
+    snippets.snippet_process(snippet_id=snippet.pk)
+    row = Snippet.objects.get(pk=snippet.pk)
+    assert row.state == "ready" and row.refine_pending and None in row.scores
+    purge_broker()  # the refine's message is lost ...
+    assert snippets.snippet_refine_claim(snippet_id=snippet.pk)  # ... after a worker took it, and died:
+    Snippet.objects.filter(pk=snippet.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert snippets.snippets_sweep() == []  # not a processing job: that sweeper leaves it alone
+    worker = worker_factory(
+        queues="cpu", extra_env={"WORK_LEASE_S": "3", "PASSAGE_TOKENS": "96", "PASSAGE_OVERLAP": "24"}
+    )
+    assert snippets.snippet_refines_sweep() == [snippet.pk]
+    wait_for(lambda: not Snippet.objects.get(pk=snippet.pk).refine_pending, timeout=120)
+    done = Snippet.objects.get(pk=snippet.pk)
+    assert None not in done.scores, worker.output()
+    assert "refine" in done.timings_ms and done.lease_until is None
+    # Done once: nothing left to sweep, and a duplicate delivery finds nothing to claim.
+    assert snippets.snippet_refines_sweep() == []
+    assert not snippets.snippet_refine_claim(snippet_id=snippet.pk)
+
+
+def test_a_refine_whose_message_was_lost_before_any_worker_took_it_is_requeued(contributor: Any, settings: Any) -> None:
+    job = make_job(contributor)
+    (snippet,) = snippets.snippets_add(job=job, urls=["https://example.org/a"])
+    Snippet.objects.filter(pk=snippet.pk).update(state="ready", refine_pending=True, scores=[0.5, None])
+    assert snippets.snippet_refines_sweep() == []  # just queued: its message may still be on its way
+    old = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 31)
+    Snippet.objects.filter(pk=snippet.pk).update(updated_at=old)
+    assert snippets.snippet_refines_sweep() == [snippet.pk]
+    assert OutboxMessage.objects.filter(task_name="evidence.tasks.snippet_refine").count() == 1
+    assert snippets.snippet_refines_sweep() == []  # queued again once, not on every sweep
