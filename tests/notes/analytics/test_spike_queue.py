@@ -46,9 +46,9 @@ def test_posts_of_a_planted_spike_are_queued_and_helpful_or_non_health_ones_are_
     assert {p.pk for p in spike_posts[1:]} <= listed
     assert not any(p.topic == Topic.NOT_HEALTH or p.topic == "" for p in posts)
     # The day before and after belong to the spike's window; days further away do not.
-    window = {p.posted_at.date() for p in posts}
+    window = {p.posted_at.date() for p in posts if p.posted_at is not None}
     assert window == {(START + dt.timedelta(days=d)).date() for d in (19, 20, 21)}
-    assert posts[0].n_notes == 0 and posts[-1].n_notes == 1  # fewest notes first
+    assert posts[0].n_notes == 0 and posts[-1].n_notes == 1  # type: ignore[attr-defined]  # annotated; fewest first
     assert (queue.n_health_posts, queue.n_unclassified) == (60 + 9, 1)
 
 
