@@ -10,12 +10,15 @@ memory beyond one row.
 from __future__ import annotations
 
 import csv
+import io
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
+
+import numpy as np
 
 from notes import status as names
 from notes.scoring import NOT_HELPFUL_TAGS as NOT_HELPFUL_TAG_COLUMNS
@@ -292,67 +295,373 @@ def read_rating_columns(path: str | Path, report: ReadReport) -> RatingColumns:
     return cols
 
 
+@dataclass(frozen=True)
+class _RatingLayout:
+    """Where a ratings file keeps what the scorer reads (column positions from its header)."""
+
+    width: int
+    note: int | None
+    rater: int | None
+    time: int | None
+    level: int | None
+    helpful: int | None
+    not_helpful: int | None
+    incorrect: int | None
+    nh_tags: tuple[int, ...]
+    tag_bits: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def from_header(cls, header: list[str]) -> _RatingLayout:
+        pos = {h.strip(): i for i, h in enumerate(header)}
+        return cls(
+            width=len(header),
+            note=pos.get("noteId"),
+            rater=pos.get("raterParticipantId", pos.get("participantId")),
+            time=pos.get("createdAtMillis"),
+            level=pos.get("helpfulnessLevel"),
+            helpful=pos.get("helpful"),
+            not_helpful=pos.get("notHelpful"),
+            incorrect=pos.get("notHelpfulIncorrect"),
+            nh_tags=tuple(i for h, i in pos.items() if h.startswith("notHelpful") and _is_tag(h)),
+            tag_bits=tuple((pos[t], 1 << k) for k, t in enumerate(NOT_HELPFUL_TAG_COLUMNS) if t in pos),
+        )
+
+
+_ONES = frozenset({"1", "1.0"})
+# One parsed rating: note id, rater id, createdAtMillis, value, incorrect tag, any not-helpful
+# tag, not-helpful tag bits.
+_RatingTuple = tuple[int, str, int, float, bool, bool, int]
+
+
+def _parse_rating_line(line: str, lay: _RatingLayout) -> _RatingTuple | str | None:
+    """One data line (without its line end): the rating, a skip reason, or None (blank line)."""
+    f = line.split("\t")
+    if len(f) != lay.width:
+        return "wrong number of fields" if line.strip() else None
+    try:
+        note_id = int(f[lay.note])  # type: ignore[index]
+    except (TypeError, ValueError):
+        return "bad noteId"
+    if not -(2**63) <= note_id < 2**63:  # ids are 64-bit (the database column too)
+        return "bad noteId"
+    rater = f[lay.rater] if lay.rater is not None else ""
+    if not rater:
+        return "missing rater id"
+    created = _int(f[lay.time]) if lay.time is not None else None
+    if created is None:
+        return "bad createdAtMillis"
+    level = f[lay.level].strip() if lay.level is not None else ""
+    if level in LEVEL_VALUES:
+        value = LEVEL_VALUES[level]
+    elif lay.not_helpful is not None and f[lay.not_helpful] in _ONES:
+        value = 0.0
+    elif lay.helpful is not None and f[lay.helpful] in _ONES:
+        value = 1.0
+    else:
+        return "no helpfulness answer"
+    return (
+        note_id,
+        rater,
+        created,
+        value,
+        lay.incorrect is not None and f[lay.incorrect] in _ONES,
+        any(f[i] in _ONES for i in lay.nh_tags),
+        sum(bit for i, bit in lay.tag_bits if f[i] in _ONES),
+    )
+
+
+def _read_header(fh: IO[str]) -> _RatingLayout | None:
+    header = fh.readline().rstrip("\r\n").lstrip("\ufeff").split("\t")
+    return None if header == [""] else _RatingLayout.from_header(header)
+
+
 def iter_rating_columns(path: str | Path, report: ReadReport, chunk_rows: int = 1_000_000) -> Iterator[RatingColumns]:
     """read_rating_columns in chunks of at most `chunk_rows` ratings, so a caller can turn each
     chunk into compact arrays and memory stays flat in the file size."""
     cols = RatingColumns()
-    ones = {"1", "1.0"}
     for file in tsv_files(path):
         with file.open(encoding="utf-8", newline="") as fh:
-            header = fh.readline().rstrip("\r\n").lstrip("\ufeff").split("\t")
-            if header == [""]:
+            lay = _read_header(fh)
+            if lay is None:
                 continue
-            pos = {h.strip(): i for i, h in enumerate(header)}
-            width = len(header)
-            i_note = pos.get("noteId")
-            i_rater = pos.get("raterParticipantId", pos.get("participantId"))
-            i_time = pos.get("createdAtMillis")
-            i_level, i_help, i_nothelp = pos.get("helpfulnessLevel"), pos.get("helpful"), pos.get("notHelpful")
-            i_incorrect = pos.get("notHelpfulIncorrect")
-            nh_tags = [i for h, i in pos.items() if h.startswith("notHelpful") and _is_tag(h)]
-            tag_bits = [(pos[t], 1 << k) for k, t in enumerate(NOT_HELPFUL_TAG_COLUMNS) if t in pos]
             for line_no, line in enumerate(fh, start=2):
-                f = line.rstrip("\r\n").split("\t")
-                if len(f) != width:
-                    if line.strip():
-                        report.add_skip(Skipped(str(file), line_no, "wrong number of fields"))
+                row = _parse_rating_line(line.rstrip("\r\n"), lay)
+                if row is None:
                     continue
-                try:
-                    note_id = int(f[i_note])  # type: ignore[index]
-                except (TypeError, ValueError):
-                    report.add_skip(Skipped(str(file), line_no, "bad noteId"))
-                    continue
-                rater = f[i_rater] if i_rater is not None else ""
-                if not rater:
-                    report.add_skip(Skipped(str(file), line_no, "missing rater id"))
-                    continue
-                created = _int(f[i_time]) if i_time is not None else None
-                if created is None:
-                    report.add_skip(Skipped(str(file), line_no, "bad createdAtMillis"))
-                    continue
-                level = f[i_level].strip() if i_level is not None else ""
-                if level in LEVEL_VALUES:
-                    value = LEVEL_VALUES[level]
-                elif i_nothelp is not None and f[i_nothelp] in ones:
-                    value = 0.0
-                elif i_help is not None and f[i_help] in ones:
-                    value = 1.0
-                else:
-                    report.add_skip(Skipped(str(file), line_no, "no helpfulness answer"))
+                if isinstance(row, str):
+                    report.add_skip(Skipped(str(file), line_no, row))
                     continue
                 report.read += 1
-                cols.note_id.append(note_id)
-                cols.rater_id.append(rater)
-                cols.created_at_ms.append(created)
-                cols.value.append(value)
-                cols.incorrect.append(i_incorrect is not None and f[i_incorrect] in ones)
-                cols.any_not_helpful_tag.append(any(f[i] in ones for i in nh_tags))
-                cols.not_helpful_tags.append(sum(bit for i, bit in tag_bits if f[i] in ones))
+                cols.note_id.append(row[0])
+                cols.rater_id.append(row[1])
+                cols.created_at_ms.append(row[2])
+                cols.value.append(row[3])
+                cols.incorrect.append(row[4])
+                cols.any_not_helpful_tag.append(row[5])
+                cols.not_helpful_tags.append(row[6])
                 if len(cols.value) >= chunk_rows:
                     yield cols
                     cols = RatingColumns()
     if cols.value:
         yield cols
+
+
+# ---------------------------------------------------------------- vectorised ratings reader
+
+
+@dataclass
+class RatingArrays:
+    """A block of ratings as compact arrays (iter_rating_arrays), in file order."""
+
+    note_id: np.ndarray  # int64
+    rater_keys: list[str]  # the block's distinct rater ids, in order of first appearance
+    rater_code: np.ndarray  # int32 index into rater_keys, per rating
+    created_at_ms: np.ndarray  # int64
+    value: np.ndarray  # float32 (0, 0.5, 1: exact)
+    incorrect: np.ndarray  # bool
+    any_not_helpful_tag: np.ndarray  # bool
+    not_helpful_tags: np.ndarray  # uint16, bit k: NOT_HELPFUL_TAGS[k]
+
+
+_LEVEL_BYTES = tuple((np.frombuffer(k.encode(), np.uint8), v) for k, v in LEVEL_VALUES.items())
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _arrays_from_rows(rows: list[_RatingTuple]) -> RatingArrays:
+    """The slow path's rows as a block (rater keys by first appearance)."""
+    keys: dict[str, int] = {}
+    codes = np.fromiter((keys.setdefault(r[1], len(keys)) for r in rows), dtype=np.int32, count=len(rows))
+    return RatingArrays(
+        note_id=np.array([r[0] for r in rows], dtype=np.int64),
+        rater_keys=list(keys),
+        rater_code=codes,
+        created_at_ms=np.array([r[2] for r in rows], dtype=np.int64),
+        value=np.array([r[3] for r in rows], dtype=np.float32),
+        incorrect=np.array([r[4] for r in rows], dtype=bool),
+        any_not_helpful_tag=np.array([r[5] for r in rows], dtype=bool),
+        not_helpful_tags=np.array([r[6] for r in rows], dtype=np.uint16),
+    )
+
+
+def _digits(a: np.ndarray, s: np.ndarray, e: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fields a[s:e] read as non-negative decimal integers of 1..`most` digits (int64, ok mask).
+    Anything else (signs, spaces, decimals, overflow) is not ok and goes to the slow path."""
+    length = e - s
+    ok = np.zeros(len(s), dtype=bool)
+    out = np.zeros(len(s), dtype=np.int64)
+    for n_digits in np.unique(length).tolist():
+        if not 1 <= n_digits <= most:
+            continue
+        rows = np.flatnonzero(length == n_digits)
+        start = s[rows]
+        val = np.zeros(len(rows), dtype=np.uint64)
+        good = np.ones(len(rows), dtype=bool)
+        for k in range(n_digits):
+            d = a[start + k].astype(np.uint64) - np.uint64(48)  # wraps below '0'
+            good &= d <= 9
+            val = val * np.uint64(10) + d
+        good &= val <= np.uint64(2**63 - 1)
+        ok[rows] = good
+        out[rows] = val.astype(np.int64)
+    return out, ok
+
+
+def _is_one(a: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Fields equal to "1" or "1.0" (the readers' truthy flags)."""
+    length = e - s
+    c0 = a[s]
+    return (c0 == 49) & ((length == 1) | ((length == 3) & (a[s + 1] == 46) & (a[s + 2] == 48)))
+
+
+def _equals(a: np.ndarray, s: np.ndarray, e: np.ndarray, word: np.ndarray) -> np.ndarray:
+    rows = np.flatnonzero((e - s) == len(word))
+    for k, byte in enumerate(word.tolist()):
+        rows = rows[a[s[rows] + k] == byte]
+    hit = np.zeros(len(s), dtype=bool)
+    hit[rows] = True
+    return hit
+
+
+def _distinct_keys(matrix: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Distinct rows of a NUL-padded byte matrix (width a multiple of 8): keys in order of first
+    appearance and each row's code. Rows are hashed to uint64 for a fast sort; a hash collision
+    (checked) falls back to sorting the bytes themselves."""
+    words = matrix.view(np.uint64)
+    h = words[:, 0].copy()
+    for j in range(1, words.shape[1]):
+        h = (h ^ (h >> np.uint64(29))) * _HASH_MUL ^ words[:, j]
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    if words.shape[1] > 1 and np.any(matrix[first[inv]] != matrix):
+        strings = matrix.view(f"S{matrix.shape[1]}").ravel()
+        _, first, inv = np.unique(strings, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    keys = [b.decode("ascii") for b in matrix[first[order]].view(f"S{matrix.shape[1]}").ravel().tolist()]
+    return keys, rank[inv.ravel()]
+
+
+def _parse_block(block: bytes, lay: _RatingLayout, file: str, first_line: int, report: ReadReport) -> RatingArrays:
+    """Parse whole lines of ASCII text without CR or NUL (the caller checks) with numpy; lines
+    the strict vectorised checks do not accept go through _parse_rating_line, so every row reads
+    exactly as on the line-by-line path, in file order."""
+    a = np.frombuffer(block + b"\n\0\0\0", dtype=np.uint8)  # padding: fields may be read 3 bytes ahead
+    ends = np.flatnonzero(a[: len(block) + 1] == 10)
+    if len(block) and block[-1:] == b"\n":
+        ends = ends[:-1]  # the padding newline closes nothing
+    starts = np.empty(len(ends), dtype=np.int64)
+    starts[0:1] = 0
+    starts[1:] = ends[:-1] + 1
+    tabs = np.flatnonzero(a[: len(block)] == 9)
+    first_tab = np.searchsorted(tabs, starts)
+    good = np.searchsorted(tabs, ends) - first_tab == lay.width - 1
+    lines = np.flatnonzero(good)
+    ft = first_tab[lines]
+    last = lay.width - 1
+
+    def field(k: int) -> tuple[np.ndarray, np.ndarray]:
+        s = starts[lines] if k == 0 else tabs[ft + (k - 1)] + 1
+        e = ends[lines] if k == last else tabs[ft + k]
+        return s, e
+
+    assert lay.note is not None and lay.rater is not None and lay.time is not None
+    note_id, ok = _digits(a, *field(lay.note), 19)
+    created, ok_t = _digits(a, *field(lay.time), 18)
+    ok &= ok_t
+    rs, re_ = field(lay.rater)
+    ok &= re_ > rs
+    value = np.full(len(lines), np.nan, dtype=np.float32)
+    if lay.level is not None:
+        ls, le = field(lay.level)
+        for word, v in _LEVEL_BYTES:
+            value[_equals(a, ls, le, word)] = v
+        empty = le == ls
+    else:
+        empty = np.ones(len(lines), dtype=bool)
+    if lay.not_helpful is not None:
+        value[empty & np.isnan(value) & _is_one(a, *field(lay.not_helpful))] = 0.0
+    if lay.helpful is not None:
+        value[empty & np.isnan(value) & _is_one(a, *field(lay.helpful))] = 1.0
+    ok &= ~np.isnan(value)
+    # Lines the strict checks refuse read one by one (same rows and skip reasons as ever).
+    fast = np.zeros(len(starts), dtype=bool)
+    fast[lines[ok]] = True
+    slow_rows: list[_RatingTuple] = []
+    slow_at: list[int] = []
+    for i in np.flatnonzero(~fast).tolist():
+        row = _parse_rating_line(block[starts[i] : ends[i]].decode("ascii"), lay)
+        if row is None:
+            continue
+        if isinstance(row, str):
+            report.add_skip(Skipped(file, first_line + i, row))
+            continue
+        slow_rows.append(row)
+        slow_at.append(i)
+    n_fast = int(ok.sum())
+    report.read += n_fast + len(slow_rows)
+    sel = np.flatnonzero(ok)
+    inc = _is_one(a, *field(lay.incorrect))[sel] if lay.incorrect is not None else np.zeros(n_fast, dtype=bool)
+    any_nh = np.zeros(n_fast, dtype=bool)
+    for col in lay.nh_tags:
+        any_nh |= _is_one(a, *field(col))[sel]
+    tag_mask = np.zeros(n_fast, dtype=np.uint16)
+    for col, bit in lay.tag_bits:
+        tag_mask[_is_one(a, *field(col))[sel]] |= np.uint16(bit)
+    rs, re_ = rs[sel], re_[sel]
+    slow_ids = [r[1].encode("ascii") for r in slow_rows]
+    width = max(int((re_ - rs).max(initial=1)), max((len(b) for b in slow_ids), default=1))
+    width = -(-width // 8) * 8
+    matrix = np.zeros((n_fast + len(slow_rows), width), dtype=np.uint8)
+    length = re_ - rs
+    for k in range(width):
+        on = length > k
+        if not on.any():
+            break
+        matrix[:n_fast, k] = a.take(rs + k, mode="clip") * on
+    for j, raw in enumerate(slow_ids):
+        matrix[n_fast + j, : len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    out_note = np.concatenate([note_id[sel], np.array([r[0] for r in slow_rows], dtype=np.int64)])
+    out_time = np.concatenate([created[sel], np.array([r[2] for r in slow_rows], dtype=np.int64)])
+    out_value = np.concatenate([value[sel], np.array([r[3] for r in slow_rows], dtype=np.float32)])
+    out_inc = np.concatenate([inc, np.array([r[4] for r in slow_rows], dtype=bool)])
+    out_nh = np.concatenate([any_nh, np.array([r[5] for r in slow_rows], dtype=bool)])
+    out_tags = np.concatenate([tag_mask, np.array([r[6] for r in slow_rows], dtype=np.uint16)])
+    if slow_rows:  # back into file order
+        order = np.argsort(np.concatenate([lines[sel], np.array(slow_at, dtype=np.int64)]), kind="stable")
+        matrix = matrix[order]
+        out_note, out_time, out_value = out_note[order], out_time[order], out_value[order]
+        out_inc, out_nh, out_tags = out_inc[order], out_nh[order], out_tags[order]
+    keys, codes = _distinct_keys(matrix) if len(matrix) else ([], np.zeros(0, dtype=np.int32))
+    return RatingArrays(out_note, keys, codes, out_time, out_value, out_inc, out_nh, out_tags)
+
+
+def iter_rating_arrays(path: str | Path, report: ReadReport, block_bytes: int = 32 << 20) -> Iterator[RatingArrays]:
+    """The rows of iter_rating_columns (same values, skips and order) as array blocks of about
+    `block_bytes` of text each, parsed with numpy. Memory is a few times one block, whatever the
+    file size. A block with a CR, a NUL or a non-ASCII byte, or a header without noteId, rater
+    or createdAtMillis, is read line by line from there on instead (the exact same rules)."""
+    for file in tsv_files(path):
+        with file.open("rb") as raw:
+            header_line = raw.readline()
+            if b"\r" in header_line.rstrip(b"\r\n"):  # a lone CR ends the header line
+                raw.seek(0)
+                text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+                lay = _read_header(text)
+                if lay is not None:
+                    yield from _blocks_line_by_line(text, lay, str(file), 2, report)
+                continue
+            header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
+            if header == [""]:
+                continue
+            lay = _RatingLayout.from_header(header)
+            offset, line_no = len(header_line), 2
+            vectorised = None not in (lay.note, lay.rater, lay.time)
+            carry = b""
+            while vectorised:
+                chunk = raw.read(block_bytes)
+                block = carry + chunk
+                carry = b""
+                if chunk:
+                    cut = block.rfind(b"\n") + 1
+                    if cut == 0:
+                        carry = block
+                        continue
+                    block, carry = block[:cut], block[cut:]
+                if not block:
+                    break
+                if b"\r" in block or b"\0" in block or not block.isascii():
+                    vectorised = False
+                    break
+                blk = _parse_block(block, lay, str(file), line_no, report)
+                line_no += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+                offset += len(block)
+                if len(blk.value):
+                    yield blk
+            if not vectorised:
+                raw.seek(offset)
+                yield from _blocks_line_by_line(
+                    io.TextIOWrapper(raw, encoding="utf-8", newline=""), lay, str(file), line_no, report
+                )
+
+
+def _blocks_line_by_line(
+    text: IO[str], lay: _RatingLayout, file: str, line_no: int, report: ReadReport
+) -> Iterator[RatingArrays]:
+    """The rest of a file read line by line (universal newlines, UTF-8), as iter_rating_columns."""
+    rows: list[_RatingTuple] = []
+    for line in text:
+        row = _parse_rating_line(line.rstrip("\r\n"), lay)
+        if isinstance(row, str):
+            report.add_skip(Skipped(file, line_no, row))
+        elif row is not None:
+            report.read += 1
+            rows.append(row)
+            if len(rows) >= 1_000_000:
+                yield _arrays_from_rows(rows)
+                rows = []
+        line_no += 1
+    if rows:
+        yield _arrays_from_rows(rows)
 
 
 def read_status_history(path: str | Path) -> Iterator[StatusHistoryRow | Skipped]:
@@ -458,7 +767,9 @@ def write_scored_notes(path: str | Path, rows: Iterable[ScoredNoteRow], extra_co
     with Path(path).open("w", encoding="utf-8", newline="") as fh:
         fh.write("\t".join(header) + "\n")
         for r in rows:
-            tail = "".join("\t" + v.replace("\t", " ").replace("\n", " ") for v in r.extra)
+            tail = "\t" + "\t".join(r.extra) if r.extra else ""
+            if tail.count("\t") != len(r.extra) or "\n" in tail:  # a value holds a tab or a newline
+                tail = "".join("\t" + v.replace("\t", " ").replace("\n", " ") for v in r.extra)
             fh.write(f"{r.note_id}\t{r.num_ratings}\t{_fmt(r.intercept)}\t{_fmt(r.factor)}\t{r.status}{tail}\n")
             count += 1
     return count

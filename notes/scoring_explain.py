@@ -1,4 +1,4 @@
-"""Why a note has its status, in plain words (pure: no Django, no numpy arrays).
+"""Why a note has its status, in plain words (pure: no Django; NoteWhy holds plain Python values).
 
 `explain()` turns one note's row of `scoring.NoteExplanation` (the rules that matched and the
 quantities behind them) into one sentence. The deciding rule is the last one that matched
@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+
+import numpy as np
 
 from notes import scoring
 from notes import status as names
@@ -36,23 +38,42 @@ def why_rows(result: scoring.ScoringResult, indices: list[int] | None = None) ->
     """NoteWhy per note (all notes, or `indices`) from a scoring result."""
     ex = result.explanation
     assert ex is not None
-    out = []
-    for i in range(len(result.status)) if indices is None else indices:
-        out.append(
-            NoteWhy(
-                status=scoring.STATUS_NAMES[int(result.status[i])],
-                rules=tuple(scoring.rule_names(int(ex.rules[i]))),
-                num_ratings=int(result.num_ratings[i]),
-                intercept=_num(result.note_intercept[i]),
-                factor=_num(result.note_factor[i]),
-                intercept_max=_num(ex.intercept_max[i]),
-                neg_count=int(ex.neg_count[i]),
-                pos_count=int(ex.pos_count[i]),
-                net_min_helpful=int(ex.net_min_helpful[i]),
-                tag_outliers=tuple(scoring.tag_names(int(ex.tag_outliers[i]))),
-            )
+    at = np.arange(len(result.status)) if indices is None else np.asarray(indices, dtype=np.int64)
+    # Plain Python values in bulk (one .tolist() per column), and each distinct mask named once.
+    status = [scoring.STATUS_NAMES[s] for s in result.status[at].tolist()]
+    masks = ex.rules[at].tolist()
+    rules = {m: tuple(scoring.rule_names(m)) for m in set(masks)}
+    tag_masks = ex.tag_outliers[at].tolist()
+    tags = {m: tuple(scoring.tag_names(m)) for m in set(tag_masks)}
+    nan_none = [
+        [None if v != v else v for v in values.tolist()]
+        for values in (result.note_intercept[at], result.note_factor[at], ex.intercept_max[at])
+    ]
+    return [
+        NoteWhy(
+            status=st,
+            rules=rules[m],
+            num_ratings=n,
+            intercept=i,
+            factor=f,
+            intercept_max=imax,
+            neg_count=neg,
+            pos_count=pos,
+            net_min_helpful=net,
+            tag_outliers=tags[t],
         )
-    return out
+        for st, m, n, i, f, imax, neg, pos, net, t in zip(
+            status,
+            masks,
+            result.num_ratings[at].astype(np.int64).tolist(),
+            *nan_none,
+            ex.neg_count[at].astype(np.int64).tolist(),
+            ex.pos_count[at].astype(np.int64).tolist(),
+            ex.net_min_helpful[at].astype(np.int64).tolist(),
+            tag_masks,
+            strict=True,
+        )
+    ]
 
 
 def _num(value: float) -> float | None:

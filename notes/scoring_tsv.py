@@ -78,6 +78,16 @@ class _Index:
         return list(self.ids)
 
 
+def _first_seen_codes(ids: np.ndarray, index: _Index) -> np.ndarray:
+    """index.get(i) for every i in ids (int32), calling it once per distinct id in order of
+    first appearance, which assigns the same indices as calling it per element."""
+    distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    codes = np.empty(len(distinct), dtype=np.int32)
+    codes[order] = np.fromiter(map(index.get, distinct[order].tolist()), dtype=np.int32, count=len(distinct))
+    return codes[inverse.ravel()]
+
+
 def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: str | Path | None = None) -> LoadedData:
     """Read the TSVs (streaming) into scorer arrays."""
     notes_idx, people = _Index(), _Index()
@@ -112,20 +122,20 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
             if h.locked_status in STATUS_CODES:
                 locked[i] = STATUS_CODES[h.locked_status]
     ratings_report: cio.ReadReport = cio.ReadReport()
-    get_note, get_person = notes_idx.get, people.get
-    # Each chunk of parsed rows becomes compact arrays at once (~30 bytes per rating), so the
-    # Python objects of only one chunk are alive at a time.
+    # Each block of the file becomes compact arrays at once (numpy parse, ~30 bytes per
+    # rating); ids are looked up once per distinct id of the block, in order of first
+    # appearance, so indices are exactly those of a per-rating lookup.
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("note", "rater", "value", "created", "inc", "nh", "tags")}
-    for cols in cio.iter_rating_columns(ratings_path, ratings_report):
-        count = len(cols.value)
-        parts["note"].append(np.fromiter((get_note(i) for i in cols.note_id), dtype=np.int32, count=count))
-        parts["rater"].append(np.fromiter((get_person(u) for u in cols.rater_id), dtype=np.int32, count=count))
-        parts["value"].append(np.asarray(cols.value, dtype=np.float32))
-        parts["created"].append(np.asarray(cols.created_at_ms, dtype=np.int64))
-        parts["inc"].append(np.asarray(cols.incorrect, dtype=bool))
-        parts["nh"].append(np.asarray(cols.any_not_helpful_tag, dtype=bool))
-        parts["tags"].append(np.asarray(cols.not_helpful_tags, dtype=np.uint16))
-        del cols
+    for blk in cio.iter_rating_arrays(ratings_path, ratings_report):
+        parts["note"].append(_first_seen_codes(blk.note_id, notes_idx))
+        people_of_block = np.fromiter(map(people.get, blk.rater_keys), dtype=np.int32, count=len(blk.rater_keys))
+        parts["rater"].append(people_of_block[blk.rater_code])
+        parts["value"].append(blk.value)
+        parts["created"].append(blk.created_at_ms)
+        parts["inc"].append(blk.incorrect)
+        parts["nh"].append(blk.any_not_helpful_tag)
+        parts["tags"].append(blk.not_helpful_tags)
+        del blk
 
     def joined(key: str, dtype: type) -> np.ndarray:
         return np.concatenate(parts.pop(key)) if parts[key] else np.zeros(0, dtype=dtype)

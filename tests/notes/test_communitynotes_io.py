@@ -209,3 +209,77 @@ def test_it_reads_ratings_in_chunks_without_losing_rows(cn_data: Path) -> None:
     assert [n for c in chunks for n in c.note_id] == whole.note_id
     assert [t for c in chunks for t in c.not_helpful_tags] == whole.not_helpful_tags
     assert report.read == len(whole.value)
+
+
+# Lines the vectorised reader must hand to the line-by-line rules: blank lines, a missing rater,
+# a bad noteId, a decimal time, v1 helpful/notHelpful answers, a padded level, a negative time,
+# an unknown level, a 20-digit noteId, a short row, a long rater id, a last line without "\n".
+_EDGE_RATINGS = (
+    "noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\tnotHelpfulIncorrect\thelpful\tnotHelpful\n"
+    "1\tA\t17\tHELPFUL\t1\t\t\n\n  \n2\t\t17\tHELPFUL\t0\t\t\n x\tB\t1\tHELPFUL\t0\t\t\n3\tB\t1.5\tHELPFUL\t1.0\t\t\n"
+    "4\tC\t12\t\t\t1\t\n5\tC\t12\t\t\t1\t1\n6\tD\t12\t HELPFUL \t\t\t\n7\tD\t-3\tHELPFUL\t\t\t\n8\tE\t3\tBAD\t\t\t\n"
+    "99999999999999999999\tE\t3\tHELPFUL\t\t\t\n9\tF\t3\tHELPFUL\t\t\n10\t" + "A" * 90 + "\t3\tHELPFUL\t\t\t\n"
+    "011\tA\t4\tNOT_HELPFUL\t\t\t"
+)
+
+
+def _flatten(blocks: list[cio.RatingArrays]) -> dict[str, list[object]]:
+    return {
+        "note_id": [n for b in blocks for n in b.note_id.tolist()],
+        "rater_id": [b.rater_keys[c] for b in blocks for c in b.rater_code.tolist()],
+        "created_at_ms": [t for b in blocks for t in b.created_at_ms.tolist()],
+        "value": [v for b in blocks for v in b.value.tolist()],
+        "incorrect": [x for b in blocks for x in b.incorrect.tolist()],
+        "any_not_helpful_tag": [x for b in blocks for x in b.any_not_helpful_tag.tolist()],
+        "not_helpful_tags": [x for b in blocks for x in b.not_helpful_tags.tolist()],
+    }
+
+
+@pytest.mark.parametrize("make", ["sample", "synthetic", "edge", "crlf", "non-ascii"])
+@pytest.mark.parametrize("block_bytes", [32 << 20, 997])
+def test_the_vectorised_reader_reads_what_the_line_reader_reads(
+    make: str, block_bytes: int, tmp_path: Path, cn_data: Path
+) -> None:
+    path = tmp_path / "ratings.tsv"
+    if make == "sample":
+        path = cn_data / "colin-fraser" / "ratings-00000.tsv"
+    elif make == "synthetic":
+        _, path = synthetic.write_tsv(synthetic.generate(3_000, seed=2), tmp_path)
+    elif make == "edge":
+        path.write_bytes(_EDGE_RATINGS.encode())
+    elif make == "crlf":  # a lone CR ends a line too: from that block on, read line by line
+        path.write_bytes(_EDGE_RATINGS.replace("\n5\t", "\r\n5\t").replace("\n7\t", "\r7\t").encode())
+    else:
+        path.write_bytes(_EDGE_RATINGS.replace("\tC\t", "\tCé\t").encode())
+    line_report: cio.ReadReport = cio.ReadReport()
+    cols = cio.read_rating_columns(path, line_report)
+    report: cio.ReadReport = cio.ReadReport()
+    got = _flatten(list(cio.iter_rating_arrays(path, report, block_bytes=block_bytes)))
+    assert (report.read, report.skipped, report.examples) == (
+        line_report.read,
+        line_report.skipped,
+        line_report.examples,
+    )
+    assert got == {name: getattr(cols, name) for name in got}
+    if make == "edge":
+        assert report.read == 8 and report.skipped["bad noteId"] == 2  # 20 digits do not fit 64 bits
+
+
+def test_load_numbers_notes_and_raters_in_order_of_first_appearance(tmp_path: Path) -> None:
+    """The block-wise id lookup gives every note and rater the index a per-rating lookup gives
+    (the order decides the solver's start, so results stay identical)."""
+    data = synthetic.generate(20_000, seed=5)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    loaded = scoring_tsv.load(notes, ratings)
+    ids: dict[object, int] = {}
+    people: dict[object, int] = {}
+    for n in cio.ReadReport().rows(cio.read_notes(notes)):
+        ids.setdefault(n.note_id, len(ids))
+        people.setdefault(n.author_id, len(people))
+    cols = cio.read_rating_columns(ratings, cio.ReadReport())
+    note = [ids.setdefault(i, len(ids)) for i in cols.note_id]
+    rater = [people.setdefault(u, len(people)) for u in cols.rater_id]
+    assert loaded.note_ids == list(ids) and loaded.participant_ids == list(people)
+    assert loaded.dropped["duplicate rating"] == 0
+    assert sum(loaded.dropped.values()) == 0  # synthetic notes are all known and recent
+    assert loaded.ratings.note.tolist() == note and loaded.ratings.rater.tolist() == rater
