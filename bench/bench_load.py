@@ -20,6 +20,7 @@ import argparse
 import http.client
 import json
 import os
+import random
 import secrets
 import socket
 import statistics
@@ -87,6 +88,10 @@ def prepare(env: dict[str, str], n_ratings: int, workdir: Path) -> None:
                 "--ratings", str(workdir / "ratings-00000.tsv"),
             )  # fmt: skip
             print(f"imported {n_ratings:,} synthetic ratings in {time.perf_counter() - started:.0f} s", flush=True)
+            # Score them once, as the beat schedule would: statuses and side counters as in production.
+            started = time.perf_counter()
+            _manage(env, "shell", "-c", "from notes.services import notes_rescore; print(notes_rescore())")
+            print(f"rescored in {time.perf_counter() - started:.0f} s", flush=True)
 
 
 def child_count_ratings() -> None:
@@ -177,7 +182,7 @@ def _request(port: int, method: str, path: str, cookies: str, headers: dict[str,
         conn.close()
 
 
-def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int) -> dict[str, Any]:
+def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int, think_s: float = 0.0) -> dict[str, Any]:
     latencies: list[float] = []
     errors: list[int] = []
     lock = threading.Lock()
@@ -185,7 +190,10 @@ def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int) -> di
     def client(index: int, info: dict[str, Any]) -> None:
         token = secrets.token_hex(16)  # a 32-character CSRF secret: cookie and header agree
         cookies = f"sessionid={info['session']}; csrftoken={token}"
+        pause = random.Random(index)
         for r in range(n_requests):
+            if think_s:  # a person reading: uniform 0.5-1.5x the think time, not synchronised across clients
+                time.sleep(think_s * pause.uniform(0.5, 1.5))
             method, path, headers, body, ok = "GET", "/", {}, "", (200,)
             if name == "post page":
                 path = f"/posts/{info['post']}/"
@@ -235,10 +243,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/cn_bench_load")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/4")
-    parser.add_argument("--ratings", type=int, default=200_000, help="synthetic ratings imported on first run")
+    parser.add_argument("--ratings", type=int, default=1_000_000, help="synthetic ratings imported on first run")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--requests", type=int, default=15, help="per client and page")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
+    parser.add_argument(
+        "--think", type=float, default=0.0,
+        help="seconds a client waits between requests (0: closed loop, each client sends its next request at once)",
+    )  # fmt: skip
     parser.add_argument("--child", choices=["count-ratings", "setup"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child == "count-ratings":
@@ -256,11 +268,25 @@ def main() -> None:
         cwd=ROOT, env=env, check=True, capture_output=True, text=True,
     )  # fmt: skip
     setup = json.loads(out.stdout.strip().splitlines()[-1])
-    counts = subprocess.run(
-        [PY, "manage.py", "shell", "-c",
-         "from notes.models import Post, Note, Rating; print(Post.objects.count(), Note.objects.count(), Rating.objects.count())"],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
-    ).stdout.split()  # fmt: skip
+    counts = (
+        subprocess.run(
+            [
+                PY,
+                "manage.py",
+                "shell",
+                "-c",
+                "from notes.models import Post, Note, Rating; print(Post.objects.count(), Note.objects.count(), Rating.objects.count())",
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+        .split()
+    )  # fmt: skip (the last line: startup may log before it)
     port = _free_port()
     log = (workdir / "gunicorn.log").open("w")
     server = subprocess.Popen(
@@ -280,12 +306,13 @@ def main() -> None:
             time.sleep(0.5)
         for name in PAGES:  # warm every worker's connections and templates
             run_page(port, {**setup, "clients": setup["clients"][:4]}, name, 2)
-        rows = [run_page(port, setup, name, args.requests) for name in PAGES]
+        rows = [run_page(port, setup, name, args.requests, args.think) for name in PAGES]
     finally:
         server.terminate()
         server.wait(timeout=30)
     print(
-        f"\n{args.clients} clients x {args.requests} requests per page, gunicorn -w {args.workers} (sync), DEBUG=0; "
+        f"\n{args.clients} clients x {args.requests} requests per page, think time {args.think:g} s "
+        f"(0.5-1.5x, per request), gunicorn -w {args.workers} (sync), DEBUG=0; "
         f"database: {int(counts[0]):,} posts, {int(counts[1]):,} notes, {int(counts[2]):,} ratings\n"
     )
     print("| page | requests | errors | p50 ms | p95 ms | max ms | req/s |")

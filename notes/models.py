@@ -4,6 +4,8 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from notes import scoring_explain
@@ -150,6 +152,24 @@ class Note(models.Model):
             ("view_scores", "Can see note intercepts and factors"),
             ("run_scoring", "Can run the Community Notes scorer"),
         ]
+        # The rating queue (selectors.rating_queue): notes needing ratings, in the queue's order
+        # for raters on the negative side, the positive side, and without a factor yet.
+        indexes = [
+            models.Index(
+                F("neg_side_ratings"), F("num_ratings"), F("created_at").desc(), F("id").desc(),
+                name="note_queue_neg_side", condition=Q(status=NoteStatus.NEEDS_MORE_RATINGS),
+            ),
+            models.Index(
+                F("pos_side_ratings"), F("num_ratings"), F("created_at").desc(), F("id").desc(),
+                name="note_queue_pos_side", condition=Q(status=NoteStatus.NEEDS_MORE_RATINGS),
+            ),
+            models.Index(
+                Least("neg_side_ratings", "pos_side_ratings"), F("num_ratings"), F("created_at").desc(),
+                F("id").desc(), name="note_queue_min_side", condition=Q(status=NoteStatus.NEEDS_MORE_RATINGS),
+            ),
+            # Posts with a Supernote (the blind comparisons offered on the rating queue).
+            models.Index(fields=["post"], name="note_supernote_post", condition=Q(origin="supernote")),
+        ]  # fmt: skip
 
     def __str__(self) -> str:
         return self.text[:60]

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.db.models import F, Model, Q
 from django.utils import timezone
 
+from crowdnotes_site.dbstats import refresh_planner_statistics
 from crowdnotes_site.hashing import sha256_hex
 from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.queue import enqueue_on_commit
@@ -408,6 +409,9 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
 # ratings or scores before rating, and "made before the note's latest status" still applies, so
 # the window is dropped: with it, ratings of notes older than two days would never count.
 APP_SCORING_CONFIG = scoring.ScoringConfig(valid_rating_window_ms=None)
+# A rescoring that rewrites at least this many notes (and a tenth of them) refreshes the planner's
+# statistics of the notes table.
+RESCORE_ANALYZE_MIN_ROWS = 1000
 # pg_try_advisory_xact_lock key: one rescoring at a time, whoever triggers it.
 SCORING_LOCK_KEY = 0x5C0_12E5
 
@@ -431,7 +435,12 @@ def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[
         note=note, rater=rater, defaults={"level": level, "tags": tag_list}
     )
     if created:
-        Note.objects.filter(pk=note.pk).update(num_ratings=F("num_ratings") + 1)
+        # The rating queue orders by these counters; the next scoring recounts them from the fit.
+        counters: dict[str, Any] = {"num_ratings": F("num_ratings") + 1}
+        if rater.rater_factor is not None:
+            side = "neg_side_ratings" if rater.rater_factor < 0 else "pos_side_ratings"
+            counters[side] = F(side) + 1
+        Note.objects.filter(pk=note.pk).update(**counters)
     return rating, created
 
 
@@ -530,6 +539,7 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
         if (
             status == old_status
             and count == inputs.previous_num_ratings[i]
+            and (why.neg_count, why.pos_count) == inputs.previous_sides[i]
             and not _changed(inputs.previous_intercept[i], intercept)
             and not _changed(inputs.previous_factor[i], factor)
             and explanation == inputs.previous_explanation[i]
@@ -553,6 +563,10 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
         note_rows,
     )  # fmt: skip
     NoteStatusChange.objects.bulk_create(changes, batch_size=2000)
+    if len(note_rows) >= max(RESCORE_ANALYZE_MIN_ROWS, len(inputs.note_pks) // 10):
+        # Most statuses were rewritten (a first scoring, an import): the rating queue and the audit
+        # pages filter on status, so their plans need the new counts now, not at the next autovacuum.
+        refresh_planner_statistics(Note)
     rater_rows: list[tuple[Any, ...]] = []
     for u, pk in enumerate(inputs.participant_pks.tolist()):
         ri = None if np.isnan(result.rater_intercept[u]) else float(result.rater_intercept[u])

@@ -25,7 +25,9 @@ from notes.supernotes import services as supernote_services
 def home(request: HttpRequest) -> HttpResponse:
     topic = request.GET.get("topic", "")
     topic = topic if topic in Topic.values else ""
-    context = {"posts": selectors.posts_for_home(topic=topic), "topics": Topic.choices, "topic": topic}
+    page = request.GET.get("page", "1")
+    page_number = int(page) if page.isdigit() and 0 < int(page) <= 10_000 else 1
+    context = {"home": selectors.posts_for_home(page=page_number, topic=topic), "topics": Topic.choices, "topic": topic}
     return render(request, "notes/home.html", context)
 
 

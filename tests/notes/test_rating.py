@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from notes import selectors
-from notes.models import Note, Participant, Rating, RatingLevel
+from notes.models import Note, Rating, RatingLevel
 from notes.roles import RATER
 from notes.services import RatingError, participant_for_user, post_create, rating_submit
 
@@ -138,7 +138,8 @@ def test_it_lists_notes_needing_this_raters_side_first(make_user: Any, rater: An
         [(rated_by_my_side, -0.5), (rated_by_my_side, -0.7), (rated_by_other_side, 0.8)]
     ):
         other = participant_for_user(user=make_user(f"r{i}", RATER))
-        Participant.objects.filter(pk=other.pk).update(rater_factor=factor)
+        other.rater_factor = factor
+        other.save(update_fields=["rater_factor"])
         rating_submit(rater=other, note=note, level=RatingLevel.HELPFUL)
     queue = selectors.rating_queue(participant=me)
     # Notes lacking my side first (fewest ratings first among them), the one my side rated last.
@@ -147,6 +148,40 @@ def test_it_lists_notes_needing_this_raters_side_first(make_user: Any, rater: An
     assert [n.text for n in selectors.rating_queue(participant=me)] == ["theirs", "mine"]
     # Authors never see their own notes in the queue.
     assert selectors.rating_queue(participant=author) == []
+
+
+def test_a_new_rating_counts_on_its_raters_side_until_the_next_scoring(
+    make_user: Any, contributor: Any, note: Note
+) -> None:
+    for i, factor in enumerate([-0.4, 0.3, 0.0, None]):
+        other = participant_for_user(user=make_user(f"side{i}", RATER))
+        other.rater_factor = factor
+        other.save(update_fields=["rater_factor"])
+        rating_submit(rater=other, note=note, level=RatingLevel.HELPFUL)
+        rating_submit(rater=other, note=note, level=RatingLevel.NOT_HELPFUL)  # a change counts once
+    note.refresh_from_db()
+    # A factor of 0 is the non-negative side, as in the scorer; a rater without a factor has no side yet.
+    assert (note.num_ratings, note.neg_side_ratings, note.pos_side_ratings) == (4, 1, 2)
+
+
+@pytest.mark.parametrize("factor", [-0.5, 0.5, None])
+def test_the_rating_queue_reads_through_its_index_without_sorting(
+    make_user: Any, contributor: Any, note: Note, factor: float | None
+) -> None:
+    from django.db import connection
+
+    me = participant_for_user(user=make_user("queue", RATER))
+    me.rater_factor = factor
+    queryset = selectors.rating_queue_queryset(participant=me)[:20]
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    expected = {-0.5: "note_queue_neg_side", 0.5: "note_queue_pos_side", None: "note_queue_min_side"}[factor]
+    assert expected in plan, plan
+    assert "Sort" not in plan, plan
 
 
 def test_it_lists_the_queue_page_for_raters(rater_client: Any, note: Note) -> None:

@@ -253,3 +253,32 @@ def test_binary_copy_reads_the_same_arrays_as_the_query_path() -> None:
     assert rows(copied) == rows(queried)
     assert copied.not_helpful_tags is not None
     assert int((copied.not_helpful_tags == scoring.TAG_BIT["notHelpfulSpamHarassmentOrAbuse"]).sum()) == 25
+
+
+def _planner_statuses() -> set[str]:
+    """The status values the planner's statistics know of (ANALYZE's most common values)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT most_common_vals::text FROM pg_stats WHERE tablename = %s AND attname = 'status'",
+            [Note._meta.db_table],
+        )
+        row = cursor.fetchone()
+    return set(row[0].strip("{}").split(",")) if row and row[0] else set()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("threshold", "refreshed"), [(10, True), (1_000_000, False)])
+def test_a_rescoring_that_rewrites_most_notes_refreshes_the_planners_statistics(
+    monkeypatch: pytest.MonkeyPatch, threshold: int, refreshed: bool
+) -> None:
+    from crowdnotes_site.dbstats import refresh_planner_statistics
+
+    monkeypatch.setattr(services, "RESCORE_ANALYZE_MIN_ROWS", threshold)
+    _load_synthetic()
+    refresh_planner_statistics(Note)  # the planner knows these notes, all Needs More Ratings
+    assert _planner_statuses() == {NoteStatus.NEEDS_MORE_RATINGS}
+    summary = services.notes_rescore()
+    assert summary["notes_updated"] >= Note.objects.count() // 10 and summary["not_helpful"] > 0
+    assert (NoteStatus.NOT_HELPFUL in _planner_statuses()) is refreshed

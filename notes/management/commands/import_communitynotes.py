@@ -5,8 +5,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
+from crowdnotes_site.dbstats import refresh_planner_statistics
 from notes import communitynotes_import as cni
 from notes.analytics.services import status_history_store
+from notes.models import Note, Participant, Post, Rating
 
 
 class Command(BaseCommand):
@@ -46,5 +48,6 @@ class Command(BaseCommand):
             # Every row, also of notes not imported: the delays page's note -> verdict figures.
             stored, _ = status_history_store(options["status_history"])
             report.counts["status history rows kept for delay analytics"] += stored
+        refresh_planner_statistics(Post, Note, Participant, Rating)
         for line in report.lines():
             self.stdout.write(line)
