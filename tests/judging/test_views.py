@@ -144,3 +144,22 @@ def test_it_shows_preflight_errors_under_htmx_and_judges_nothing(contributor_cli
     assert "Post: This field is required." in html
     assert "Draft note: This field is required." in html
     assert llm_server.requests == []
+
+
+def test_it_pages_the_audit_list(decisions: list[JudgeDecision], admin_client: Any) -> None:
+    from judging.views import AUDIT_PAGE_SIZE
+
+    template = decisions[0]
+    JudgeDecision.objects.bulk_create(
+        [
+            JudgeDecision(
+                note=template.note, stage=template.stage, verdict="yes", judge_kind=template.judge_kind,
+                judge_name="bulk", content_hash=f"bulk-{i}", reasoning=f"Decision {i}.",
+            )
+            for i in range(AUDIT_PAGE_SIZE + 3 - len(decisions))
+        ]
+    )  # fmt: skip
+    first = admin_client.get(reverse("judging:decision_list"))
+    assert len(first.context["page"]) == AUDIT_PAGE_SIZE and "Page 1 of 2" in first.content.decode()
+    second = admin_client.get(reverse("judging:decision_list"), {"page": "2"})
+    assert len(second.context["page"]) == 3
