@@ -13,8 +13,10 @@ recreated: point it at a scratch database.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +30,32 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def child_rescore() -> None:
+    """Time scoring_inputs once, then three rescorings; print JSON with this process's peak RSS."""
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    settings.DEBUG = False
+    from django.utils import timezone
+
+    from notes import selectors, services
+
+    t0 = time.perf_counter()
+    inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
+    read_s = time.perf_counter() - t0
+    del inputs
+    runs = []
+    # The synthetic notes are from 2023: from the second run on their statuses are locked (older
+    # than 14 days), which changes their explanation once; the third run is unchanged.
+    for label in ("first rescoring", "second (statuses now locked)", "unchanged rescoring"):
+        t0 = time.perf_counter()
+        summary = services.notes_rescore()
+        runs.append((label, time.perf_counter() - t0, summary["notes_updated"], _peak_mb()))
+    print(json.dumps({"read_s": read_s, "runs": runs}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ratings", type=int, default=1_000_000)
@@ -36,7 +64,10 @@ def main() -> None:
     parser.add_argument("--online", action="store_true", help="COPY path without the table lock (per-row key checks)")
     parser.add_argument("--chunk-lines", type=int, default=250_000)
     parser.add_argument("--rescore", action="store_true", help="then time notes_rescore() from the database")
+    parser.add_argument("--child-rescore", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_rescore:
+        return child_rescore()
 
     import django
 
@@ -47,7 +78,6 @@ def main() -> None:
     settings.DEBUG = False
     from django.core.management import call_command
     from django.db import connection
-    from django.utils import timezone
 
     from notes import communitynotes_import as cni
     from notes import synthetic
@@ -74,20 +104,15 @@ def main() -> None:
         elapsed = time.perf_counter() - t0
         n = report.counts["ratings upserted"]
         rows.append((label, n, elapsed, n / elapsed, report.counts["ratings inserted or changed"]))
-    rescore = []
+    rescore: list[tuple[str, float, int, float]] = []
+    t_read = 0.0
     if args.rescore:
-        from notes import selectors, services
-
-        t0 = time.perf_counter()
-        inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
-        t_read = time.perf_counter() - t0
-        # The synthetic notes are from 2023: from the second run on their statuses are locked
-        # (older than 14 days), which changes their explanation once; the third run is unchanged.
-        for label in ("first rescoring", "second (statuses now locked)", "unchanged rescoring"):
-            t0 = time.perf_counter()
-            summary = services.notes_rescore()
-            rescore.append((label, time.perf_counter() - t0, summary["notes_updated"], _peak_mb()))
-        del inputs
+        # In a fresh process, so that its peak memory is the rescoring's own (not the import's).
+        out = subprocess.run(
+            [sys.executable, __file__, "--child-rescore"], check=True, capture_output=True, text=True
+        ).stdout
+        result = json.loads(out.strip().splitlines()[-1])
+        t_read, rescore = result["read_s"], [tuple(r) for r in result["runs"]]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT relname, pg_total_relation_size(oid) FROM pg_class "

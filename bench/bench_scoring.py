@@ -67,11 +67,12 @@ def child_files(workdir: Path) -> dict[str, object]:
         "peak_mb": _peak_mb(),
         "read_s": summary["seconds_read"],
         "score_s": summary["seconds_score"],
+        "write_s": summary["seconds_write"],
     }
 
 
-def prepare(n: int, workdir: Path) -> int:
-    data = synthetic.generate(n, seed=11)
+def prepare(n: int, workdir: Path, per_rater: int = 40, per_note: int = 25) -> tuple[int, int, int]:
+    data = synthetic.generate(n, seed=11, ratings_per_rater=per_rater, ratings_per_note=per_note)
     synthetic.write_tsv(data, workdir)
     np.savez(
         workdir / "data.npz",
@@ -81,7 +82,7 @@ def prepare(n: int, workdir: Path) -> int:
         true_note_intercept=data.true_note_intercept, true_note_factor=data.true_note_factor,
         true_rater_factor=data.true_rater_factor,
     )  # fmt: skip
-    return len(data.value)
+    return len(data.value), data.n_raters, data.n_notes
 
 
 def _run(mode: str, workdir: Path) -> dict[str, object]:
@@ -96,6 +97,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[200_000, 1_000_000])
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench-scoring")
+    parser.add_argument("--ratings-per-rater", type=int, default=40, help="synthetic shape: raters = ratings / this")
+    parser.add_argument("--ratings-per-note", type=int, default=25, help="synthetic shape: notes = ratings / this")
     parser.add_argument("--child", choices=["arrays", "files"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -106,7 +109,8 @@ def main() -> None:
     for n in args.sizes:
         workdir = args.workdir / str(n)
         workdir.mkdir(parents=True, exist_ok=True)
-        actual = prepare(n, workdir)
+        actual, n_raters, n_notes = prepare(n, workdir, args.ratings_per_rater, args.ratings_per_note)
+        print(f"{actual:,} ratings, {n_raters:,} raters, {n_notes:,} notes written to {workdir}", flush=True)
         rows.append((actual, _run("arrays", workdir), _run("files", workdir)))
     print(
         f"{'ratings':>9} | {'score s':>7} | {'peak MB':>7} | {'file->tsv s':>11} | {'read s':>6} | {'peak MB':>7} | "
@@ -115,9 +119,11 @@ def main() -> None:
     for actual, a, f in rows:
         nmr, crh, crnh = cast(list[int], a["status"])
         r_rater = abs(cast(float, a["corr_rater_factor"]))
+        split = f"{f['read_s']:.1f}/{f['score_s']:.1f}/{f['write_s']:.1f}"
         print(
             f"{actual:>9} | {a['seconds']:>7.2f} | {a['peak_mb']:>7.0f} | {f['seconds']:>11.2f} | {f['read_s']:>6.2f} | "
-            f"{f['peak_mb']:>7.0f} | {a['corr_note_intercept']:>6.3f} | {a['corr_note_factor']:>6.3f} | "
+            f"{f['peak_mb']:>7.0f} | {split:>19} | "
+            f"{a['corr_note_intercept']:>6.3f} | {a['corr_note_factor']:>6.3f} | "
             f"{r_rater:>6.3f} | {a['scored_notes']:>12} | {f'{crh}/{crnh}/{nmr}':>17} | "
             f"{a['iterations']}"
         )
