@@ -166,9 +166,20 @@ class Ratings:
     not_helpful_tags: np.ndarray | None = None  # uint16 bit mask per rating, see NOT_HELPFUL_TAGS
 
     def __post_init__(self) -> None:
-        self.rater = np.asarray(self.rater, dtype=np.int64)
-        self.note = np.asarray(self.note, dtype=np.int64)
+        # Indices as int32 (4 bytes per rating each, not 8): 2^31 raters or notes is far beyond
+        # any real data, and a larger index is refused rather than wrapped.
+        self.rater = _index_array(self.rater)
+        self.note = _index_array(self.note)
         self.value = np.asarray(self.value, dtype=np.float64)
+
+
+def _index_array(values: np.ndarray) -> np.ndarray:
+    out = np.asarray(values)
+    if out.dtype == np.int32:
+        return out
+    if len(out) and (int(out.max()) > np.iinfo(np.int32).max or int(out.min()) < np.iinfo(np.int32).min):
+        raise ValueError("more than 2^31 raters or notes: indices must fit in int32")
+    return out.astype(np.int32)
 
 
 @dataclass
@@ -330,12 +341,15 @@ def fit_mf(
     reg_ni, reg_nf = lam_i * n / n_notes, lam_f * n / n_notes
     # Two copies of the ratings, grouped by note and by rater, so that per-entity sums are
     # contiguous segment sums (np.add.reduceat) instead of random scatters.
-    by_note = np.argsort(note, kind="stable")
-    by_rater = np.argsort(rater, kind="stable")
     # float32 per-rating work arrays halve memory traffic; segments are short, so the
-    # per-entity sums stay accurate to ~1e-7, well below the convergence tolerance.
+    # per-entity sums stay accurate to ~1e-7, well below the convergence tolerance. Each sort
+    # order (8 bytes per rating) is dropped as soon as its copies are made.
+    by_note = np.argsort(note, kind="stable")
     y_n, rater_n = y[by_note].astype(np.float32), rater[by_note].astype(np.int32)
+    del by_note
+    by_rater = np.argsort(rater, kind="stable")
     y_r, note_r = y[by_rater].astype(np.float32), note[by_rater].astype(np.int32)
+    del by_rater
     count_n = np.bincount(note, minlength=n_notes).astype(np.float64)
     count_r = np.bincount(rater, minlength=n_raters).astype(np.float64)
     starts_n = np.r_[0, np.cumsum(count_n)[:-1]].astype(np.int64)
@@ -418,7 +432,7 @@ def _compact(idx: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     present = np.zeros(size, dtype=bool)
     present[idx] = True
     originals = np.flatnonzero(present)
-    remap = np.full(size, -1, dtype=np.int64)
+    remap = np.full(size, -1, dtype=np.int32)
     remap[originals] = np.arange(len(originals))
     return remap[idx], originals
 

@@ -140,12 +140,13 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
     def joined(key: str, dtype: type) -> np.ndarray:
         return np.concatenate(parts.pop(key)) if parts[key] else np.zeros(0, dtype=dtype)
 
-    note = joined("note", np.int32).astype(np.int64)
-    rater = joined("rater", np.int32).astype(np.int64)
+    note = joined("note", np.int32)
+    rater = joined("rater", np.int32)
     n_notes = len(notes_idx.ids)
-    # Duplicate (note, rater) pairs keep their last row.
-    pair = note * max(len(people.ids), 1) + rater
+    # Duplicate (note, rater) pairs keep their last row (the pair key needs 64 bits; only it is).
+    pair = note.astype(np.int64) * max(len(people.ids), 1) + rater
     _, last_from_end = np.unique(pair[::-1], return_index=True)
+    del pair
     keep = np.zeros(len(note), dtype=bool)
     keep[len(note) - 1 - last_from_end] = True
     dropped = {"duplicate rating": int(len(note) - keep.sum())}

@@ -361,3 +361,11 @@ def test_it_can_drop_the_valid_rating_window() -> None:
     # Ratings made after the note's latest non-NMR status never count.
     meta.last_non_nmr_status_ms = np.array([created + 2 * day])
     assert s._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, False]
+
+
+def test_ratings_keep_indices_as_int32_and_refuse_what_does_not_fit() -> None:
+    r = s.Ratings(rater=np.array([0, 5], dtype=np.int64), note=np.array([1, 2]), value=np.array([1.0, 0.0]))
+    assert r.rater.dtype == np.int32 and r.note.dtype == np.int32
+    assert r.rater.tolist() == [0, 5] and r.note.tolist() == [1, 2]
+    with pytest.raises(ValueError, match="int32"):
+        s.Ratings(rater=np.array([2**31]), note=np.array([0]), value=np.array([1.0]))
