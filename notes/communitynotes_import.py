@@ -6,18 +6,22 @@ noteId and ratings by (note, rater), so a re-import updates rows and never dupli
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
-from django.db import connection, transaction
+import numpy as np
+from django.db import IntegrityError, connection, transaction
 from django.db.backends.utils import CursorWrapper
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Subquery, UniqueConstraint
 from django.db.models.functions import Coalesce
 
 from notes import communitynotes_io as cio
@@ -205,33 +209,38 @@ def import_ratings_copy(
     stop_after_chunks: int | None = None,
     exclusive: bool = True,
 ) -> None:
-    """Ratings into PostgreSQL at bulk speed: each chunk of lines is streamed with COPY into a
-    temporary staging table, parsed and checked in SQL, and upserted in one statement per table.
+    """Ratings into PostgreSQL at bulk speed, memory flat in the file size.
 
-    Same rows and outcomes as `import_ratings` (a later row for the same note and rater wins;
-    ratings of notes not imported are skipped and counted), memory flat in the file size, and
-    resumable: each chunk commits together with an ImportCheckpoint of the lines done, so a
-    rerun after an interruption continues after the last committed chunk. `stop_after_chunks`
-    simulates an interruption (tests).
+    Each chunk of lines is parsed with numpy (`cio.parse_import_block`) and sent as typed rows
+    by binary COPY; a chunk with any line the vectorised parse does not accept goes through the
+    general path instead: text COPY into a staging table, parsed and checked in SQL (`_copy_chunk`).
+    Both give the same rows and outcomes as `import_ratings` (a later row for the same note and
+    rater wins; ratings of notes not imported are skipped and counted). Resumable: each chunk
+    commits together with an ImportCheckpoint of the lines done, so a rerun after an
+    interruption continues after the last committed chunk. `stop_after_chunks` simulates an
+    interruption (tests).
 
     `exclusive` (the default) trades concurrency for speed: each chunk's transaction locks the
     ratings table (readers wait for the chunk) and writes the chunk without a foreign-key check
-    per row (see `_copy_chunk`); the checks are made in one pass at the end (VALIDATE). With
-    `exclusive=False` the rows go through `INSERT … ON CONFLICT` with the usual per-row checks,
-    and web requests keep reading and writing ratings during the import.
+    per row (see `_drop_rating_foreign_keys`); the checks are made in one pass at the end
+    (VALIDATE). An exclusive import into an empty ratings table is a bulk load: the primary
+    key, the unique (note, rater) constraint and the rater index are dropped and built once at the end (see
+    `_defer_rating_indexes`). With `exclusive=False` the rows go through `INSERT … ON CONFLICT`
+    with the usual per-row checks, and web requests keep reading and writing ratings.
     """
     say = progress or (lambda _line: None)
     chunks_done = 0
     touched = False
     if exclusive:
-        _defer_rating_read_indexes()
+        _defer_rating_indexes()
+    else:
+        _restore_rating_key_constraints(report)  # an interrupted bulk load left them out
+    bulk = bool(_missing_rating_key_constraints())
     for file in cio.tsv_files(path):
-        with file.open(encoding="utf-8", newline="") as fh:
-            header_line = fh.readline()
-            header = header_line.rstrip("\r\n").lstrip("\ufeff").split("\t")
+        with file.open("rb") as fh:
+            header = fh.readline().decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
             if header == [""]:
                 continue
-            width = len(header)
             key = _checkpoint_key(file)
             checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
             skip = checkpoint.lines_done
@@ -241,31 +250,136 @@ def import_ratings_copy(
                     pass
             done = skip
             started = time.perf_counter()
-            while True:
-                lines = list(islice(fh, chunk_lines))
-                if not lines:
-                    break
-                good = [ln if ln.endswith("\n") else ln + "\n" for ln in lines if ln.count("\t") == width - 1]
-                bad = sum(1 for ln in lines if ln.strip()) - len(good)
+            for n_lines, block, parsed in _read_ahead(fh, header, chunk_lines):
                 with transaction.atomic():
-                    _copy_chunk(header, good, report, exclusive=exclusive)
-                    done += len(lines)
+                    if parsed is not None:
+                        _typed_chunk(parsed, report, exclusive=exclusive, bulk=bulk)
+                    else:
+                        _copy_chunk(header, _text_lines(block), report, exclusive=exclusive, bulk=bulk)
+                    done += n_lines
                     ImportCheckpoint.objects.filter(key=key).update(lines_done=done)
                 touched = True
-                report.skipped["ratings: wrong number of fields"] += bad
                 rate = (done - skip) / max(time.perf_counter() - started, 1e-9)
                 say(f"{file.name}: {done:,} lines, {report.counts['ratings upserted']:,} ratings, {rate:,.0f} lines/s")
                 chunks_done += 1
                 if stop_after_chunks is not None and chunks_done >= stop_after_chunks:
                     return
             ImportCheckpoint.objects.filter(key=key).delete()
+    _restore_rating_key_constraints(report)
     if touched:
         _refresh_num_ratings()
     _validate_rating_foreign_keys()
     _restore_rating_read_indexes()
 
 
-def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, exclusive: bool) -> None:
+def _read_ahead(
+    fh: BinaryIO, header: list[str], chunk_lines: int
+) -> Iterator[tuple[int, bytes, cio.ImportBlock | None]]:
+    """(lines, block, numpy parse or None) per chunk of the rest of `fh`. The next chunk is read
+    and parsed in a thread while the caller writes this one: numpy and the database driver
+    release the GIL, so the parse runs on the second core."""
+
+    def read() -> tuple[int, bytes, cio.ImportBlock | None]:
+        lines = list(islice(fh, chunk_lines))
+        block = b"".join(lines)
+        return len(lines), block, cio.parse_import_block(block, header) if lines else None
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-parse") as pool:
+        ahead = pool.submit(read)
+        while True:
+            n_lines, block, parsed = ahead.result()
+            if not n_lines:
+                return
+            ahead = pool.submit(read)
+            yield n_lines, block, parsed
+
+
+def _text_lines(block: bytes) -> list[str]:
+    """A block's lines as text, split as a file opened with newline="" splits them (a lone CR
+    ends a line too)."""
+    return io.StringIO(block.decode("utf-8"), newline="").readlines()
+
+
+# Binary COPY rows of cn_typed: field count, then (length, big-endian value) per column.
+_TYPED_COLUMNS = (("note", ">i8"), ("rater", ">i8"), ("level", ">i2"), ("tagset", ">i4"), ("ms", ">i8"))
+_TYPED_ROW = np.dtype(
+    [("n", ">i2")] + [pair for name, kind in _TYPED_COLUMNS for pair in ((f"{name}_len", ">i4"), (name, kind))]
+)
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
+_COPY_TRAILER = b"\xff\xff"
+
+
+def _typed_chunk(rows: cio.ImportBlock, report: ImportReport, *, exclusive: bool, bulk: bool) -> None:
+    """One chunk parsed by numpy: notes and participants are looked up by their distinct ids,
+    "a later row wins" is applied to the arrays, and the rows reach the database typed."""
+    report.skipped["ratings: wrong number of fields"] += rows.wrong_fields
+    report.skipped["ratings: no helpfulness answer"] += rows.no_answer
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")  # see _copy_chunk
+        foreign_keys = _drop_rating_foreign_keys(cursor) if exclusive else []  # before reading notes
+        ext, pos = np.unique(rows.note_id, return_inverse=True)
+        cursor.execute(
+            "SELECT external_id, id FROM notes_note WHERE external_id = ANY(%s::text[])",
+            [[str(x) for x in ext.tolist()]],
+        )
+        pk_of = dict(cursor.fetchall())
+        note_pk = np.fromiter((pk_of.get(str(x), 0) for x in ext.tolist()), dtype=np.int64, count=len(ext))[pos]
+        known = np.flatnonzero(note_pk != 0)
+        # The last row of each (note, rater) pair wins: first occurrence in reversed order.
+        pair = pos[known].astype(np.int64) * max(len(rows.rater_keys), 1) + rows.rater_code[known]
+        _, from_end = np.unique(pair[::-1], return_index=True)
+        keep = known[len(known) - 1 - from_end]
+        codes = np.unique(rows.rater_code[keep])
+        raters = [rows.rater_keys[c] for c in codes.tolist()]
+        cursor.execute(
+            "INSERT INTO notes_participant (external_id) SELECT unnest(%s::text[]) ON CONFLICT (external_id) DO NOTHING",
+            [raters],
+        )
+        cursor.execute("SELECT external_id, id FROM notes_participant WHERE external_id = ANY(%s::text[])", [raters])
+        rater_of = dict(cursor.fetchall())
+        rater_pk = np.zeros(len(rows.rater_keys), dtype=np.int64)
+        rater_pk[codes] = np.fromiter(map(rater_of.__getitem__, raters), dtype=np.int64, count=len(raters))
+        # Tags: each row points into the chunk's distinct tag lists, sent once as one JSON array.
+        masks, tagset = np.unique(rows.tags[keep], return_inverse=True)
+        tag_lists = [[t for k, t in enumerate(rows.tag_names) if m >> k & 1] for m in masks.tolist()]
+        out = np.zeros(len(keep), dtype=_TYPED_ROW)
+        out["n"] = len(_TYPED_COLUMNS)
+        for name, kind in _TYPED_COLUMNS:
+            out[f"{name}_len"] = np.dtype(kind).itemsize
+        out["note"] = note_pk[keep]
+        out["rater"] = rater_pk[rows.rater_code[keep]]
+        out["level"] = rows.level[keep]
+        out["tagset"] = tagset.ravel()
+        out["ms"] = rows.created_at_ms[keep]
+        cursor.execute(
+            "CREATE TEMP TABLE cn_typed (note_id bigint, rater_id bigint, level smallint, tagset integer, ms bigint) "
+            "ON COMMIT DROP"
+        )
+        with cursor.copy("COPY cn_typed FROM STDIN (FORMAT binary)") as copy:  # type: ignore[attr-defined]
+            copy.write(_COPY_HEADER)
+            copy.write(out.tobytes())
+            copy.write(_COPY_TRAILER)
+        levels = " ".join(f"WHEN {code} THEN {_literal(level)}" for code, level in enumerate(cio.IMPORT_LEVELS))
+        tags = f"{_literal(json.dumps(tag_lists))}::jsonb -> t.tagset"
+        source = f"""(SELECT t.note_id, t.rater_id, CASE t.level {levels} END AS level, {tags} AS tags,
+                             to_timestamp(0) + t.ms * interval '1 millisecond' AS created_at
+                      FROM cn_typed t)"""  # noqa: S608
+        changed = _write_rows(cursor, source, exclusive=exclusive, bulk=bulk)
+        if foreign_keys:
+            _add_rating_foreign_keys(cursor, foreign_keys)
+        cursor.execute("DROP TABLE cn_typed")
+    report.skipped["ratings: note not imported"] += len(rows.note_id) - len(known)
+    report.counts["ratings replaced by a later row"] += len(known) - len(keep)
+    report.counts["ratings upserted"] += len(keep)
+    report.counts["ratings inserted or changed"] += changed
+
+
+def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, exclusive: bool, bulk: bool) -> None:
+    """One chunk through the general path: text COPY into a staging table, parsed in SQL."""
+    width = len(header)
+    good = [ln if ln.endswith("\n") else ln + "\n" for ln in lines if ln.count("\t") == width - 1]
+    report.skipped["ratings: wrong number of fields"] += sum(1 for ln in lines if ln.strip()) - len(good)
+    lines = good
     cols = {h.strip(): _ident(h) for h in header}
     staged = ", ".join(f"{_ident(h)} text" for h in header)
 
@@ -358,48 +472,10 @@ def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, ex
             """
         )
         distinct = cursor.rowcount
-        # What to write: new rows (rating_id NULL) and rows that changed. A re-import of the same
-        # file finds nothing here, so it writes nothing and takes no row locks. One index probe
-        # per chunk row: a hash or merge join would read the whole ratings table for every chunk.
-        cursor.execute("SET LOCAL enable_hashjoin = off")
-        cursor.execute("SET LOCAL enable_mergejoin = off")
-        cursor.execute(
-            """
-            CREATE TEMP TABLE cn_write ON COMMIT DROP AS
-            SELECT c.*, r.id AS rating_id
-            FROM cn_rows c LEFT JOIN notes_rating r ON r.note_id = c.note_id AND r.rater_id = c.rater_id
-            WHERE r.id IS NULL OR (r.level, r.tags, r.created_at) IS DISTINCT FROM (c.level, c.tags, c.created_at)
-            """
-        )
-        cursor.execute(
-            """
-            UPDATE notes_rating r
-               SET level = w.level, tags = w.tags, created_at = w.created_at, updated_at = now()
-              FROM cn_write w
-             WHERE r.id = w.rating_id AND w.rating_id IS NOT NULL
-            """
-        )
-        changed = cursor.rowcount
-        cursor.execute("RESET enable_hashjoin")
-        cursor.execute("RESET enable_mergejoin")
-        insert = """
-            INSERT INTO notes_rating (note_id, rater_id, level, tags, created_at, updated_at)
-            SELECT note_id, rater_id, level, tags, created_at, now() FROM cn_write
-            WHERE rating_id IS NULL ORDER BY note_id, rater_id
-            """
-        if exclusive:
-            cursor.execute(insert)  # nobody else writes ratings while the table is locked
-        else:
-            cursor.execute(
-                insert
-                + """ON CONFLICT (note_id, rater_id) DO UPDATE
-                  SET level = EXCLUDED.level, tags = EXCLUDED.tags, created_at = EXCLUDED.created_at,
-                      updated_at = EXCLUDED.updated_at"""
-            )
-        changed += cursor.rowcount
+        changed = _write_rows(cursor, "cn_rows", exclusive=exclusive, bulk=bulk)
         if foreign_keys:
             _add_rating_foreign_keys(cursor, foreign_keys)
-        cursor.execute("DROP TABLE cn_stage, cn_parsed, cn_known, cn_rows, cn_write")
+        cursor.execute("DROP TABLE cn_stage, cn_parsed, cn_known, cn_rows")
     report.skipped["ratings: bad noteId"] += bad_note
     report.skipped["ratings: missing rater id"] += no_rater
     report.skipped["ratings: bad createdAtMillis"] += bad_ms
@@ -408,6 +484,59 @@ def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, ex
     report.counts["ratings replaced by a later row"] += known - distinct
     report.counts["ratings upserted"] += distinct
     report.counts["ratings inserted or changed"] += changed
+
+
+def _write_rows(cursor: CursorWrapper, source: str, *, exclusive: bool, bulk: bool) -> int:
+    """Write one chunk's rows (`source`: a table or subquery with note_id, rater_id, level, tags,
+    created_at; one row per pair) into notes_rating; the number of rows inserted or changed.
+
+    In a bulk load (the key constraints are out, see `_defer_rating_indexes`) every row is
+    appended: a pair repeated in a later chunk is resolved when the constraint is rebuilt."""
+    if bulk:
+        columns = "note_id, rater_id, level, tags, created_at"
+        cursor.execute(f"INSERT INTO notes_rating ({columns}, updated_at) SELECT {columns}, now() FROM {source} c")  # noqa: S608
+        return int(cursor.rowcount)
+    # What to write: new rows (rating_id NULL) and rows that changed. A re-import of the same
+    # file finds nothing here, so it writes nothing and takes no row locks. One index probe
+    # per chunk row: a hash or merge join would read the whole ratings table for every chunk.
+    cursor.execute("SET LOCAL enable_hashjoin = off")
+    cursor.execute("SET LOCAL enable_mergejoin = off")
+    cursor.execute(
+        f"""
+        CREATE TEMP TABLE cn_write ON COMMIT DROP AS
+        SELECT c.*, r.id AS rating_id
+        FROM {source} c LEFT JOIN notes_rating r ON r.note_id = c.note_id AND r.rater_id = c.rater_id
+        WHERE r.id IS NULL OR (r.level, r.tags, r.created_at) IS DISTINCT FROM (c.level, c.tags, c.created_at)
+        """  # noqa: S608
+    )
+    cursor.execute(
+        """
+        UPDATE notes_rating r
+           SET level = w.level, tags = w.tags, created_at = w.created_at, updated_at = now()
+          FROM cn_write w
+         WHERE r.id = w.rating_id AND w.rating_id IS NOT NULL
+        """
+    )
+    changed = int(cursor.rowcount)
+    cursor.execute("RESET enable_hashjoin")
+    cursor.execute("RESET enable_mergejoin")
+    insert = """
+        INSERT INTO notes_rating (note_id, rater_id, level, tags, created_at, updated_at)
+        SELECT note_id, rater_id, level, tags, created_at, now() FROM cn_write
+        WHERE rating_id IS NULL ORDER BY note_id, rater_id
+        """
+    if exclusive:
+        cursor.execute(insert)  # nobody else writes ratings while the table is locked
+    else:
+        cursor.execute(
+            insert
+            + """ON CONFLICT (note_id, rater_id) DO UPDATE
+              SET level = EXCLUDED.level, tags = EXCLUDED.tags, created_at = EXCLUDED.created_at,
+                  updated_at = EXCLUDED.updated_at"""
+        )
+    changed += cursor.rowcount
+    cursor.execute("DROP TABLE cn_write")
+    return changed
 
 
 def _refresh_num_ratings() -> None:
@@ -462,28 +591,104 @@ def _validate_rating_foreign_keys() -> None:
 
 def _rating_read_indexes() -> list[tuple[str, str]]:
     """(name, CREATE INDEX statement) of the ratings indexes that only serve reads (the one on
-    rater), as the migrations create them; the unique (note, rater) index is never deferred."""
+    rater), as the migrations create them."""
     editor = connection.SchemaEditorClass(connection)
     statements = editor._field_indexes_sql(Rating, Rating._meta.get_field("rater"))  # type: ignore[attr-defined]
     return [(str(st.parts["name"]).strip('"'), str(st)) for st in statements]
 
 
-def _defer_rating_read_indexes() -> None:
-    """On a first import (no ratings yet), drop the read-only indexes: PostgreSQL builds one in
-    a single sorted pass at the end far faster than it inserts every row into it at random.
-    An import interrupted meanwhile leaves them missing (reads by rater are slower, nothing is
-    wrong); its rerun, exclusive or not, resumes and builds them at the end."""
+RATING_PRIMARY_KEY = "notes_rating_pkey"  # PostgreSQL's name for it, as the first migration made it
+
+
+def _rating_key_constraints() -> list[tuple[str, str]]:
+    """(name, ADD CONSTRAINT statement) of the ratings table's primary key and unique (note,
+    rater) constraint, as the migrations create them."""
+    editor = connection.SchemaEditorClass(connection)
+    (unique,) = (c for c in Rating._meta.constraints if isinstance(c, UniqueConstraint))
+    return [
+        (RATING_PRIMARY_KEY, f"ALTER TABLE notes_rating ADD CONSTRAINT {_ident(RATING_PRIMARY_KEY)} PRIMARY KEY (id)"),
+        (unique.name, str(unique.create_sql(Rating, editor))),
+    ]
+
+
+def _missing_rating_key_constraints() -> list[tuple[str, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'notes_rating'::regclass")
+        present = {name for (name,) in cursor.fetchall()}
+    return [(name, create) for name, create in _rating_key_constraints() if name not in present]
+
+
+def _defer_rating_indexes() -> None:
+    """On a first import (no ratings yet), drop the primary key, the unique (note, rater)
+    constraint and the rater index: PostgreSQL builds an index in one sorted pass at the end far
+    faster than it inserts every row into it, and without the unique index no chunk needs a
+    probe for rows already there (PostgreSQL's advice for populating a table). Until the import
+    ends the table may then hold a pair twice, when a later chunk repeats it;
+    `_restore_rating_key_constraints` keeps the later row, as the import always does. An import
+    interrupted meanwhile leaves them out: its rerun (exclusive or not) resumes and builds them
+    at the end, and an online import builds them before it starts."""
     if Rating.objects.exists():
         return
     with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending trigger events block ALTER TABLE
         for name, _ in _rating_read_indexes():
             cursor.execute(f"DROP INDEX IF EXISTS {_ident(name)}")
+        for name, _ in _rating_key_constraints():
+            cursor.execute(f"ALTER TABLE notes_rating DROP CONSTRAINT IF EXISTS {_ident(name)}")
+
+
+def _restore_rating_key_constraints(report: ImportReport) -> None:
+    """Build the key constraints left out by a bulk load. If a pair was written twice (a later
+    chunk repeated it), the earlier rows go first: the later row wins, and a row equal to the
+    one that replaced it does not count as written (as on the probing path)."""
+    missing = _missing_rating_key_constraints()
+    if not missing:
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("LOCK TABLE notes_rating IN ACCESS EXCLUSIVE MODE")
+        cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # each index in one in-memory sort
+        for name, create in missing:
+            try:
+                with transaction.atomic():
+                    cursor.execute(create)
+                continue
+            except IntegrityError:
+                if name == RATING_PRIMARY_KEY:
+                    raise  # ids come from the identity column: never repeated
+            report.counts["ratings inserted or changed"] -= _drop_repeated_pairs(cursor)
+            cursor.execute(create)
+
+
+def _drop_repeated_pairs(cursor: CursorWrapper) -> int:
+    """Delete all but the last row (highest id) of each (note, rater) pair; the number of
+    deleted rows equal to the row that came after them."""
+    cursor.execute(
+        """
+        CREATE TEMP TABLE cn_repeated ON COMMIT DROP AS
+        SELECT id, lead(id) OVER w AS later,
+               (level, tags, created_at) IS NOT DISTINCT FROM
+               (lead(level) OVER w, lead(tags) OVER w, lead(created_at) OVER w) AS same
+        FROM notes_rating
+        WHERE (note_id, rater_id) IN
+              (SELECT note_id, rater_id FROM notes_rating GROUP BY note_id, rater_id HAVING count(*) > 1)
+        WINDOW w AS (PARTITION BY note_id, rater_id ORDER BY id)
+        """
+    )
+    cursor.execute("DELETE FROM notes_rating WHERE id IN (SELECT id FROM cn_repeated WHERE later IS NOT NULL)")
+    cursor.execute("SELECT count(*) FILTER (WHERE same) FROM cn_repeated")
+    (same,) = cursor.fetchone()
+    cursor.execute("DROP TABLE cn_repeated")
+    return int(same)
 
 
 def _restore_rating_read_indexes() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'notes_rating'")
         present = {name for (name,) in cursor.fetchall()}
-        for name, create in _rating_read_indexes():
-            if name not in present:
-                cursor.execute(create)
+        missing = [create for name, create in _rating_read_indexes() if name not in present]
+        if missing:
+            with transaction.atomic():
+                cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # one in-memory sort
+                for create in missing:
+                    cursor.execute(create)

@@ -783,3 +783,104 @@ def write_helpfulness_scores(path: str | Path, rows: Iterable[tuple[str, float |
             fh.write(f"{rater_id}\t{_fmt(intercept)}\t{_fmt(factor)}\n")
             count += 1
     return count
+
+
+# ---------------------------------------------------------------- vectorised import chunks
+
+IMPORT_LEVELS = (HELPFUL, SOMEWHAT_HELPFUL, NOT_HELPFUL)  # ImportBlock.level codes
+
+
+@dataclass
+class ImportBlock:
+    """A block of rating lines as the importer stores them (parse_import_block), in file order."""
+
+    note_id: np.ndarray  # int64, the noteId as a number (its text form is str(value))
+    rater_keys: list[str]  # distinct rater ids, in order of first appearance
+    rater_code: np.ndarray  # int32 index into rater_keys, per rating
+    created_at_ms: np.ndarray  # int64
+    level: np.ndarray  # int8 index into IMPORT_LEVELS
+    tags: np.ndarray  # int64, bit k: tag_names[k]
+    tag_names: tuple[str, ...]  # the header's tag columns, sorted by name
+    wrong_fields: int  # non-blank lines with the wrong number of fields (skipped)
+    no_answer: int  # lines with no helpfulness answer (skipped)
+
+
+def parse_import_block(block: bytes, header: list[str]) -> ImportBlock | None:
+    """The rating lines of `block` (whole lines of one file, header excluded) parsed with numpy
+    for the importer, or None when any line needs the importer's general rules: a byte that is
+    not plain ASCII or is CR / NUL, a noteId or createdAtMillis that is not plain digits, an
+    empty rater id, or an answer that is not exactly one of the three levels (or, with an empty
+    level, a v1 helpful / notHelpful flag of "1" / "1.0", or both flags "0" or empty: no answer). For every line it accepts, the result
+    is what the general rules give: they accept the same text with the same meaning."""
+    names = [h.strip() for h in header]
+    pos = {name: i for i, name in enumerate(names)}  # the last column of a repeated name, as the SQL path
+    tag_names = tuple(sorted({n for n in names if _is_tag(n)}))
+    if len(tag_names) > 62 or b"\r" in block or b"\0" in block or not block.isascii():
+        return None
+    lay = _RatingLayout.from_header(header)
+    if None in (lay.note, lay.rater, lay.time):
+        return None
+    a = np.frombuffer(block + b"\n\0\0\0", dtype=np.uint8)  # padding: fields may be read 3 bytes ahead
+    ends = np.flatnonzero(a[: len(block) + 1] == 10)
+    if len(block) and block[-1:] == b"\n":
+        ends = ends[:-1]  # the padding newline closes nothing
+    starts = np.empty(len(ends), dtype=np.int64)
+    starts[0:1] = 0
+    starts[1:] = ends[:-1] + 1
+    tabs = np.flatnonzero(a[: len(block)] == 9)
+    first_tab = np.searchsorted(tabs, starts)
+    right_width = np.searchsorted(tabs, ends) - first_tab == lay.width - 1
+    # Lines with the wrong number of fields are skipped; blank ones (only whitespace) silently.
+    wrong_fields = sum(
+        1 for i in np.flatnonzero(~right_width).tolist() if block[starts[i] : ends[i]].decode("ascii").strip()
+    )
+    lines = np.flatnonzero(right_width)
+    ft = first_tab[lines]
+    last = lay.width - 1
+
+    def field(k: int) -> tuple[np.ndarray, np.ndarray]:
+        s = starts[lines] if k == 0 else tabs[ft + (k - 1)] + 1
+        e = ends[lines] if k == last else tabs[ft + k]
+        return s, e
+
+    note_id, ok = _digits(a, *field(lay.note), 19)  # type: ignore[arg-type]
+    created, ok_t = _digits(a, *field(lay.time), 18)  # type: ignore[arg-type]
+    rs, re_ = field(lay.rater)  # type: ignore[arg-type]
+    level = np.full(len(lines), -1, dtype=np.int8)
+    if lay.level is not None:
+        ls, le = field(lay.level)
+        for code, word in enumerate(IMPORT_LEVELS):
+            level[_equals(a, ls, le, np.frombuffer(word.encode(), np.uint8))] = code
+        empty = le == ls
+    else:
+        empty = np.ones(len(lines), dtype=bool)
+    if lay.not_helpful is not None:
+        level[empty & (level < 0) & _is_one(a, *field(lay.not_helpful))] = IMPORT_LEVELS.index(NOT_HELPFUL)
+    if lay.helpful is not None:
+        level[empty & (level < 0) & _is_one(a, *field(lay.helpful))] = IMPORT_LEVELS.index(HELPFUL)
+    # No answer at all (skipped, counted): no level, and each v1 flag present is "0" or empty.
+    unanswered = empty & (level < 0)
+    for col in (lay.not_helpful, lay.helpful):
+        if col is not None:
+            fs, fe = field(col)
+            unanswered &= (fe == fs) | ((fe - fs == 1) & (a[fs] == 48))
+    if not (ok.all() and ok_t.all() and (re_ > rs).all() and ((level >= 0) | unanswered).all()):
+        return None
+    no_answer = int(np.count_nonzero(unanswered))
+    if no_answer:
+        lines, ft = lines[~unanswered], ft[~unanswered]
+        note_id, created, level = note_id[~unanswered], created[~unanswered], level[~unanswered]
+        rs, re_ = rs[~unanswered], re_[~unanswered]
+    tags = np.zeros(len(lines), dtype=np.int64)
+    for bit, name in enumerate(tag_names):
+        tags[_is_one(a, *field(pos[name]))] |= np.int64(1 << bit)
+    length = re_ - rs
+    width = -(-int(length.max(initial=1)) // 8) * 8
+    matrix = np.zeros((len(lines), width), dtype=np.uint8)
+    for k in range(width):
+        on = length > k
+        if not on.any():
+            break
+        matrix[:, k] = a.take(rs + k, mode="clip") * on
+    keys, codes = _distinct_keys(matrix) if len(lines) else ([], np.zeros(0, dtype=np.int32))
+    return ImportBlock(note_id, keys, codes, created, level, tags, tag_names, wrong_fields, no_answer)

@@ -283,3 +283,67 @@ def test_load_numbers_notes_and_raters_in_order_of_first_appearance(tmp_path: Pa
     assert loaded.dropped["duplicate rating"] == 0
     assert sum(loaded.dropped.values()) == 0  # synthetic notes are all known and recent
     assert loaded.ratings.note.tolist() == note and loaded.ratings.rater.tolist() == rater
+
+
+IMPORT_HEADER = [
+    "noteId",
+    "raterParticipantId",
+    "createdAtMillis",
+    "helpfulnessLevel",
+    "notHelpfulIncorrect",
+    "helpfulClear",
+]
+
+
+def _block(*lines: str) -> bytes:
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def test_the_import_parse_reads_levels_tags_and_skips() -> None:
+    block = _block(
+        "12\tA\t1700000000000\tHELPFUL\t0\t1",
+        "007\tB\t1700000000001\tNOT_HELPFUL\t1.0\t0",  # leading zeros: noteId 7, as SQL's numeric
+        "12\tA\t1700000000002\tSOMEWHAT_HELPFUL\t1\t1",
+        "too\tfew",
+        "\t  ",  # blank: not counted
+        "12\tC\t1700000000003\t\t0\t0",  # no answer (no v1 flags in this layout): skipped
+    )
+    rows = cio.parse_import_block(block, IMPORT_HEADER)
+    assert rows is not None
+    assert rows.note_id.tolist() == [12, 7, 12]
+    assert [rows.rater_keys[c] for c in rows.rater_code] == ["A", "B", "A"]
+    assert rows.created_at_ms.tolist() == [1700000000000, 1700000000001, 1700000000002]
+    assert [cio.IMPORT_LEVELS[k] for k in rows.level] == ["HELPFUL", "NOT_HELPFUL", "SOMEWHAT_HELPFUL"]
+    assert rows.tag_names == ("helpfulClear", "notHelpfulIncorrect")  # sorted, as the SQL path lists them
+    assert rows.tags.tolist() == [0b01, 0b10, 0b11]
+    assert (rows.wrong_fields, rows.no_answer) == (1, 1)
+
+
+def test_the_import_parse_reads_v1_answers_and_counts_rows_without_one() -> None:
+    header = ["noteId", "participantId", "createdAtMillis", "helpful", "notHelpful", "notHelpfulOther"]
+    block = _block("1\tA\t5\t1\t0\t0", "1\tB\t6\t0\t1\t1", "1\tC\t7\t0\t0\t1", "1\tD\t8\t\t\t0")
+    rows = cio.parse_import_block(block, header)
+    assert rows is not None
+    assert [cio.IMPORT_LEVELS[k] for k in rows.level] == ["HELPFUL", "NOT_HELPFUL"]
+    assert [rows.rater_keys[c] for c in rows.rater_code] == ["A", "B"]
+    assert rows.tags.tolist() == [0, 1] and rows.no_answer == 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        " 12\tA\t1\tHELPFUL\t0\t0",  # spaces around the noteId: the SQL rules trim them
+        "+12\tA\t1\tHELPFUL\t0\t0",
+        "12\t\t1\tHELPFUL\t0\t0",  # no rater: a skip reason of its own
+        "12\tA\t-1\tHELPFUL\t0\t0",  # negative createdAtMillis
+        "12\tA\t1\t HELPFUL\t0\t0",
+        "12\tA\t1\thelpful\t0\t0",
+        "12\tÄ\t1\tHELPFUL\t0\t0",  # not ASCII
+        "12\tA\t1\tHELPFUL\t0\t0\r",  # CR
+        "99999999999999999999\tA\t1\tHELPFUL\t0\t0",  # more than 64 bits
+    ],
+)
+def test_the_import_parse_leaves_every_other_line_to_the_general_rules(line: str) -> None:
+    good = "12\tA\t1\tHELPFUL\t0\t0"
+    assert cio.parse_import_block(_block(good, good), IMPORT_HEADER) is not None
+    assert cio.parse_import_block(_block(good, line, good), IMPORT_HEADER) is None

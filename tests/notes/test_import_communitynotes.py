@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -288,7 +289,8 @@ def test_an_interrupted_exclusive_import_keeps_keys_enforced_and_its_rerun_resto
     schema = _rating_schema()
     cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, stop_after_chunks=2)
     indexes, keys = _rating_schema()
-    assert "notes_rating_rater_id_c193ac75" not in indexes  # deferred by the first import, not built yet
+    # Deferred by the bulk load, not built yet: the rater index, the primary key and the unique pair.
+    assert not indexes & {"notes_rating_rater_id_c193ac75", "notes_rating_pkey", "one_rating_per_rater_per_note"}
     assert set(keys) == set(schema[1]) and not any(keys.values())  # back, NOT VALID: new rows are checked
     with pytest.raises(IntegrityError):
         _insert_rating_of_a_missing_note()
@@ -297,3 +299,92 @@ def test_an_interrupted_exclusive_import_keeps_keys_enforced_and_its_rerun_resto
     assert _rating_schema() == schema
     assert Rating.objects.count() == len(data.value)
     assert not ImportCheckpoint.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_online_import_after_an_interrupted_bulk_load_restores_the_keys_first(tmp_path: Path) -> None:
+    data = synthetic.generate(3000, seed=10)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    _import("--notes", str(notes))
+    schema = _rating_schema()
+    cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, stop_after_chunks=1)
+    assert "one_rating_per_rater_per_note" not in _rating_schema()[0]
+    executed: list[str] = []
+
+    def record(run: Any, sql: str, *args: Any) -> Any:
+        executed.append(sql)
+        return run(sql, *args)
+
+    with connection.execute_wrapper(record):
+        cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, exclusive=False)
+    # The constraints are back before the first row is written with ON CONFLICT (which needs them).
+    first_write = next(i for i, sql in enumerate(executed) if "ON CONFLICT (note_id, rater_id)" in sql)
+    assert any("one_rating_per_rater_per_note" in sql for sql in executed[:first_write])
+    assert _rating_schema()[0] == schema[0] and Rating.objects.count() == len(data.value)
+
+
+def _with_repeated_pairs(tmp_path: Path) -> tuple[Path, Path, list[str], list[str]]:
+    """Synthetic files whose last chunk repeats one pair unchanged and one with another answer."""
+    data = synthetic.generate(3000, seed=12)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    lines = ratings.read_text().splitlines(keepends=True)
+    same, changed = lines[1].split("\t"), lines[2].split("\t")
+    changed[4] = "NOT_HELPFUL" if changed[4] != "NOT_HELPFUL" else "HELPFUL"
+    ratings.write_text("".join([*lines, "\t".join(same), "\t".join(changed)]))
+    return notes, ratings, same, changed
+
+
+@pytest.mark.django_db
+def test_a_bulk_load_keeps_the_later_of_a_repeated_pair_and_counts_like_the_probing_path(tmp_path: Path) -> None:
+    notes, ratings, same, changed = _with_repeated_pairs(tmp_path)
+    _import("--notes", str(notes))
+    schema = _rating_schema()
+    online = cni.ImportReport()
+    cni.import_ratings_copy(ratings, online, chunk_lines=1000, exclusive=False)  # probes every chunk
+    by_online = _ratings_table()
+    Rating.objects.all().delete()
+    bulk = cni.ImportReport()
+    cni.import_ratings_copy(ratings, bulk, chunk_lines=1000)  # empty table: bulk load
+    assert _ratings_table() == by_online
+    assert Rating.objects.get(note__external_id=changed[0], rater__external_id=changed[1]).level == changed[4]
+    assert Rating.objects.filter(note__external_id=same[0], rater__external_id=same[1]).count() == 1
+    # The unchanged repeat is not a write, the changed one is: as when each chunk probes.
+    assert bulk.counts == online.counts
+    assert bulk.counts["ratings inserted or changed"] == bulk.counts["ratings upserted"] - 1
+    assert _rating_schema() == schema
+
+
+@pytest.mark.django_db
+def test_numpy_chunks_write_what_the_sql_chunks_write(
+    tmp_path: Path, cn_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same files through the numpy parse and through the SQL parse (the general rules)."""
+    notes, ratings, _, _ = _with_repeated_pairs(tmp_path)
+    _import("--notes", str(notes))
+    _import("--notes", str(cn_data / "colin-fraser" / "notes-00000.tsv"))
+    files = [ratings, cn_data / "colin-fraser" / "ratings-00000.tsv"]  # v1 answers, 21 tag columns
+    parse = cni.cio.parse_import_block
+    fast: list[bool] = []
+
+    def spy(block: bytes, header: list[str]) -> cni.cio.ImportBlock | None:
+        rows = parse(block, header)
+        fast.append(rows is not None)
+        return rows
+
+    def run(exclusive: bool) -> tuple[set[tuple[object, ...]], dict[str | None, int], cni.ImportReport]:
+        Rating.objects.all().delete()
+        Note.objects.update(num_ratings=0)
+        report = cni.ImportReport()
+        for path in files:
+            cni.import_ratings_copy(path, report, chunk_lines=2000, exclusive=exclusive)
+        return _ratings_table(), dict(Note.objects.values_list("external_id", "num_ratings")), report
+
+    for exclusive in (True, False):
+        monkeypatch.setattr(cni.cio, "parse_import_block", spy)
+        by_numpy = run(exclusive)
+        assert fast and all(fast)  # every chunk of these files reads on the numpy path
+        monkeypatch.setattr(cni.cio, "parse_import_block", lambda block, header: None)
+        by_sql = run(exclusive)
+        assert by_numpy[:2] == by_sql[:2]
+        assert by_numpy[2].counts == by_sql[2].counts and by_numpy[2].skipped == by_sql[2].skipped
+        assert by_sql[2].skipped["ratings: no helpfulness answer"] == 259
