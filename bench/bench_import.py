@@ -3,11 +3,12 @@
     DATABASE_URL=postgres://…/cn_bench flock /tmp/heavy.lock .venv/bin/python bench/bench_import.py \
         --ratings 1000000 [--orm]
 
-Writes synthetic public-format TSVs (`notes/synthetic.py`), creates a fresh database schema
-(`migrate`), imports the notes, then times the ratings import alone: first into empty tables,
-then again over the same rows (idempotent re-import). Prints ratings/s, the process's peak
-memory and the PostgreSQL table sizes. The database named by DATABASE_URL is dropped and
-recreated: point it at a scratch database.
+Writes synthetic public-format TSVs (`notes/synthetic.py`), brings the schema of the database
+named by DATABASE_URL up to date (`migrate`), empties its ratings, imports the notes, then times
+the ratings import alone: first into empty tables, then again over the same rows (idempotent
+re-import). Prints ratings/s, the process's peak memory and the PostgreSQL table sizes. The
+database must exist (`createdb -h 127.0.0.1 -U postgres cn_bench`) and its ratings are
+deleted: point it at a scratch database.
 """
 
 from __future__ import annotations

@@ -236,6 +236,7 @@ def import_ratings_copy(
     else:
         _restore_rating_key_constraints(report)  # an interrupted bulk load left them out
     bulk = bool(_missing_rating_key_constraints())
+    ids = _IdCache() if exclusive else None
     for file in cio.tsv_files(path):
         with file.open("rb") as fh:
             header = fh.readline().decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
@@ -253,7 +254,7 @@ def import_ratings_copy(
             for n_lines, block, parsed in _read_ahead(fh, header, chunk_lines):
                 with transaction.atomic():
                     if parsed is not None:
-                        _typed_chunk(parsed, report, exclusive=exclusive, bulk=bulk)
+                        _typed_chunk(parsed, report, exclusive=exclusive, bulk=bulk, ids=ids)
                     else:
                         _copy_chunk(header, _text_lines(block), report, exclusive=exclusive, bulk=bulk)
                     done += n_lines
@@ -268,7 +269,7 @@ def import_ratings_copy(
     _restore_rating_key_constraints(report)
     if touched:
         _refresh_num_ratings()
-    _validate_rating_foreign_keys()
+    _validate_rating_foreign_keys(report)
     _restore_rating_read_indexes()
 
 
@@ -309,36 +310,87 @@ _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header ex
 _COPY_TRAILER = b"\xff\xff"
 
 
-def _typed_chunk(rows: cio.ImportBlock, report: ImportReport, *, exclusive: bool, bulk: bool) -> None:
-    """One chunk parsed by numpy: notes and participants are looked up by their distinct ids,
-    "a later row wins" is applied to the arrays, and the rows reach the database typed."""
+@dataclass
+class _IdCache:
+    """The primary keys of the notes (by noteId; 0: not imported) and participants (by public
+    id) that one exclusive import has looked up, so that each is read once, not once per chunk.
+    Each map is emptied when it would pass ID_CACHE_LIMIT entries (~115 bytes per note, ~175
+    per 64-hex rater id), so memory stays bounded whatever the file's size. A note or participant deleted
+    while the import runs can leave rows pointing at it; `_validate_rating_foreign_keys` removes
+    them, as the deletion's cascade would have."""
+
+    notes: dict[int, int] = field(default_factory=dict)
+    raters: dict[str, int] = field(default_factory=dict)
+
+
+ID_CACHE_LIMIT = 2_000_000  # entries per map of _IdCache
+
+
+def _note_pks(cursor: CursorWrapper, note_ids: list[int], ids: _IdCache | None) -> np.ndarray:
+    """The pk of each noteId (0 for a note not imported), read from the database for those not
+    in `ids` yet."""
+    known = ids.notes if ids is not None else {}
+    missing = [x for x in note_ids if x not in known]
+    if len(known) + len(missing) > ID_CACHE_LIMIT:
+        known.clear()  # bounded memory: start again with this chunk's notes
+        missing = note_ids
+    if missing:
+        cursor.execute(
+            "SELECT external_id, id FROM notes_note WHERE external_id = ANY(%s::text[])", [[str(x) for x in missing]]
+        )
+        found = dict(cursor.fetchall())
+        known.update((x, found.get(str(x), 0)) for x in missing)
+    return np.fromiter(map(known.__getitem__, note_ids), dtype=np.int64, count=len(note_ids))
+
+
+def _rater_pks(cursor: CursorWrapper, raters: list[str], ids: _IdCache | None) -> np.ndarray:
+    """The participant pk of each public rater id, creating the participants not there yet."""
+    known = ids.raters if ids is not None else {}
+    missing = [k for k in raters if k not in known]
+    if len(known) + len(missing) > ID_CACHE_LIMIT:
+        known.clear()
+        missing = raters
+    if missing:
+        # Read first, then insert the rest: a conflicting INSERT costs more than a read per key.
+        cursor.execute("SELECT external_id, id FROM notes_participant WHERE external_id = ANY(%s::text[])", [missing])
+        known.update(cursor.fetchall())
+        new = [k for k in missing if k not in known]
+        if new:
+            cursor.execute(
+                "INSERT INTO notes_participant (external_id) SELECT unnest(%s::text[]) "
+                "ON CONFLICT (external_id) DO NOTHING RETURNING external_id, id",
+                [new],
+            )
+            known.update(cursor.fetchall())
+            if raced := [k for k in new if k not in known]:  # created meanwhile by another session
+                cursor.execute(
+                    "SELECT external_id, id FROM notes_participant WHERE external_id = ANY(%s::text[])", [raced]
+                )
+                known.update(cursor.fetchall())
+    return np.fromiter(map(known.__getitem__, raters), dtype=np.int64, count=len(raters))
+
+
+def _typed_chunk(
+    rows: cio.ImportBlock, report: ImportReport, *, exclusive: bool, bulk: bool, ids: _IdCache | None = None
+) -> None:
+    """One chunk parsed by numpy: notes and participants are looked up by their distinct ids
+    (through `ids` across chunks), "a later row wins" is applied to the arrays, and the rows
+    reach the database typed."""
     report.skipped["ratings: wrong number of fields"] += rows.wrong_fields
     report.skipped["ratings: no helpfulness answer"] += rows.no_answer
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")  # see _copy_chunk
         foreign_keys = _drop_rating_foreign_keys(cursor) if exclusive else []  # before reading notes
         ext, pos = np.unique(rows.note_id, return_inverse=True)
-        cursor.execute(
-            "SELECT external_id, id FROM notes_note WHERE external_id = ANY(%s::text[])",
-            [[str(x) for x in ext.tolist()]],
-        )
-        pk_of = dict(cursor.fetchall())
-        note_pk = np.fromiter((pk_of.get(str(x), 0) for x in ext.tolist()), dtype=np.int64, count=len(ext))[pos]
+        note_pk = _note_pks(cursor, ext.tolist(), ids)[pos]
         known = np.flatnonzero(note_pk != 0)
         # The last row of each (note, rater) pair wins: first occurrence in reversed order.
         pair = pos[known].astype(np.int64) * max(len(rows.rater_keys), 1) + rows.rater_code[known]
         _, from_end = np.unique(pair[::-1], return_index=True)
         keep = known[len(known) - 1 - from_end]
         codes = np.unique(rows.rater_code[keep])
-        raters = [rows.rater_keys[c] for c in codes.tolist()]
-        cursor.execute(
-            "INSERT INTO notes_participant (external_id) SELECT unnest(%s::text[]) ON CONFLICT (external_id) DO NOTHING",
-            [raters],
-        )
-        cursor.execute("SELECT external_id, id FROM notes_participant WHERE external_id = ANY(%s::text[])", [raters])
-        rater_of = dict(cursor.fetchall())
         rater_pk = np.zeros(len(rows.rater_keys), dtype=np.int64)
-        rater_pk[codes] = np.fromiter(map(rater_of.__getitem__, raters), dtype=np.int64, count=len(raters))
+        rater_pk[codes] = _rater_pks(cursor, [rows.rater_keys[c] for c in codes.tolist()], ids)
         # Tags: each row points into the chunk's distinct tag lists, sent once as one JSON array.
         masks, tagset = np.unique(rows.tags[keep], return_inverse=True)
         tag_lists = [[t for k, t in enumerate(rows.tag_names) if m >> k & 1] for m in masks.tolist()]
@@ -577,16 +629,32 @@ def _add_rating_foreign_keys(cursor: CursorWrapper, keys: list[tuple[str, str]])
         cursor.execute(f"ALTER TABLE notes_rating ADD CONSTRAINT {_ident(name)} {definition} NOT VALID")
 
 
-def _validate_rating_foreign_keys() -> None:
+def _validate_rating_foreign_keys(report: ImportReport | None = None) -> None:
     """Check every row of the keys left NOT VALID by an exclusive import (also one interrupted
-    earlier): one scan and join per key instead of one lookup per row."""
+    earlier): one scan and join per key instead of one lookup per row.
+
+    A note or participant deleted between two chunks leaves ratings the import wrote from its
+    cached ids (`_IdCache`); they are removed, as the deletion would have removed them had they
+    been written before it, and counted."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT conname FROM pg_constraint "
             "WHERE conrelid = 'notes_rating'::regclass AND contype = 'f' AND NOT convalidated ORDER BY conname"
         )
         for (name,) in cursor.fetchall():
-            cursor.execute(f"ALTER TABLE notes_rating VALIDATE CONSTRAINT {_ident(name)}")
+            validate = f"ALTER TABLE notes_rating VALIDATE CONSTRAINT {_ident(name)}"
+            try:
+                with transaction.atomic():
+                    cursor.execute(validate)
+            except IntegrityError:
+                cursor.execute(
+                    """DELETE FROM notes_rating r
+                        WHERE NOT EXISTS (SELECT FROM notes_note n WHERE n.id = r.note_id)
+                           OR NOT EXISTS (SELECT FROM notes_participant p WHERE p.id = r.rater_id)"""
+                )
+                if report is not None:
+                    report.skipped["ratings: note or rater deleted during the import"] += cursor.rowcount
+                cursor.execute(validate)
 
 
 def _rating_read_indexes() -> list[tuple[str, str]]:

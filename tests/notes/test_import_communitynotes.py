@@ -379,7 +379,8 @@ def test_numpy_chunks_write_what_the_sql_chunks_write(
             cni.import_ratings_copy(path, report, chunk_lines=2000, exclusive=exclusive)
         return _ratings_table(), dict(Note.objects.values_list("external_id", "num_ratings")), report
 
-    for exclusive in (True, False):
+    for exclusive, id_cache in ((True, cni.ID_CACHE_LIMIT), (True, 40), (False, cni.ID_CACHE_LIMIT)):
+        monkeypatch.setattr(cni, "ID_CACHE_LIMIT", id_cache)  # 40: the cache empties itself often
         monkeypatch.setattr(cni.cio, "parse_import_block", spy)
         by_numpy = run(exclusive)
         assert fast and all(fast)  # every chunk of these files reads on the numpy path
@@ -388,3 +389,41 @@ def test_numpy_chunks_write_what_the_sql_chunks_write(
         assert by_numpy[:2] == by_sql[:2]
         assert by_numpy[2].counts == by_sql[2].counts and by_numpy[2].skipped == by_sql[2].skipped
         assert by_sql[2].skipped["ratings: no helpfulness answer"] == 259
+
+
+@pytest.mark.django_db
+def test_a_note_and_a_rater_deleted_during_an_exclusive_import_lose_their_ratings_as_a_cascade_would(
+    tmp_path: Path,
+) -> None:
+    data = synthetic.generate(3000, seed=13)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    _import("--notes", str(notes))
+    cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, exclusive=False)
+    everything = _ratings_table()
+    # A note and a rater with ratings in the first chunk and in later ones: after the first
+    # chunk they are in the import's id cache, and their later ratings would point at nothing.
+    rows = [line.split("\t") for line in ratings.read_text().splitlines()[1:]]
+    first, later = rows[:1000], rows[1000:]
+    note = next(r[0] for r in first if any(o[0] == r[0] for o in later))
+    rater = next(r[1] for r in first if r[0] != note and any(o[1] == r[1] and o[0] != note for o in later))
+    Rating.objects.all().delete()
+    Note.objects.update(num_ratings=0)
+    deleted: list[bool] = []
+
+    def after_a_chunk(_line: str) -> None:
+        if not deleted:
+            Note.objects.filter(external_id=note).delete()
+            Participant.objects.filter(external_id=rater).delete()
+            deleted.append(True)
+
+    report = cni.ImportReport()
+    cni.import_ratings_copy(ratings, report, chunk_lines=1000, progress=after_a_chunk)
+    # Deleting the participant also deletes the notes they wrote (cascade), with their ratings.
+    notes_left = set(Note.objects.values_list("external_id", flat=True))
+    raters_left = set(Participant.objects.values_list("external_id", flat=True))
+    assert note not in notes_left and rater not in raters_left
+    expected = {r for r in everything if r[0] in notes_left and r[1] in raters_left}
+    assert len(expected) < len(everything)
+    assert _ratings_table() == expected
+    assert all(_rating_schema()[1].values())  # both foreign keys validated
+    assert report.skipped["ratings: note or rater deleted during the import"] > 0
