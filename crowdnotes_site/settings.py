@@ -224,6 +224,12 @@ CELERY_BEAT_SCHEDULE["work-sweep"] = {
     "task": "crowdnotes_site.tasks.work_sweep",
     "schedule": WORK_SWEEP_INTERVAL_S,
 }
+# Finished pre-flights and head starts (advice and caches, not records) are deleted after this.
+FINISHED_WORK_RETENTION_DAYS = env_int("FINISHED_WORK_RETENTION_DAYS", 14, minimum=1)
+CELERY_BEAT_SCHEDULE["prune-finished-work"] = {
+    "task": "crowdnotes_site.tasks.prune_finished_work",
+    "schedule": 6 * 3600,
+}
 
 # --- LLM (any OpenAI-compatible endpoint; unset = offline baselines) ----------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL", "")

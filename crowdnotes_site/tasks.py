@@ -1,4 +1,5 @@
-"""Site-wide periodic tasks (beat): the outbox dispatcher and the sweeper of expired work leases."""
+"""Site-wide periodic tasks (beat): the outbox dispatcher, the sweeper of expired work leases and
+the pruning of finished short-lived work."""
 
 from __future__ import annotations
 
@@ -22,3 +23,16 @@ def work_sweep() -> dict[str, list[int]]:
     from notes.services import draft_jobs_sweep
 
     return {"snippets": snippets_sweep(), "refines": snippet_refines_sweep(), "drafts": draft_jobs_sweep()}
+
+
+@shared_task(name="crowdnotes_site.tasks.prune_finished_work", ignore_result=True)
+def prune_finished_work() -> dict[str, int]:
+    """Delete finished pre-flights and head starts older than FINISHED_WORK_RETENTION_DAYS, so
+    that these tables do not grow for ever."""
+    from django.conf import settings
+
+    from evidence.prefetch import prefetch_prune
+    from judging.services import preflight_prune
+
+    days = settings.FINISHED_WORK_RETENTION_DAYS
+    return {"preflights": preflight_prune(days=days), "prefetches": prefetch_prune(days=days)}

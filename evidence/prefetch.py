@@ -50,6 +50,15 @@ class PrefetchStatus:
         return self.state in PENDING
 
 
+def prefetch_prune(*, days: int) -> int:
+    """Delete the finished head starts not touched for `days`. The pages they read stay in the
+    shared source cache; a URL typed again later simply gets a new head start."""
+    cutoff = timezone.now() - timedelta(days=days)
+    finished = (Prefetch.State.READY, Prefetch.State.FAILED)
+    deleted, _ = Prefetch.objects.filter(state__in=finished, updated_at__lt=cutoff).delete()
+    return deleted
+
+
 def _stale_before() -> datetime:
     # A pending row older than the hard task limit lost its worker: it no longer counts.
     return timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 30)

@@ -301,6 +301,15 @@ def preflight_request(
     return check
 
 
+def preflight_prune(*, days: int) -> int:
+    """Delete the pre-flights that finished more than `days` ago: advice shown once to its
+    contributor, which nothing else refers to. Queued or running ones are left to the lease."""
+    cutoff = timezone.now() - dt.timedelta(days=days)
+    finished = (PreflightCheck.State.DONE, PreflightCheck.State.FAILED)
+    deleted, _ = PreflightCheck.objects.filter(state__in=finished, finished_at__lt=cutoff).delete()
+    return deleted
+
+
 def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
     """Run a queued pre-flight (in a worker). Claimed first, so a duplicate delivery does nothing;
     a claim older than the lease (a lost worker) may be taken again."""
