@@ -232,7 +232,9 @@ def test_it_stores_why_each_note_has_its_status_and_shows_it(admin_client: Any, 
 
 
 @pytest.mark.django_db
-def test_binary_copy_reads_the_same_arrays_as_the_query_path() -> None:
+@pytest.mark.parametrize("slice_rows", [1_000_000, 7, 250])  # one slice; slices cut mid-row anyhow
+def test_binary_copy_reads_the_same_arrays_as_the_query_path(slice_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selectors, "_COPY_SLICE_BYTES", slice_rows * selectors._COPY_ROW.itemsize + 3)
     _load_synthetic(n_ratings=3000, seed=6)
     first = Rating.objects.order_by("pk")[:50]
     tagged = [r.pk for r in first]
@@ -253,6 +255,9 @@ def test_binary_copy_reads_the_same_arrays_as_the_query_path() -> None:
     assert rows(copied) == rows(queried)
     assert copied.not_helpful_tags is not None
     assert int((copied.not_helpful_tags == scoring.TAG_BIT["notHelpfulSpamHarassmentOrAbuse"]).sum()) == 25
+    Rating.objects.all().delete()
+    empty = selectors._rating_arrays_copy(people, notes)
+    assert len(empty.value) == len(empty.rater) == 0
 
 
 def _planner_statuses() -> set[str]:
