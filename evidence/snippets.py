@@ -59,9 +59,9 @@ def snippet_is_confirmed(snippet: Snippet) -> bool:
 
 
 def snippet_refining(snippet: Snippet) -> bool:
-    """The refine task has passages left to compare (recently enough that it is still running)."""
-    recent = timezone.now() - snippet.updated_at < timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
-    return settings.EVIDENCE_REFINE and recent and any(score is None for score in snippet.scores or [])
+    """The refine is queued or running: set when it is queued, cleared when it ends (also on an
+    error), and a lost worker's refine is queued again by the sweeper, so the flag is the truth."""
+    return snippet.state == Snippet.State.READY and snippet.refine_pending
 
 
 WAITING_STATES = (

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from evidence.models import Snippet
 from notes.models import DraftJob, Note
@@ -238,7 +240,11 @@ def test_it_says_when_the_best_passage_may_still_change_and_keeps_polling(
 ) -> None:
     settings.EVIDENCE_REFINE = True
     snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
-    Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, None, 0.42, None, None])
+    # Queued an hour ago and not started (a lost message): still pending, the sweeper queues it again.
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Snippet.objects.filter(pk=snippet.pk).update(
+        scores=[0.61, None, 0.42, None, None], refine_pending=True, updated_at=an_hour_ago
+    )
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "Best of 2 of 5 passages so far" in html
     assert 'hx-trigger="every 3s"' in html  # slower than while fetching: the contributor is reading
@@ -249,15 +255,16 @@ def test_it_says_when_the_best_passage_may_still_change_and_keeps_polling(
     assert 'hx-trigger="every' not in html  # no polling (the URL fields keep their own prefetch trigger)
 
 
-def test_it_shows_no_refine_notice_when_every_passage_is_scored_or_refine_is_off(
+def test_it_shows_no_refine_notice_once_the_refine_ended_or_when_none_was_queued(
     contributor_client: Any, job: Any, settings: Any
 ) -> None:
     snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
     settings.EVIDENCE_REFINE = True
     Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, 0.2, 0.42])
     assert "passages so far" not in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
-    settings.EVIDENCE_REFINE = False
-    Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, None, 0.42])
+    # Passages left unscored but no refine pending (it failed and gave up, or refine is off):
+    # nothing is being compared any more, so the page says nothing of the kind.
+    Snippet.objects.filter(pk=snippet.pk).update(scores=[0.61, None, 0.42], refine_pending=False)
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert "passages so far" not in html
     assert 'hx-trigger="every' not in html  # no polling (the URL fields keep their own prefetch trigger)
@@ -275,7 +282,7 @@ def test_it_polls_while_sources_are_processed_and_slower_while_only_the_refine_r
     assert 'hx-trigger="every 1s"' in html and '<meta http-equiv="refresh" content="3">' in html
     queued.delete()
     refining = make_ready_snippet(job, "https://a.example/r", PASSAGE)
-    Snippet.objects.filter(pk=refining.pk).update(scores=[0.5, None])
+    Snippet.objects.filter(pk=refining.pk).update(scores=[0.5, None], refine_pending=True)
     gate = draft_gate(job=job)
     assert gate.refining == [refining] and (gate.poll_seconds, gate.refresh_seconds) == (3, None)
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
