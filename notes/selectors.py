@@ -25,7 +25,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Cast, Least
+from django.db.models.functions import MD5, Cast, Least
 from django.shortcuts import get_object_or_404
 
 from crowdnotes_site.queue import outbox_key, outbox_waiting
@@ -223,7 +223,7 @@ class ScoringInputs:
     previous_factor: list[float | None]
     previous_num_ratings: list[int]
     previous_rater: dict[int, tuple[float | None, float | None]]
-    previous_explanation: list[str] = field(default_factory=list)
+    previous_explanation_md5: list[str | None] = field(default_factory=list)  # hex MD5 of score_explanation
     previous_sides: list[tuple[int, int]] = field(default_factory=list)  # (neg_side_ratings, pos_side_ratings)
 
 
@@ -237,7 +237,8 @@ _LEVEL_VALUE: dict[str, float] = {
 
 
 def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringInputs:
-    """Read every note, participant and rating into arrays (streamed in chunks)."""
+    """Read every note, participant and rating into arrays (streamed in chunks). Of each note's
+    stored explanation only its MD5 is read: the rescoring compares, it never shows it."""
     people = list(Participant.objects.order_by("pk").values_list("pk", "rater_intercept", "rater_factor"))
     participant_pks = np.array([p[0] for p in people], dtype=np.int64)
     person = {pk: i for i, pk in enumerate(participant_pks.tolist())}
@@ -247,52 +248,77 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
         .annotate(last=Max("changed_at"))
         .values_list("note_id", "last")
     )
-    rows = list(
-        Note.objects.order_by("pk").values_list(
+    rows = (
+        Note.objects.order_by("pk")
+        .annotate(explanation_md5=MD5("score_explanation"))
+        .values_list(
             "pk", "author_id", "created_at", "classification", "status", "intercept", "factor", "num_ratings",
-            "scored_at", "score_explanation", "neg_side_ratings", "pos_side_ratings",
+            "scored_at", "explanation_md5", "neg_side_ratings", "pos_side_ratings",
         )
+        .iterator(chunk_size=10_000)
     )  # fmt: skip
-    note_pks = np.array([r[0] for r in rows], dtype=np.int64)
-    index = {pk: i for i, pk in enumerate(note_pks.tolist())}
     ms = _millis
+    names: dict[str, str] = {}  # one string object per distinct status
+    pks: list[int] = []
+    created: list[int] = []
+    scored: list[bool] = []
+    not_misleading: list[bool] = []
+    author: list[int] = []
+    last_ms: list[int] = []
+    statuses: list[str] = []
+    intercepts: list[float | None] = []
+    factors: list[float | None] = []
+    counts: list[int] = []
+    digests: list[str | None] = []
+    sides: list[tuple[int, int]] = []
+    for pk, author_id, created_at, classification, status, intercept, factor, n, scored_at, md5, neg, pos in rows:
+        pks.append(pk)
+        created.append(ms(created_at))
+        scored.append(scored_at is not None)
+        not_misleading.append(classification == Note.Classification.NOT_MISLEADING)
+        author.append(person.get(author_id, -1) if author_id else -1)
+        last_ms.append(ms(last_non_nmr[pk]) if pk in last_non_nmr else -1)
+        statuses.append(names.setdefault(status, status))
+        intercepts.append(intercept)
+        factors.append(factor)
+        counts.append(n)
+        digests.append(md5)
+        sides.append((neg, pos))
+    note_pks = np.array(pks, dtype=np.int64)
+    del pks
     now_ms = ms(now)
-    created = np.array([ms(r[2]) for r in rows], dtype=np.int64)
-    previous = np.array([_STATUS_CODE.get(r[4], scoring.NO_STATUS) for r in rows], dtype=np.int64)
+    created_ms = np.array(created, dtype=np.int64)
+    previous = np.array([_STATUS_CODE.get(st, scoring.NO_STATUS) for st in statuses], dtype=np.int64)
     locked = None
     if lock_after_days is not None:
         # A status older than the lock age stays; only notes already scored have one to keep.
-        old = (now_ms - created > lock_after_days * scoring.DAY_MS) & np.array(
-            [r[8] is not None for r in rows], dtype=bool
-        )
+        old = (now_ms - created_ms > lock_after_days * scoring.DAY_MS) & np.array(scored, dtype=bool)
         locked = np.where(old, previous, scoring.NO_STATUS)
     meta = scoring.NotesMeta(
-        n_notes=len(rows),
-        not_misleading=np.array([r[3] == Note.Classification.NOT_MISLEADING for r in rows], dtype=bool),
-        created_at_ms=created,
-        author=np.array([person.get(r[1], -1) if r[1] else -1 for r in rows], dtype=np.int64),
+        n_notes=len(note_pks),
+        not_misleading=np.array(not_misleading, dtype=bool),
+        created_at_ms=created_ms,
+        author=np.array(author, dtype=np.int64),
         previous_status=previous,
-        last_non_nmr_status_ms=np.array(
-            [ms(last_non_nmr[r[0]]) if r[0] in last_non_nmr else -1 for r in rows], dtype=np.int64
-        ),
+        last_non_nmr_status_ms=np.array(last_ms, dtype=np.int64),
         locked_status=locked,
     )
     if connection.vendor == "postgresql":
         ratings = _rating_arrays_copy(participant_pks, note_pks)
     else:
-        ratings = _rating_arrays(person, index)
+        ratings = _rating_arrays(person, {pk: i for i, pk in enumerate(note_pks.tolist())})
     return ScoringInputs(
         note_pks=note_pks,
         participant_pks=participant_pks,
         ratings=ratings,
         meta=meta,
-        previous_status=[r[4] for r in rows],
-        previous_intercept=[r[5] for r in rows],
-        previous_factor=[r[6] for r in rows],
-        previous_num_ratings=[r[7] for r in rows],
+        previous_status=statuses,
+        previous_intercept=intercepts,
+        previous_factor=factors,
+        previous_num_ratings=counts,
         previous_rater={p[0]: (p[1], p[2]) for p in people},
-        previous_explanation=[r[9] for r in rows],
-        previous_sides=[(r[10], r[11]) for r in rows],
+        previous_explanation_md5=digests,
+        previous_sides=sides,
     )
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -542,7 +543,8 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
             and (why.neg_count, why.pos_count) == inputs.previous_sides[i]
             and not _changed(inputs.previous_intercept[i], intercept)
             and not _changed(inputs.previous_factor[i], factor)
-            and explanation == inputs.previous_explanation[i]
+            and hashlib.md5(explanation.encode(), usedforsecurity=False).hexdigest()
+            == inputs.previous_explanation_md5[i]
         ):
             continue
         note_rows.append(
