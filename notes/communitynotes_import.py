@@ -326,15 +326,21 @@ class _IdCache:
 ID_CACHE_LIMIT = 2_000_000  # entries per map of _IdCache
 
 
+def _to_look_up(known: dict[T, int], keys: list[T]) -> list[T]:
+    """The keys not in `known`. Past ID_CACHE_LIMIT entries `known` is emptied first (bounded
+    memory) and every key is looked up again."""
+    missing = [k for k in keys if k not in known]
+    if len(known) + len(missing) > ID_CACHE_LIMIT:
+        known.clear()
+        return keys
+    return missing
+
+
 def _note_pks(cursor: CursorWrapper, note_ids: list[int], ids: _IdCache | None) -> np.ndarray:
     """The pk of each noteId (0 for a note not imported), read from the database for those not
     in `ids` yet."""
     known = ids.notes if ids is not None else {}
-    missing = [x for x in note_ids if x not in known]
-    if len(known) + len(missing) > ID_CACHE_LIMIT:
-        known.clear()  # bounded memory: start again with this chunk's notes
-        missing = note_ids
-    if missing:
+    if missing := _to_look_up(known, note_ids):
         cursor.execute(
             "SELECT external_id, id FROM notes_note WHERE external_id = ANY(%s::text[])", [[str(x) for x in missing]]
         )
@@ -346,16 +352,14 @@ def _note_pks(cursor: CursorWrapper, note_ids: list[int], ids: _IdCache | None) 
 def _rater_pks(cursor: CursorWrapper, raters: list[str], ids: _IdCache | None) -> np.ndarray:
     """The participant pk of each public rater id, creating the participants not there yet."""
     known = ids.raters if ids is not None else {}
-    missing = [k for k in raters if k not in known]
-    if len(known) + len(missing) > ID_CACHE_LIMIT:
-        known.clear()
-        missing = raters
-    if missing:
-        # Read first, then insert the rest: a conflicting INSERT costs more than a read per key.
-        cursor.execute("SELECT external_id, id FROM notes_participant WHERE external_id = ANY(%s::text[])", [missing])
+
+    def read(keys: list[str]) -> None:
+        cursor.execute("SELECT external_id, id FROM notes_participant WHERE external_id = ANY(%s::text[])", [keys])
         known.update(cursor.fetchall())
-        new = [k for k in missing if k not in known]
-        if new:
+
+    if missing := _to_look_up(known, raters):
+        read(missing)  # read first, then insert the rest: a conflicting INSERT costs more than a read
+        if new := [k for k in missing if k not in known]:
             cursor.execute(
                 "INSERT INTO notes_participant (external_id) SELECT unnest(%s::text[]) "
                 "ON CONFLICT (external_id) DO NOTHING RETURNING external_id, id",
@@ -363,10 +367,7 @@ def _rater_pks(cursor: CursorWrapper, raters: list[str], ids: _IdCache | None) -
             )
             known.update(cursor.fetchall())
             if raced := [k for k in new if k not in known]:  # created meanwhile by another session
-                cursor.execute(
-                    "SELECT external_id, id FROM notes_participant WHERE external_id = ANY(%s::text[])", [raced]
-                )
-                known.update(cursor.fetchall())
+                read(raced)
     return np.fromiter(map(known.__getitem__, raters), dtype=np.int64, count=len(raters))
 
 

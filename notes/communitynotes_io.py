@@ -13,7 +13,7 @@ import csv
 import io
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
@@ -501,29 +501,65 @@ def _distinct_keys(matrix: np.ndarray) -> tuple[list[str], np.ndarray]:
     return keys, rank[inv.ravel()]
 
 
+@dataclass(frozen=True)
+class _Lines:
+    """Where the lines and the tab-separated fields of a block of whole lines are (byte offsets
+    into `a`, the block padded so that a field may be read 3 bytes ahead)."""
+
+    a: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    tabs: np.ndarray
+    first_tab: np.ndarray  # per line, the index in `tabs` of its first tab
+    right_width: np.ndarray  # per line, whether it has exactly `width` fields
+    width: int
+
+    @classmethod
+    def of(cls, block: bytes, width: int) -> _Lines:
+        a = np.frombuffer(block + b"\n\0\0\0", dtype=np.uint8)
+        ends = np.flatnonzero(a[: len(block) + 1] == 10)
+        if len(block) and block[-1:] == b"\n":
+            ends = ends[:-1]  # the padding newline closes nothing
+        starts = np.empty(len(ends), dtype=np.int64)
+        starts[0:1] = 0
+        starts[1:] = ends[:-1] + 1
+        tabs = np.flatnonzero(a[: len(block)] == 9)
+        first_tab = np.searchsorted(tabs, starts)
+        right_width = np.searchsorted(tabs, ends) - first_tab == width - 1
+        return cls(a, starts, ends, tabs, first_tab, right_width, width)
+
+    def fields(self, lines: np.ndarray) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
+        """(starts, ends) of field k on each of `lines` (all of the right width)."""
+        ft = self.first_tab[lines]
+        last = self.width - 1
+
+        def field(k: int) -> tuple[np.ndarray, np.ndarray]:
+            s = self.starts[lines] if k == 0 else self.tabs[ft + (k - 1)] + 1
+            e = self.ends[lines] if k == last else self.tabs[ft + k]
+            return s, e
+
+        return field
+
+
+def _copy_fields(out: np.ndarray, a: np.ndarray, s: np.ndarray, e: np.ndarray) -> None:
+    """Each field a[s:e] into its row of `out`, left-aligned (the rest stays zero); `out` is at
+    least as wide as the longest field."""
+    length = e - s
+    for k in range(out.shape[1]):
+        on = length > k
+        if not on.any():
+            break
+        out[:, k] = a.take(s + k, mode="clip") * on
+
+
 def _parse_block(block: bytes, lay: _RatingLayout, file: str, first_line: int, report: ReadReport) -> RatingArrays:
     """Parse whole lines of ASCII text without CR or NUL (the caller checks) with numpy; lines
     the strict vectorised checks do not accept go through _parse_rating_line, so every row reads
     exactly as on the line-by-line path, in file order."""
-    a = np.frombuffer(block + b"\n\0\0\0", dtype=np.uint8)  # padding: fields may be read 3 bytes ahead
-    ends = np.flatnonzero(a[: len(block) + 1] == 10)
-    if len(block) and block[-1:] == b"\n":
-        ends = ends[:-1]  # the padding newline closes nothing
-    starts = np.empty(len(ends), dtype=np.int64)
-    starts[0:1] = 0
-    starts[1:] = ends[:-1] + 1
-    tabs = np.flatnonzero(a[: len(block)] == 9)
-    first_tab = np.searchsorted(tabs, starts)
-    good = np.searchsorted(tabs, ends) - first_tab == lay.width - 1
-    lines = np.flatnonzero(good)
-    ft = first_tab[lines]
-    last = lay.width - 1
-
-    def field(k: int) -> tuple[np.ndarray, np.ndarray]:
-        s = starts[lines] if k == 0 else tabs[ft + (k - 1)] + 1
-        e = ends[lines] if k == last else tabs[ft + k]
-        return s, e
-
+    located = _Lines.of(block, lay.width)
+    a, starts, ends = located.a, located.starts, located.ends
+    lines = np.flatnonzero(located.right_width)
+    field = located.fields(lines)
     assert lay.note is not None and lay.rater is not None and lay.time is not None
     note_id, ok = _digits(a, *field(lay.note), 19)
     created, ok_t = _digits(a, *field(lay.time), 18)
@@ -572,12 +608,7 @@ def _parse_block(block: bytes, lay: _RatingLayout, file: str, first_line: int, r
     width = max(int((re_ - rs).max(initial=1)), max((len(b) for b in slow_ids), default=1))
     width = -(-width // 8) * 8
     matrix = np.zeros((n_fast + len(slow_rows), width), dtype=np.uint8)
-    length = re_ - rs
-    for k in range(width):
-        on = length > k
-        if not on.any():
-            break
-        matrix[:n_fast, k] = a.take(rs + k, mode="clip") * on
+    _copy_fields(matrix[:n_fast], a, rs, re_)
     for j, raw in enumerate(slow_ids):
         matrix[n_fast + j, : len(raw)] = np.frombuffer(raw, dtype=np.uint8)
     out_note = np.concatenate([note_id[sel], np.array([r[0] for r in slow_rows], dtype=np.int64)])
@@ -820,29 +851,14 @@ def parse_import_block(block: bytes, header: list[str]) -> ImportBlock | None:
     lay = _RatingLayout.from_header(header)
     if None in (lay.note, lay.rater, lay.time):
         return None
-    a = np.frombuffer(block + b"\n\0\0\0", dtype=np.uint8)  # padding: fields may be read 3 bytes ahead
-    ends = np.flatnonzero(a[: len(block) + 1] == 10)
-    if len(block) and block[-1:] == b"\n":
-        ends = ends[:-1]  # the padding newline closes nothing
-    starts = np.empty(len(ends), dtype=np.int64)
-    starts[0:1] = 0
-    starts[1:] = ends[:-1] + 1
-    tabs = np.flatnonzero(a[: len(block)] == 9)
-    first_tab = np.searchsorted(tabs, starts)
-    right_width = np.searchsorted(tabs, ends) - first_tab == lay.width - 1
+    located = _Lines.of(block, lay.width)
+    a, starts, ends = located.a, located.starts, located.ends
     # Lines with the wrong number of fields are skipped; blank ones (only whitespace) silently.
     wrong_fields = sum(
-        1 for i in np.flatnonzero(~right_width).tolist() if block[starts[i] : ends[i]].decode("ascii").strip()
+        1 for i in np.flatnonzero(~located.right_width).tolist() if block[starts[i] : ends[i]].decode("ascii").strip()
     )
-    lines = np.flatnonzero(right_width)
-    ft = first_tab[lines]
-    last = lay.width - 1
-
-    def field(k: int) -> tuple[np.ndarray, np.ndarray]:
-        s = starts[lines] if k == 0 else tabs[ft + (k - 1)] + 1
-        e = ends[lines] if k == last else tabs[ft + k]
-        return s, e
-
+    lines = np.flatnonzero(located.right_width)
+    field = located.fields(lines)
     note_id, ok = _digits(a, *field(lay.note), 19)  # type: ignore[arg-type]
     created, ok_t = _digits(a, *field(lay.time), 18)  # type: ignore[arg-type]
     rs, re_ = field(lay.rater)  # type: ignore[arg-type]
@@ -868,19 +884,15 @@ def parse_import_block(block: bytes, header: list[str]) -> ImportBlock | None:
         return None
     no_answer = int(np.count_nonzero(unanswered))
     if no_answer:
-        lines, ft = lines[~unanswered], ft[~unanswered]
+        lines = lines[~unanswered]
+        field = located.fields(lines)
         note_id, created, level = note_id[~unanswered], created[~unanswered], level[~unanswered]
         rs, re_ = rs[~unanswered], re_[~unanswered]
     tags = np.zeros(len(lines), dtype=np.int64)
     for bit, name in enumerate(tag_names):
         tags[_is_one(a, *field(pos[name]))] |= np.int64(1 << bit)
-    length = re_ - rs
-    width = -(-int(length.max(initial=1)) // 8) * 8
+    width = -(-int((re_ - rs).max(initial=1)) // 8) * 8
     matrix = np.zeros((len(lines), width), dtype=np.uint8)
-    for k in range(width):
-        on = length > k
-        if not on.any():
-            break
-        matrix[:, k] = a.take(rs + k, mode="clip") * on
+    _copy_fields(matrix, a, rs, re_)
     keys, codes = _distinct_keys(matrix) if len(lines) else ([], np.zeros(0, dtype=np.int32))
     return ImportBlock(note_id, keys, codes, created, level, tags, tag_names, wrong_fields, no_answer)

@@ -270,6 +270,14 @@ def test_exclusive_and_online_copy_paths_write_the_same_rows_and_keep_the_schema
     assert again.counts["ratings inserted or changed"] == 0 and _ratings_table() == by_online
 
 
+def _synthetic_with_notes_imported(tmp_path: Path, seed: int) -> tuple[synthetic.SyntheticData, Path]:
+    """3,000 synthetic ratings written as public TSVs, their notes imported: (data, ratings file)."""
+    data = synthetic.generate(3000, seed=seed)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    _import("--notes", str(notes))
+    return data, ratings
+
+
 def _insert_rating_of_a_missing_note() -> None:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
@@ -283,9 +291,7 @@ def _insert_rating_of_a_missing_note() -> None:
 def test_an_interrupted_exclusive_import_keeps_keys_enforced_and_its_rerun_restores_the_schema(
     tmp_path: Path,
 ) -> None:
-    data = synthetic.generate(3000, seed=10)
-    notes, ratings = synthetic.write_tsv(data, tmp_path)
-    _import("--notes", str(notes))
+    data, ratings = _synthetic_with_notes_imported(tmp_path, seed=10)
     schema = _rating_schema()
     cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, stop_after_chunks=2)
     indexes, keys = _rating_schema()
@@ -303,9 +309,7 @@ def test_an_interrupted_exclusive_import_keeps_keys_enforced_and_its_rerun_resto
 
 @pytest.mark.django_db
 def test_an_online_import_after_an_interrupted_bulk_load_restores_the_keys_first(tmp_path: Path) -> None:
-    data = synthetic.generate(3000, seed=10)
-    notes, ratings = synthetic.write_tsv(data, tmp_path)
-    _import("--notes", str(notes))
+    data, ratings = _synthetic_with_notes_imported(tmp_path, seed=10)
     schema = _rating_schema()
     cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, stop_after_chunks=1)
     assert "one_rating_per_rater_per_note" not in _rating_schema()[0]
@@ -395,9 +399,7 @@ def test_numpy_chunks_write_what_the_sql_chunks_write(
 def test_a_note_and_a_rater_deleted_during_an_exclusive_import_lose_their_ratings_as_a_cascade_would(
     tmp_path: Path,
 ) -> None:
-    data = synthetic.generate(3000, seed=13)
-    notes, ratings = synthetic.write_tsv(data, tmp_path)
-    _import("--notes", str(notes))
+    _, ratings = _synthetic_with_notes_imported(tmp_path, seed=13)
     cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, exclusive=False)
     everything = _ratings_table()
     # A note and a rater with ratings in the first chunk and in later ones: after the first
