@@ -153,12 +153,17 @@ def run_reference_worker(
     pseudoraters: bool = True,
 ) -> None:
     """Runs inside the reference's Python: prescore + final score with MFCoreScorer only."""
+    import logging
+
     import pandas as pd
     import scoring.constants as c
     from scoring.mf_core_scorer import MFCoreScorer
     from scoring.process_data import LocalDataLoader
 
     paths = _reference_inputs(notes_path, ratings_path, outdir / "ref_inputs", history_path)
+    # The reference's own log (epochs and loss of each Adam fit) goes to the worker's stderr,
+    # which main() keeps as <dataset>-ref.log; fit_log() reads it back.
+    logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
     t0 = time.perf_counter()
     loader = LocalDataLoader(
         str(paths["notes"]), str(paths["ratings"]), str(paths["status"]), str(paths["enrollment"]), True,
@@ -272,7 +277,8 @@ def compare(ours_dir: Path, ref_dir: Path) -> dict[str, object]:
     confusion: Counter[tuple[str, str]] = Counter()
     causes: Counter[tuple[str, str]] = Counter()
     for k in common:
-        mine = ours_n[k]["coreRatingStatus"]
+        mine = ours_n[k]["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
+        mine = DISPLAYED.get(mine, mine)  # a no-op for ours; compare() also takes two reference runs
         ref_raw = ref_n[k]["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
         theirs = DISPLAYED.get(ref_raw, ref_raw)
         agree += mine == theirs
@@ -284,10 +290,12 @@ def compare(ours_dir: Path, ref_dir: Path) -> dict[str, object]:
     out["status agreement"] = (agree, len(common))
     out["status disagreements (ours, reference)"] = dict(confusion)
     out["disagreements by deciding rule (ours, reference)"] = dict(causes.most_common(12))
-    table: Counter[tuple[str, str]] = Counter(
-        (ours_n[k]["coreRatingStatus"], DISPLAYED.get(ref_n[k]["coreRatingStatus"], ref_n[k]["coreRatingStatus"]))
-        for k in common
-    )
+
+    def shown(row: dict[str, str]) -> str:
+        raw = row["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
+        return DISPLAYED.get(raw, raw)
+
+    table: Counter[tuple[str, str]] = Counter((shown(ours_n[k]), shown(ref_n[k])) for k in common)
     out["confusion (ours, reference displayed)"] = dict(table)
     out["status counts ours"] = dict(Counter(ours_n[k]["coreRatingStatus"] for k in common))
     out["status counts ref"] = dict(Counter(ref_n[k]["coreRatingStatus"] for k in common))
@@ -333,8 +341,8 @@ def solver_check(ref_dir: Path) -> dict[str, object]:
     return {
         "training ratings": len(y),
         "loss reference (Adam)": loss_ref,
-        "loss ours (ALS, cold start)": ours.loss,
-        "loss ours (ALS from the reference's solution)": warm.loss,
+        "loss ours (ALS, cold start)": scoring.mf_loss(ours, u_a, n_a, y, cfg),
+        "loss ours (ALS from the reference's solution)": scoring.mf_loss(warm, u_a, n_a, y, cfg),
         "mu ours / ref": (ours.mu, mu_ref),
         "note intercept": _stats(list(zip(ours.note_intercept.tolist(), ref.note_intercept.tolist(), strict=True))),
         "note factor": _stats(list(zip(ours.note_factor.tolist(), ref.note_factor.tolist(), strict=True))),
@@ -425,13 +433,34 @@ def reputation_check(notes_path: Path, ratings_path: Path, ref_dir: Path) -> dic
             len(ref_kept),
             len(kept & ref_kept),
         ),
-        "first-round loss, reference's fit / ours": (scoring.mf_loss(ref_fit, u_c, n_c, y, cfg), ours.loss),
+        "first-round loss, reference's fit / ours": (
+            scoring.mf_loss(ref_fit, u_c, n_c, y, cfg),
+            scoring.mf_loss(ours, u_c, n_c, y, cfg),
+        ),
         "first-round mu, reference / ours": (ref_fit.mu, ours.mu),
         "first-round note intercept, ours vs reference": _stats(
             list(zip(ours.note_intercept.tolist(), ni[n_orig].tolist(), strict=True))
         ),
         "final statuses equal when we start from the reference's first-round fit": (agree, len(ref_final)),
     }
+
+
+def fit_log(log_path: Path) -> list[tuple[float, int, float]]:
+    """(learning rate, epochs, final loss) of each Adam fit, in order, from the reference's log."""
+    fits: list[tuple[float, int, float]] = []
+    lr, epochs = math.nan, -1
+    if not log_path.exists():
+        return fits
+    for line in log_path.read_text().splitlines():
+        words = line.split()
+        if "learning rate set to :" in line:
+            lr, epochs = float(line.rsplit(":", 1)[1]), -1
+        elif "Num epochs:" in line:
+            epochs = int(words[-1])
+        elif epochs >= 0 and len(words) == 4 and words[1] == "epoch" and words[2] == str(epochs):
+            fits.append((lr, epochs, float(words[3])))
+            epochs = -1
+    return fits
 
 
 def _print(name: str, result: dict[str, object], times: dict[str, float]) -> None:
@@ -462,6 +491,11 @@ def main() -> None:
     parser.add_argument("--synthetic-ratings", type=int, default=50_000)
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "cn-compare")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--ref-seed", type=int, action="append",
+        help="seed of the reference's own run (its torch initialisation); repeat to run it several times on the "
+        "same files and compare the runs with each other (default: --seed)",
+    )  # fmt: skip
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--notes", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--ratings", type=Path, help=argparse.SUPPRESS)
@@ -496,17 +530,34 @@ def main() -> None:
         )
         t_ours = time.perf_counter() - t0
         env = {**os.environ, "PYTHONPATH": f"{args.ref / 'scoring' / 'src'}:{ROOT}"}
-        reuse = args.reuse_reference and (work / "ref" / "timing.json").exists()
-        if not reuse:
+        ref_seeds = args.ref_seed or [args.seed]
+        # The first reference run keeps the old layout (ref/, <name>-ref.log); others get a suffix.
+        runs = [(s, "" if i == 0 else f"-seed{s}") for i, s in enumerate(ref_seeds)]
+        for ref_seed, suffix in runs:
+            ref_dir = work / f"ref{suffix}"
+            if args.reuse_reference and (ref_dir / "timing.json").exists():
+                continue
             subprocess.run(
                 [args.ref_python, __file__, "--worker", "--notes", str(notes_path), "--ratings", str(ratings_path),
-                 "--outdir", str(work / "ref"), "--seed", str(args.seed)]
+                 "--outdir", str(ref_dir), "--seed", str(ref_seed)]
                 + (["--status-history", str(history)] if history else [])
                 + (["--no-pseudoraters"] if args.no_pseudoraters else []),
-                check=True, env=env, stdout=subprocess.DEVNULL, stderr=open(work.parent / f"{name}-ref.log", "w"),
+                check=True, env=env, stdout=subprocess.DEVNULL,
+                stderr=open(work.parent / f"{name}-ref{suffix}.log", "w"),
             )  # fmt: skip
         t_ref = json.loads((work / "ref" / "timing.json").read_text())["seconds"]
         _print(name, compare(work / "ours", work / "ref"), {"ours": t_ours, "ref": t_ref})
+        for ref_seed, suffix in runs:
+            fits = fit_log(work.parent / f"{name}-ref{suffix}.log")
+            print(f"reference seed {ref_seed}: Adam fits (learning rate, epochs, final loss): {fits}")
+        for ref_seed, suffix in runs[1:]:
+            for label, left in (("ours", work / "ours"), (f"reference seed {ref_seeds[0]}", work / "ref")):
+                other = compare(left, work / f"ref{suffix}")
+                print(
+                    f"{label} vs reference seed {ref_seed}: statuses equal {other['status agreement']}, "
+                    f"note intercept (n, r, max|diff|) {other['note intercept']}, "
+                    f"confusion {other['confusion (ours, reference displayed)']}"
+                )
         print("solver check on the reference's prescoring training set (corr, max|diff|):")
         for key, value in solver_check(work / "ref").items():
             print(f"  {key}: {value}")

@@ -12,8 +12,9 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
@@ -99,6 +100,12 @@ class ReadReport:
         self.skipped[skip.reason] += 1
         if len(self.examples) < 20:
             self.examples.append(skip)
+
+    def merge(self, later: ReadReport) -> None:
+        """Add the counts of a read that came after this one (examples stay the first 20)."""
+        self.read += later.read
+        self.skipped.update(later.skipped)
+        self.examples.extend(later.examples[: max(20 - len(self.examples), 0)])
 
     def rows(self, items: Iterable[Row | Skipped]) -> Iterator[Row]:
         """Pass rows through, recording skips."""
@@ -626,53 +633,73 @@ def _parse_block(block: bytes, lay: _RatingLayout, file: str, first_line: int, r
     return RatingArrays(out_note, keys, codes, out_time, out_value, out_inc, out_nh, out_tags)
 
 
-def iter_rating_arrays(path: str | Path, report: ReadReport, block_bytes: int = 32 << 20) -> Iterator[RatingArrays]:
+def iter_rating_arrays(
+    path: str | Path, report: ReadReport, block_bytes: int = 8 << 20, workers: int = 2
+) -> Iterator[RatingArrays]:
     """The rows of iter_rating_columns (same values, skips and order) as array blocks of about
-    `block_bytes` of text each, parsed with numpy. Memory is a few times one block, whatever the
-    file size. A block with a CR, a NUL or a non-ASCII byte, or a header without noteId, rater
-    or createdAtMillis, is read line by line from there on instead (the exact same rules)."""
-    for file in tsv_files(path):
-        with file.open("rb") as raw:
-            header_line = raw.readline()
-            if b"\r" in header_line.rstrip(b"\r\n"):  # a lone CR ends the header line
-                raw.seek(0)
-                text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-                lay = _read_header(text)
-                if lay is not None:
-                    yield from _blocks_line_by_line(text, lay, str(file), 2, report)
-                continue
-            header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
-            if header == [""]:
-                continue
-            lay = _RatingLayout.from_header(header)
-            offset, line_no = len(header_line), 2
-            vectorised = None not in (lay.note, lay.rater, lay.time)
-            carry = b""
-            while vectorised:
-                chunk = raw.read(block_bytes)
-                block = carry + chunk
+    `block_bytes` of text each, parsed with numpy in `workers` threads (numpy releases the GIL,
+    so blocks parse side by side on several cores). Blocks come out in file order and at most
+    `workers` + 1 are held at once, so memory is a few times one block, whatever the file size.
+    A block with a CR, a NUL or a non-ASCII byte, or a header without noteId, rater or
+    createdAtMillis, is read line by line from there on instead (the exact same rules)."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for file in tsv_files(path):
+            with file.open("rb") as raw:
+                header_line = raw.readline()
+                if b"\r" in header_line.rstrip(b"\r\n"):  # a lone CR ends the header line
+                    raw.seek(0)
+                    text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+                    lay = _read_header(text)
+                    if lay is not None:
+                        yield from _blocks_line_by_line(text, lay, str(file), 2, report)
+                    continue
+                header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
+                if header == [""]:
+                    continue
+                lay = _RatingLayout.from_header(header)
+                offset, line_no = len(header_line), 2
+                vectorised = None not in (lay.note, lay.rater, lay.time)
+                # Blocks being parsed, oldest first, each with its own report (merged in order,
+                # so skip examples and counts are those of a sequential read).
+                pending: deque[tuple[Future[RatingArrays], ReadReport]] = deque()
                 carry = b""
-                if chunk:
-                    cut = block.rfind(b"\n") + 1
-                    if cut == 0:
-                        carry = block
-                        continue
-                    block, carry = block[:cut], block[cut:]
-                if not block:
-                    break
-                if b"\r" in block or b"\0" in block or not block.isascii():
-                    vectorised = False
-                    break
-                blk = _parse_block(block, lay, str(file), line_no, report)
-                line_no += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
-                offset += len(block)
-                if len(blk.value):
-                    yield blk
-            if not vectorised:
-                raw.seek(offset)
-                yield from _blocks_line_by_line(
-                    io.TextIOWrapper(raw, encoding="utf-8", newline=""), lay, str(file), line_no, report
-                )
+                while vectorised:
+                    chunk = raw.read(block_bytes)
+                    block = carry + chunk
+                    carry = b""
+                    if chunk:
+                        cut = block.rfind(b"\n") + 1
+                        if cut == 0:
+                            carry = block
+                            continue
+                        block, carry = block[:cut], block[cut:]
+                    if not block:
+                        break
+                    if b"\r" in block or b"\0" in block or not block.isascii():
+                        vectorised = False
+                        break
+                    own = ReadReport()
+                    pending.append((pool.submit(_parse_block, block, lay, str(file), line_no, own), own))
+                    line_no += block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+                    offset += len(block)
+                    while len(pending) > workers:
+                        yield from _finished(pending, report)
+                while pending:
+                    yield from _finished(pending, report)
+                if not vectorised:
+                    raw.seek(offset)
+                    yield from _blocks_line_by_line(
+                        io.TextIOWrapper(raw, encoding="utf-8", newline=""), lay, str(file), line_no, report
+                    )
+
+
+def _finished(pending: deque[tuple[Future[RatingArrays], ReadReport]], report: ReadReport) -> Iterator[RatingArrays]:
+    """The oldest pending block once parsed (nothing if it holds no rating); its report merged."""
+    future, own = pending.popleft()
+    blk = future.result()
+    report.merge(own)
+    if len(blk.value):
+        yield blk
 
 
 def _blocks_line_by_line(

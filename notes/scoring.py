@@ -150,6 +150,10 @@ class ScoringConfig:
     # Solver.
     tol: float = 1e-6
     max_iter: int = 2000
+    # Over-relaxation of the alternating solve: each block moves ω times its exact step. Every
+    # block problem is quadratic, so any ω in (0, 2) still lowers the loss at every step; 1.4
+    # roughly halves the sweeps (bench/README.md, "Solver: over-relaxation"). 1.0 = plain ALS.
+    over_relaxation: float = 1.4
     seed: int = 0
 
 
@@ -211,7 +215,6 @@ class MFParams:
     note_intercept: np.ndarray
     note_factor: np.ndarray
     iterations: int = 0
-    loss: float = float("nan")
 
 
 @dataclass
@@ -322,6 +325,16 @@ def mf_loss(params: MFParams, rater: np.ndarray, note: np.ndarray, y: np.ndarray
     )
 
 
+def stable_order(idx: np.ndarray) -> np.ndarray:
+    """np.argsort(idx, kind="stable") for non-negative int32 indices, as a radix sort on 16-bit
+    digits (numpy sorts 16-bit keys by radix): the same order, 3-6x faster than its merge sort."""
+    order = np.argsort((idx & 0xFFFF).astype(np.uint16), kind="stable")
+    if len(idx) and int(idx.max()) > 0xFFFF:
+        high = (idx >> 16).astype(np.uint16)
+        order = order[np.argsort(high[order], kind="stable")]
+    return order
+
+
 def fit_mf(
     rater: np.ndarray,
     note: np.ndarray,
@@ -331,9 +344,13 @@ def fit_mf(
     cfg: ScoringConfig,
     init: MFParams | None = None,
 ) -> MFParams:
-    """Minimise the reference loss by alternating exact block updates.
+    """Minimise the reference loss by alternating block updates.
 
-    `rater`/`note` must be compact (every index in range has at least one rating).
+    Each sweep solves the notes given the raters, the raters given the notes (each block move
+    over-relaxed by `cfg.over_relaxation`), then μ, then the best common shift of μ, the note
+    intercepts and the rater intercepts: the direction plain alternation crawls along, since all
+    three add the same constant to every prediction. `rater`/`note` must be compact (every index
+    in range has at least one rating).
     """
     n = len(y)
     lam_i, lam_f = cfg.lambda_intercept, cfg.lambda_factor
@@ -344,10 +361,10 @@ def fit_mf(
     # float32 per-rating work arrays halve memory traffic; segments are short, so the
     # per-entity sums stay accurate to ~1e-7, well below the convergence tolerance. Each sort
     # order (8 bytes per rating) is dropped as soon as its copies are made.
-    by_note = np.argsort(note, kind="stable")
+    by_note = stable_order(note)
     y_n, rater_n = y[by_note].astype(np.float32), rater[by_note].astype(np.int32)
     del by_note
-    by_rater = np.argsort(rater, kind="stable")
+    by_rater = stable_order(rater)
     y_r, note_r = y[by_rater].astype(np.float32), note[by_rater].astype(np.int32)
     del by_rater
     count_n = np.bincount(note, minlength=n_notes).astype(np.float64)
@@ -367,6 +384,7 @@ def fit_mf(
         mu = init.mu
         a, f = init.rater_intercept.copy(), init.rater_factor.copy()
         b, g = init.note_intercept.copy(), init.note_factor.copy()
+    omega = cfg.over_relaxation
     it = 0
     while it < cfg.max_iter:
         it += 1
@@ -383,6 +401,7 @@ def fit_mf(
             reg_ni,
             reg_nf,
         )
+        b_new, g_new = b + omega * (b_new - b), g + omega * (g_new - g)
         # Raters given notes and μ.
         g32, b32 = g_new.astype(np.float32), (b_new + mu).astype(np.float32)
         x = g32[note_r]
@@ -397,9 +416,16 @@ def fit_mf(
             reg_ri,
             reg_rf,
         )
-        # μ in closed form from sufficient statistics: Σ f_u·g_n = Σ_u f_u·Σ_{n∈u} g_n.
-        resid_sum = sum_y - count_r @ a_new - count_n @ b_new - f_new @ s_x
-        mu_new = resid_sum / (n * (1 + lam_i))
+        a_new, f_new = a + omega * (a_new - a), f + omega * (f_new - f)
+        # μ jointly with a common shift of all rater and all note intercepts (μ alone is one
+        # direction of it). Shifting μ, every a and every b by t_μ, t_a, t_b moves every
+        # prediction by their sum; at the minimum μ, the mean a and the mean b all equal
+        # T = (Σ(y - a - b - f·g) / N + mean a + mean b) / (3 + λ_i), with
+        # Σ f_u·g_n = Σ_u f_u·Σ_{n∈u} g_n from the sufficient statistics.
+        resid_sum = float(sum_y - count_r @ a_new - count_n @ b_new - f_new @ s_x)
+        mean_a, mean_b = float(a_new.mean()), float(b_new.mean())
+        mu_new = (resid_sum / n + mean_a + mean_b) / (3 + lam_i)
+        a_new, b_new = a_new + (mu_new - mean_a), b_new + (mu_new - mean_b)
         delta = max(
             float(np.max(np.abs(a_new - a), initial=0.0)),
             float(np.max(np.abs(f_new - f), initial=0.0)),
@@ -410,9 +436,7 @@ def fit_mf(
         a, f, b, g, mu = a_new, f_new, b_new, g_new, mu_new
         if delta < cfg.tol:
             break
-    params = MFParams(mu, a, f, b, g, iterations=it)
-    params.loss = mf_loss(params, rater, note, y, cfg)
-    return params
+    return MFParams(mu, a, f, b, g, iterations=it)  # its loss, when wanted: mf_loss()
 
 
 def flip_for_identification(params: MFParams) -> MFParams:

@@ -9,6 +9,7 @@ not-misleading UI launch (2022-10-03) are dropped.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +78,15 @@ class _Index:
     def keys(self) -> list[object]:
         return list(self.ids)
 
+    def get_all(self, keys: Sequence[object]) -> np.ndarray:
+        """[get(k) for k in keys] as int32: known keys in one C-level pass, new ones numbered in
+        the order they come."""
+        known = self.ids
+        codes = [known.get(k, -1) for k in keys]
+        if -1 in codes:
+            codes = [c if c != -1 else self.get(k) for c, k in zip(codes, keys, strict=True)]
+        return np.array(codes, dtype=np.int32)
+
 
 def _first_seen_codes(ids: np.ndarray, index: _Index) -> np.ndarray:
     """index.get(i) for every i in ids (int32), calling it once per distinct id in order of
@@ -84,7 +94,7 @@ def _first_seen_codes(ids: np.ndarray, index: _Index) -> np.ndarray:
     distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     codes = np.empty(len(distinct), dtype=np.int32)
-    codes[order] = np.fromiter(map(index.get, distinct[order].tolist()), dtype=np.int32, count=len(distinct))
+    codes[order] = index.get_all(distinct[order].tolist())
     return codes[inverse.ravel()]
 
 
@@ -128,7 +138,7 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("note", "rater", "value", "created", "inc", "nh", "tags")}
     for blk in cio.iter_rating_arrays(ratings_path, ratings_report):
         parts["note"].append(_first_seen_codes(blk.note_id, notes_idx))
-        people_of_block = np.fromiter(map(people.get, blk.rater_keys), dtype=np.int32, count=len(blk.rater_keys))
+        people_of_block = people.get_all(blk.rater_keys)
         parts["rater"].append(people_of_block[blk.rater_code])
         parts["value"].append(blk.value)
         parts["created"].append(blk.created_at_ms)
@@ -203,6 +213,7 @@ def score_files(
     config: scoring.ScoringConfig | None = None,
 ) -> dict[str, object]:
     """Score the files and write scored_notes.tsv and helpfulness_scores.tsv into outdir."""
+    config = config or scoring.ScoringConfig()  # built once, not once per note's explanation
     t0 = time.perf_counter()
     data = load(notes_path, ratings_path, status_history_path)
     t1 = time.perf_counter()

@@ -236,9 +236,9 @@ def _flatten(blocks: list[cio.RatingArrays]) -> dict[str, list[object]]:
 
 
 @pytest.mark.parametrize("make", ["sample", "synthetic", "edge", "crlf", "non-ascii"])
-@pytest.mark.parametrize("block_bytes", [32 << 20, 997])
+@pytest.mark.parametrize(("block_bytes", "workers"), [(32 << 20, 2), (997, 1), (997, 3)])
 def test_the_vectorised_reader_reads_what_the_line_reader_reads(
-    make: str, block_bytes: int, tmp_path: Path, cn_data: Path
+    make: str, block_bytes: int, workers: int, tmp_path: Path, cn_data: Path
 ) -> None:
     path = tmp_path / "ratings.tsv"
     if make == "sample":
@@ -254,7 +254,8 @@ def test_the_vectorised_reader_reads_what_the_line_reader_reads(
     line_report: cio.ReadReport = cio.ReadReport()
     cols = cio.read_rating_columns(path, line_report)
     report: cio.ReadReport = cio.ReadReport()
-    got = _flatten(list(cio.iter_rating_arrays(path, report, block_bytes=block_bytes)))
+    # Several blocks parsed side by side must come out in file order, skips and examples too.
+    got = _flatten(list(cio.iter_rating_arrays(path, report, block_bytes=block_bytes, workers=workers)))
     assert (report.read, report.skipped, report.examples) == (
         line_report.read,
         line_report.skipped,
