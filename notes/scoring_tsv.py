@@ -88,19 +88,46 @@ class _Index:
         return np.array(codes, dtype=np.int32)
 
 
-def _first_seen_codes(ids: np.ndarray, index: _Index) -> np.ndarray:
-    """index.get(i) for every i in ids (int32), calling it once per distinct id in order of
-    first appearance, which assigns the same indices as calling it per element."""
-    distinct, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    codes = np.empty(len(distinct), dtype=np.int32)
-    codes[order] = index.get_all(distinct[order].tolist())
-    return codes[inverse.ravel()]
+class _NoteIndex(_Index):
+    """An _Index of integer note ids with a sorted numpy copy, so that a whole block of ratings
+    is looked up with one binary search per rating instead of a dict lookup per distinct id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sorted = np.zeros(0, dtype=np.int64)  # the ids, ascending
+        self._codes = np.zeros(0, dtype=np.int32)  # their indices
+
+    def codes(self, ids: np.ndarray) -> np.ndarray:
+        """get(i) for every i in ids (int32); ids not seen before are numbered in order of first
+        appearance, which assigns the same indices as calling get() per element."""
+        if len(self._sorted) != len(self.ids):  # ids added through get(): copy the dict again
+            keys = np.fromiter(self.ids.keys(), dtype=np.int64, count=len(self.ids))
+            order = np.argsort(keys, kind="stable")
+            self._sorted = keys[order]
+            self._codes = np.fromiter(self.ids.values(), dtype=np.int32, count=len(self.ids))[order]
+        at, hit = self._positions(ids)
+        if not hit.all():
+            new, first = np.unique(ids[~hit], return_index=True)
+            new_codes = np.empty(len(new), dtype=np.int32)
+            for j in np.argsort(first, kind="stable").tolist():  # in order of first appearance
+                new_codes[j] = self.get(int(new[j]))
+            where = np.searchsorted(self._sorted, new)  # new is ascending, as np.insert needs
+            self._sorted = np.insert(self._sorted, where, new)
+            self._codes = np.insert(self._codes, where, new_codes)
+            at, hit = self._positions(ids)
+        return self._codes[at]
+
+    def _positions(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each id's position in the sorted copy, and whether it is there."""
+        if not len(self._sorted):
+            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        at = np.searchsorted(self._sorted, ids).clip(max=len(self._sorted) - 1)
+        return at, self._sorted[at] == ids
 
 
 def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: str | Path | None = None) -> LoadedData:
     """Read the TSVs (streaming) into scorer arrays."""
-    notes_idx, people = _Index(), _Index()
+    notes_idx, people = _NoteIndex(), _Index()
     notes_report: cio.ReadReport = cio.ReadReport()
     in_notes: set[int] = set()
     author: dict[int, int] = {}
@@ -137,7 +164,7 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
     # appearance, so indices are exactly those of a per-rating lookup.
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("note", "rater", "value", "created", "inc", "nh", "tags")}
     for blk in cio.iter_rating_arrays(ratings_path, ratings_report):
-        parts["note"].append(_first_seen_codes(blk.note_id, notes_idx))
+        parts["note"].append(notes_idx.codes(blk.note_id))
         people_of_block = people.get_all(blk.rater_keys)
         parts["rater"].append(people_of_block[blk.rater_code])
         parts["value"].append(blk.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import shutil
 from pathlib import Path
 
@@ -284,6 +285,30 @@ def test_load_numbers_notes_and_raters_in_order_of_first_appearance(tmp_path: Pa
     assert loaded.dropped["duplicate rating"] == 0
     assert sum(loaded.dropped.values()) == 0  # synthetic notes are all known and recent
     assert loaded.ratings.note.tolist() == note and loaded.ratings.rater.tolist() == rater
+
+
+def test_load_numbers_notes_missing_from_the_notes_file_as_a_per_rating_lookup_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ratings of notes the notes file lacks (deleted notes) number them in order of first
+    appearance across many blocks, then are dropped."""
+    data = synthetic.generate(20_000, seed=6)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    header, *rows = notes.read_text().splitlines(keepends=True)
+    notes.write_text(header + "".join(row for k, row in enumerate(rows) if k % 7))  # every 7th note deleted
+    small_blocks = functools.partial(cio.iter_rating_arrays, block_bytes=4096)
+    monkeypatch.setattr(scoring_tsv.cio, "iter_rating_arrays", small_blocks)
+    loaded = scoring_tsv.load(notes, ratings)
+    ids: dict[object, int] = {n.note_id: k for k, n in enumerate(cio.ReadReport().rows(cio.read_notes(notes)))}
+    in_file = set(ids)
+    cols = cio.read_rating_columns(ratings, cio.ReadReport())
+    for i in cols.note_id:
+        ids.setdefault(i, len(ids))
+    assert len(ids) > len(in_file)
+    assert loaded.note_ids == list(ids)
+    kept = [ids[i] for i in cols.note_id if i in in_file]
+    assert loaded.dropped["rating of a deleted note"] == len(cols.note_id) - len(kept) > 0
+    assert loaded.ratings.note.tolist() == kept
 
 
 IMPORT_HEADER = [
