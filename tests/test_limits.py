@@ -12,7 +12,7 @@ from notes.models import DraftJob, Note, Post
 from notes.services import participant_for_user, post_create
 from tests.conftest import CsrfClient
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_rate_window")]
 
 PASSWORD = "a-long-Passphrase-42"
 
