@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import math
 import os
@@ -273,14 +274,17 @@ def compare(ours_dir: Path, ref_dir: Path) -> dict[str, object]:
     ours_raters = {k for k in ours_r if not math.isnan(_num(ours_r[k]["coreRaterFactor1"]))}
     out["notes scored (ours/ref/both)"] = (len(ours_scored), len(ref_scored), len(ours_scored & ref_scored))
     out["raters scored (ours/ref/both)"] = (len(ours_raters), len(ref_raters), len(ours_raters & ref_raters))
+
+    def shown(row: dict[str, str]) -> str:  # a no-op for ours; compare() also takes two reference runs
+        raw = row["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
+        return DISPLAYED.get(raw, raw)
+
     agree = 0
     confusion: Counter[tuple[str, str]] = Counter()
     causes: Counter[tuple[str, str]] = Counter()
     for k in common:
-        mine = ours_n[k]["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
-        mine = DISPLAYED.get(mine, mine)  # a no-op for ours; compare() also takes two reference runs
+        mine, theirs = shown(ours_n[k]), shown(ref_n[k])
         ref_raw = ref_n[k]["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
-        theirs = DISPLAYED.get(ref_raw, ref_raw)
         agree += mine == theirs
         if mine != theirs:
             confusion[(mine, ref_raw)] += 1
@@ -290,11 +294,6 @@ def compare(ours_dir: Path, ref_dir: Path) -> dict[str, object]:
     out["status agreement"] = (agree, len(common))
     out["status disagreements (ours, reference)"] = dict(confusion)
     out["disagreements by deciding rule (ours, reference)"] = dict(causes.most_common(12))
-
-    def shown(row: dict[str, str]) -> str:
-        raw = row["coreRatingStatus"] or names.NEEDS_MORE_RATINGS
-        return DISPLAYED.get(raw, raw)
-
     table: Counter[tuple[str, str]] = Counter((shown(ours_n[k]), shown(ref_n[k])) for k in common)
     out["confusion (ours, reference displayed)"] = dict(table)
     out["status counts ours"] = dict(Counter(ours_n[k]["coreRatingStatus"] for k in common))
@@ -550,14 +549,17 @@ def main() -> None:
         for ref_seed, suffix in runs:
             fits = fit_log(work.parent / f"{name}-ref{suffix}.log")
             print(f"reference seed {ref_seed}: Adam fits (learning rate, epochs, final loss): {fits}")
-        for ref_seed, suffix in runs[1:]:
-            for label, left in (("ours", work / "ours"), (f"reference seed {ref_seeds[0]}", work / "ref")):
-                other = compare(left, work / f"ref{suffix}")
-                print(
-                    f"{label} vs reference seed {ref_seed}: statuses equal {other['status agreement']}, "
-                    f"note intercept (n, r, max|diff|) {other['note intercept']}, "
-                    f"confusion {other['confusion (ours, reference displayed)']}"
-                )
+        # Ours against every other run, and every two reference runs against each other.
+        sides = [("ours", work / "ours")] + [(f"reference seed {s}", work / f"ref{x}") for s, x in runs]
+        for (label, left), (other_label, right) in itertools.combinations(sides, 2):
+            if left == work / "ours" and right == work / "ref":
+                continue  # printed in full above
+            other = compare(left, right)
+            print(
+                f"{label} vs {other_label}: statuses equal {other['status agreement']}, "
+                f"note intercept (n, r, max|diff|) {other['note intercept']}, "
+                f"confusion {other['confusion (ours, reference displayed)']}"
+            )
         print("solver check on the reference's prescoring training set (corr, max|diff|):")
         for key, value in solver_check(work / "ref").items():
             print(f"  {key}: {value}")

@@ -25,6 +25,7 @@ from django.db.models import Count, OuterRef, Subquery, UniqueConstraint
 from django.db.models.functions import Coalesce
 
 from notes import communitynotes_io as cio
+from notes import pgcopy
 from notes.analytics.delays import note_time_ms, snowflake_time
 from notes.models import ImportCheckpoint, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating
 from notes.services import post_text_hash
@@ -301,13 +302,8 @@ def _text_lines(block: bytes) -> list[str]:
     return io.StringIO(block.decode("utf-8"), newline="").readlines()
 
 
-# Binary COPY rows of cn_typed: field count, then (length, big-endian value) per column.
+# The columns of cn_typed, sent as binary COPY rows (notes/pgcopy.py).
 _TYPED_COLUMNS = (("note", ">i8"), ("rater", ">i8"), ("level", ">i2"), ("tagset", ">i4"), ("ms", ">i8"))
-_TYPED_ROW = np.dtype(
-    [("n", ">i2")] + [pair for name, kind in _TYPED_COLUMNS for pair in ((f"{name}_len", ">i4"), (name, kind))]
-)
-_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
-_COPY_TRAILER = b"\xff\xff"
 
 
 @dataclass
@@ -395,10 +391,7 @@ def _typed_chunk(
         # Tags: each row points into the chunk's distinct tag lists, sent once as one JSON array.
         masks, tagset = np.unique(rows.tags[keep], return_inverse=True)
         tag_lists = [[t for k, t in enumerate(rows.tag_names) if m >> k & 1] for m in masks.tolist()]
-        out = np.zeros(len(keep), dtype=_TYPED_ROW)
-        out["n"] = len(_TYPED_COLUMNS)
-        for name, kind in _TYPED_COLUMNS:
-            out[f"{name}_len"] = np.dtype(kind).itemsize
+        out = pgcopy.empty_rows(_TYPED_COLUMNS, len(keep))
         out["note"] = note_pk[keep]
         out["rater"] = rater_pk[rows.rater_code[keep]]
         out["level"] = rows.level[keep]
@@ -409,9 +402,9 @@ def _typed_chunk(
             "ON COMMIT DROP"
         )
         with cursor.copy("COPY cn_typed FROM STDIN (FORMAT binary)") as copy:  # type: ignore[attr-defined]
-            copy.write(_COPY_HEADER)
+            copy.write(pgcopy.HEADER)
             copy.write(out.tobytes())
-            copy.write(_COPY_TRAILER)
+            copy.write(pgcopy.TRAILER)
         levels = " ".join(f"WHEN {code} THEN {_literal(level)}" for code, level in enumerate(cio.IMPORT_LEVELS))
         tags = f"{_literal(json.dumps(tag_lists))}::jsonb -> t.tagset"
         source = f"""(SELECT t.note_id, t.rater_id, CASE t.level {levels} END AS level, {tags} AS tags,

@@ -88,6 +88,9 @@ class StatusHistoryRow:
 Row = TypeVar("Row")
 
 
+_EXAMPLES = 20  # skipped lines a ReadReport keeps as examples
+
+
 @dataclass
 class ReadReport:
     """Counts for a read: rows read and skipped (by reason, with a few examples)."""
@@ -98,14 +101,14 @@ class ReadReport:
 
     def add_skip(self, skip: Skipped) -> None:
         self.skipped[skip.reason] += 1
-        if len(self.examples) < 20:
+        if len(self.examples) < _EXAMPLES:
             self.examples.append(skip)
 
     def merge(self, later: ReadReport) -> None:
-        """Add the counts of a read that came after this one (examples stay the first 20)."""
+        """Add the counts of a read that came after this one (examples stay the first ones)."""
         self.read += later.read
         self.skipped.update(later.skipped)
-        self.examples.extend(later.examples[: max(20 - len(self.examples), 0)])
+        self.examples.extend(later.examples[: max(_EXAMPLES - len(self.examples), 0)])
 
     def rows(self, items: Iterable[Row | Skipped]) -> Iterator[Row]:
         """Pass rows through, recording skips."""
@@ -876,7 +879,7 @@ def parse_import_block(block: bytes, header: list[str]) -> ImportBlock | None:
     if len(tag_names) > 62 or b"\r" in block or b"\0" in block or not block.isascii():
         return None
     lay = _RatingLayout.from_header(header)
-    if None in (lay.note, lay.rater, lay.time):
+    if lay.note is None or lay.rater is None or lay.time is None:
         return None
     located = _Lines.of(block, lay.width)
     a, starts, ends = located.a, located.starts, located.ends
@@ -886,9 +889,9 @@ def parse_import_block(block: bytes, header: list[str]) -> ImportBlock | None:
     )
     lines = np.flatnonzero(located.right_width)
     field = located.fields(lines)
-    note_id, ok = _digits(a, *field(lay.note), 19)  # type: ignore[arg-type]
-    created, ok_t = _digits(a, *field(lay.time), 18)  # type: ignore[arg-type]
-    rs, re_ = field(lay.rater)  # type: ignore[arg-type]
+    note_id, ok = _digits(a, *field(lay.note), 19)
+    created, ok_t = _digits(a, *field(lay.time), 18)
+    rs, re_ = field(lay.rater)
     level = np.full(len(lines), -1, dtype=np.int8)
     if lay.level is not None:
         ls, le = field(lay.level)

@@ -157,6 +157,10 @@ class ScoringConfig:
     seed: int = 0
 
 
+# The defaults, built once (the config is frozen): explaining each note must not build one.
+DEFAULT_CONFIG = ScoringConfig()
+
+
 @dataclass
 class Ratings:
     """Ratings as parallel arrays; rater indices share one index space with note authors."""
@@ -295,7 +299,7 @@ def score_candidate(
     config: ScoringConfig | None = None,
 ) -> tuple[float, float]:
     """Fit one note's (intercept, factor) with μ and the raters fixed (phase-2 loss)."""
-    cfg = config or ScoringConfig()
+    cfg = config or DEFAULT_CONFIG
     x = np.asarray(rater_factor, dtype=np.float64)
     r = np.asarray(value, dtype=np.float64) - mu - np.asarray(rater_intercept, dtype=np.float64)
     a, f = _solve_2x2(
@@ -347,9 +351,9 @@ def fit_mf(
     """Minimise the reference loss by alternating block updates.
 
     Each sweep solves the notes given the raters, the raters given the notes (each block move
-    over-relaxed by `cfg.over_relaxation`), then μ, then the best common shift of μ, the note
-    intercepts and the rater intercepts: the direction plain alternation crawls along, since all
-    three add the same constant to every prediction. `rater`/`note` must be compact (every index
+    over-relaxed by `cfg.over_relaxation`), then μ jointly with one common shift of the note
+    intercepts and one of the rater intercepts: the direction plain alternation crawls along,
+    since all three add the same constant to every prediction. `rater`/`note` must be compact (every index
     in range has at least one rating).
     """
     n = len(y)
@@ -820,7 +824,7 @@ def score(
     now_ms: int | None = None,
 ) -> ScoringResult:
     """Run the full core scoring pipeline; see the module docstring."""
-    cfg = config or ScoringConfig()
+    cfg = config or DEFAULT_CONFIG
     n_notes = meta.n_notes
     num_ratings = np.bincount(ratings.note, minlength=n_notes)
     train = filter_ratings(ratings.rater, ratings.note, n_raters, n_notes, cfg)

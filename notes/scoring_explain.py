@@ -96,7 +96,7 @@ def _sides(why: NoteWhy) -> str:
 
 def explain(why: NoteWhy, cfg: scoring.ScoringConfig | None = None) -> str:
     """One sentence: the status, the rule that decided it and its numbers."""
-    cfg = cfg or scoring.ScoringConfig()
+    cfg = cfg or scoring.DEFAULT_CONFIG
     label = names.LABELS.get(why.status, why.status)
     rule = why.rules[-1] if why.rules else "InitialNMR"
     i, f = why.intercept, why.factor
@@ -171,7 +171,7 @@ def explain(why: NoteWhy, cfg: scoring.ScoringConfig | None = None) -> str:
 
 def explain_plain(why: NoteWhy, cfg: scoring.ScoringConfig | None = None) -> str:
     """The same reason without the model's numbers (for readers who do not see intercepts)."""
-    cfg = cfg or scoring.ScoringConfig()
+    cfg = cfg or scoring.DEFAULT_CONFIG
     label = names.LABELS.get(why.status, why.status)
     rule = why.rules[-1] if why.rules else "InitialNMR"
     if rule == "Locked":

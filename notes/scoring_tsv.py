@@ -108,9 +108,9 @@ class _NoteIndex(_Index):
         at, hit = self._positions(ids)
         if not hit.all():
             new, first = np.unique(ids[~hit], return_index=True)
+            order = np.argsort(first, kind="stable")  # numbered in order of first appearance
             new_codes = np.empty(len(new), dtype=np.int32)
-            for j in np.argsort(first, kind="stable").tolist():  # in order of first appearance
-                new_codes[j] = self.get(int(new[j]))
+            new_codes[order] = self.get_all(new[order].tolist())
             where = np.searchsorted(self._sorted, new)  # new is ascending, as np.insert needs
             self._sorted = np.insert(self._sorted, where, new)
             self._codes = np.insert(self._codes, where, new_codes)
@@ -240,7 +240,6 @@ def score_files(
     config: scoring.ScoringConfig | None = None,
 ) -> dict[str, object]:
     """Score the files and write scored_notes.tsv and helpfulness_scores.tsv into outdir."""
-    config = config or scoring.ScoringConfig()  # built once, not once per note's explanation
     t0 = time.perf_counter()
     data = load(notes_path, ratings_path, status_history_path)
     t1 = time.perf_counter()

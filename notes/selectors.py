@@ -31,7 +31,7 @@ from django.shortcuts import get_object_or_404
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from evidence.snippets import snippet_is_confirmed, snippet_refining
-from notes import scoring
+from notes import pgcopy, scoring
 from notes.models import (
     DraftJob,
     Note,
@@ -363,14 +363,12 @@ def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Rat
     )
 
 
-# One row of `COPY (…) TO STDOUT (FORMAT binary)` for _RATINGS_COPY_SQL: a field count, then
-# each field's length and its big-endian value (no NULLs: every column is COALESCEd).
-_COPY_ROW = np.dtype(
-    [("fields", ">i2"), ("l0", ">i4"), ("rater", ">i8"), ("l1", ">i4"), ("note", ">i8"), ("l2", ">i4"),
-     ("value", ">f8"), ("l3", ">i4"), ("incorrect", "u1"), ("l4", ">i4"), ("any_nh", "u1"), ("l5", ">i4"),
-     ("created_ms", ">i8"), ("l6", ">i4"), ("nh_bits", ">i4")]
+# One row of `COPY (…) TO STDOUT (FORMAT binary)` for _RATINGS_COPY_SQL (notes/pgcopy.py; no
+# NULLs: every column is COALESCEd).
+_COPY_ROW = pgcopy.row_dtype(
+    (("rater", ">i8"), ("note", ">i8"), ("value", ">f8"), ("incorrect", "u1"), ("any_nh", "u1"),
+     ("created_ms", ">i8"), ("nh_bits", ">i4"))
 )  # fmt: skip
-_COPY_HEADER, _COPY_TRAILER = 19, 2  # signature + flags + extension length; the -1 field count
 
 
 def _ratings_copy_sql() -> str:
@@ -395,7 +393,7 @@ def _rating_arrays_copy(participant_pks: np.ndarray, note_pks: np.ndarray) -> sc
     all in memory at once."""
     columns: list[dict[str, np.ndarray]] = []
     buffer = bytearray()
-    header_left = _COPY_HEADER
+    header_left = len(pgcopy.HEADER)
     with connection.cursor() as cursor, cursor.copy(_ratings_copy_sql()) as copy:  # type: ignore[attr-defined]
         for block in copy:
             buffer += block
@@ -406,7 +404,7 @@ def _rating_arrays_copy(participant_pks: np.ndarray, note_pks: np.ndarray) -> sc
                 n = len(buffer) // _COPY_ROW.itemsize
                 columns.append(_decode_rating_rows(bytes(buffer[: n * _COPY_ROW.itemsize]), participant_pks, note_pks))
                 del buffer[: n * _COPY_ROW.itemsize]
-    n = max(len(buffer) - _COPY_TRAILER, 0) // _COPY_ROW.itemsize
+    n = max(len(buffer) - len(pgcopy.TRAILER), 0) // _COPY_ROW.itemsize
     columns.append(_decode_rating_rows(bytes(buffer[: n * _COPY_ROW.itemsize]), participant_pks, note_pks))
     del buffer
     return scoring.Ratings(**{name: np.concatenate([c[name] for c in columns]) for name in columns[0]})
