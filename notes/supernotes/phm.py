@@ -1,4 +1,4 @@
-"""The personalized helpfulness model (PHM), pure torch on CPU: P(helpful), P(somewhat),
+"""The personalized helpfulness model (PHM), pure torch (CPU unless trained with `device=`): P(helpful), P(somewhat),
 P(not helpful) for a (post, note, rater) triple.
 
 Inputs: the note embedding, the post embedding (zeros plus a "no post text" flag when the post has
@@ -86,22 +86,31 @@ class PHM:
         rater_intercept: np.ndarray,
         rater_factor: np.ndarray,
     ) -> np.ndarray:
-        """(C, J, 3) probabilities for C notes (one post, or `post_emb` per note) and J raters."""
-        ne = torch.as_tensor(np.asarray(note_emb, dtype=np.float32))
+        """(C, J, 3) probabilities for C notes (one post, or `post_emb` per note) and J raters.
+
+        Inputs go to the device the net lives on and the result comes back with .cpu()."""
+        device = model_device(self.net)
+        ne = torch.as_tensor(np.asarray(note_emb, dtype=np.float32), device=device)
         c = ne.shape[0]
         if post_emb is None:
             pe = torch.zeros_like(ne)
-            hp = torch.zeros(c)
+            hp = torch.zeros(c, device=device)
         else:
-            pe = torch.as_tensor(np.broadcast_to(np.asarray(post_emb, dtype=np.float32), ne.shape).copy())
-            hp = torch.ones(c)
+            post = np.broadcast_to(np.asarray(post_emb, dtype=np.float32), ne.shape).copy()
+            pe = torch.as_tensor(post, device=device)
+            hp = torch.ones(c, device=device)
         h = self.net.note_hidden(ne, pe, hp)  # (C, H)
-        ri = torch.as_tensor(np.asarray(rater_intercept, dtype=np.float32))
-        rf = torch.as_tensor(np.asarray(rater_factor, dtype=np.float32))
+        ri = torch.as_tensor(np.asarray(rater_intercept, dtype=np.float32), device=device)
+        rf = torch.as_tensor(np.asarray(rater_factor, dtype=np.float32), device=device)
         j = ri.shape[-1]
         hh = h[:, None, :].expand(c, j, h.shape[1])
         logits = self.net.logits(hh, ri.expand(c, j), rf.expand(c, j))
-        return torch.softmax(logits, dim=-1).numpy().astype(np.float64)
+        return torch.softmax(logits, dim=-1).cpu().numpy().astype(np.float64)
+
+
+def model_device(net: nn.Module) -> torch.device:
+    """Where the net's weights are: every tensor fed to it is created there."""
+    return next(net.parameters()).device
 
 
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:
@@ -149,8 +158,11 @@ def train(
     lr: float = 3e-3,
     holdout: float = 0.2,
     seed: int = 0,
+    device: str = "cpu",
 ) -> PHM:
-    """Train on the ratings of ~80 % of the notes; AUC and calibration on the other notes' ratings."""
+    """Train on the ratings of ~80 % of the notes; AUC and calibration on the other notes' ratings.
+
+    `device` is where the net and its data live while training; the model is returned on the CPU."""
     started = time.monotonic()
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -158,18 +170,18 @@ def train(
     test = held_note[data.note]
     train_idx = np.flatnonzero(~test)
     dim = data.note_emb.shape[1]
-    net = PHMNet(dim)
-    ne = torch.as_tensor(data.note_emb, dtype=torch.float32)
-    pe = torch.as_tensor(data.post_emb, dtype=torch.float32)
-    hp = torch.as_tensor(data.has_post, dtype=torch.float32)
-    note = torch.as_tensor(data.note, dtype=torch.long)
-    ri = torch.as_tensor(data.rater_intercept, dtype=torch.float32)
-    rf = torch.as_tensor(data.rater_factor, dtype=torch.float32)
-    y = torch.as_tensor(data.label, dtype=torch.long)
+    net = PHMNet(dim).to(device)
+    ne = torch.as_tensor(data.note_emb, dtype=torch.float32, device=device)
+    pe = torch.as_tensor(data.post_emb, dtype=torch.float32, device=device)
+    hp = torch.as_tensor(data.has_post, dtype=torch.float32, device=device)
+    note = torch.as_tensor(data.note, dtype=torch.long, device=device)
+    ri = torch.as_tensor(data.rater_intercept, dtype=torch.float32, device=device)
+    rf = torch.as_tensor(data.rater_factor, dtype=torch.float32, device=device)
+    y = torch.as_tensor(data.label, dtype=torch.long, device=device)
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=1e-5)
     loss_fn = nn.CrossEntropyLoss()
     for _ in range(epochs):
-        perm = torch.as_tensor(rng.permutation(train_idx))
+        perm = torch.as_tensor(rng.permutation(train_idx), device=device)
         for start in range(0, len(perm), batch_size):
             b = perm[start : start + batch_size]
             n = note[b]
@@ -181,8 +193,9 @@ def train(
     net.eval()
     test_idx = np.flatnonzero(test)
     with torch.no_grad():
-        n = note[test_idx]
-        probs = torch.softmax(net.logits(net.note_hidden(ne[n], pe[n], hp[n]), ri[test_idx], rf[test_idx]), -1).numpy()
+        t = torch.as_tensor(test_idx, device=device)
+        n = note[t]
+        probs = torch.softmax(net.logits(net.note_hidden(ne[n], pe[n], hp[n]), ri[t], rf[t]), -1).cpu().numpy()
     labels = data.label[test_idx]
     binary = labels != 1
     a = auc(probs[binary, 0], labels[binary] == 0)
@@ -201,7 +214,7 @@ def train(
         train_seconds=round(time.monotonic() - started, 2),
         epochs=epochs,
     )
-    return PHM(net, meta)
+    return PHM(net.cpu(), meta)
 
 
 def save(model: PHM, directory: Path) -> Path:
@@ -215,7 +228,8 @@ def save(model: PHM, directory: Path) -> Path:
 def load(path: Path) -> PHM:
     meta = PHMMeta(**json.loads((path / "meta.json").read_text()))
     net = PHMNet(meta.dim)
-    net.load_state_dict(torch.load(path / "model.pt", weights_only=True))
+    # map_location: a model trained on a GPU loads on a CPU-only web or worker process.
+    net.load_state_dict(torch.load(path / "model.pt", weights_only=True, map_location="cpu"))
     net.eval()
     return PHM(net, meta)
 

@@ -170,6 +170,30 @@ def test_phm_learns_rater_side_and_reports_auc_and_calibration() -> None:
     assert probs.shape == (2, 2, 3) and np.allclose(probs.sum(-1), 1)
 
 
+def test_phm_feeds_the_net_on_its_device_and_reads_back_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: a net on torch's "meta" device stands in for one. Every input must be created
+    there (a CPU tensor fed to it raises), and the probabilities must come back with .cpu()."""
+    import torch
+
+    model = phm.PHM(phm.PHMNet(8).to("meta"), phm.PHMMeta("t", phm.HASHING, 8, "none", 0, 0, 0, 0.0, [], 0.0, 0))
+    back: list[str] = []
+
+    class OnDevice:
+        def __init__(self, logits: torch.Tensor) -> None:
+            assert logits.device.type == "meta"
+            self.shape = logits.shape
+
+        def cpu(self) -> torch.Tensor:
+            back.append("cpu")
+            return torch.full(self.shape, 1 / 3)
+
+    monkeypatch.setattr(torch, "softmax", lambda logits, dim: OnDevice(logits))
+    emb = np.ones((2, 8), np.float32)
+    probs = model.probabilities(emb, emb[0], np.zeros(3), np.array([-0.8, 0.0, 0.8]))
+    assert probs.shape == (2, 3, 3) and back == ["cpu"]
+    assert model.probabilities(emb, None, np.zeros(3), np.zeros(3)).shape == (2, 3, 3)
+
+
 def test_auc_matches_pairwise_counting() -> None:
     s = np.array([0.9, 0.4, 0.4, 0.1])
     pos = np.array([True, True, False, False])
