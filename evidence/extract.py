@@ -135,16 +135,48 @@ def _block_reason(raw: str, text: str, n_words: int) -> str | None:
     return None
 
 
+def _xpath_has(token: str) -> str:
+    lower = "translate({},'ABCDEFGHIJKLMNOPQRSTUVWXYZ','abcdefghijklmnopqrstuvwxyz')"
+    return f"contains({lower.format('@class')},'{token}') or contains({lower.format('@id')},'{token}')"
+
+
+# Reference lists, bibliographies, footnotes and "sources" boxes are pointers to evidence, not
+# evidence, and their keyword density makes them win embedding matches (Mayo's diabetes page
+# showed "Diabetes Care. 2022; doi:..."). trafilatura drops elements matching these before it
+# extracts: the class/id names the corpus' publishers use (Mayo "references", Springer
+# "c-article-references", ACP "article__references", CDC "page_sources", Wikipedia "reflist"
+# "references", footnotes). Tables stay: state COVID bulletins give their case counts in tables.
+# What the markup does not mark (PDF reference sections) is demoted by evidence.prose instead.
+_PRUNE_TOKENS = (
+    "references",
+    "referencelist",
+    "reference-list",
+    "bibliograph",
+    "footnotes",
+    "page_sources",
+    "page-sources",
+    "content-sources",
+)
+PRUNE_XPATH = ["//*[" + " or ".join(_xpath_has(token) for token in _PRUNE_TOKENS) + "]"]
+
+
 def _extract_html(html: str) -> tuple[str, str | None, str | None]:
     import trafilatura
 
     doc: Any = trafilatura.bare_extraction(
-        html, with_metadata=True, include_comments=False, include_tables=True, deduplicate=False
+        html,
+        with_metadata=True,
+        include_comments=False,
+        include_tables=True,
+        deduplicate=False,
+        prune_xpath=PRUNE_XPATH,
     )
     text = (doc.text if doc is not None else None) or ""
     if count_words(text) < 80:
         # Short result: retry favouring recall, then trafilatura's own baseline extractor.
-        recall: Any = trafilatura.bare_extraction(html, favor_recall=True, include_comments=False, with_metadata=False)
+        recall: Any = trafilatura.bare_extraction(
+            html, favor_recall=True, include_comments=False, with_metadata=False, prune_xpath=PRUNE_XPATH
+        )
         recall_text = (recall.text if recall is not None else None) or ""
         if count_words(recall_text) > count_words(text):
             text = recall_text

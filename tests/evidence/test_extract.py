@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from evidence.extract import ExtractionError, decode, extract
@@ -26,6 +28,40 @@ def test_it_extracts_main_text_title_and_date() -> None:
     assert result.title == "Measles vaccine facts"
     assert result.published == "2023-05-04"
     assert result.kind == "html"
+
+
+REFERENCES = [
+    "Moro PL, Arana J, Cano M. Deaths Reported to the Vaccine Adverse Event Reporting System. Clin Infect Dis. 2015;61(6):980-7.",
+    "Classification and diagnosis of diabetes. Diabetes Care. 2022; doi:10.2337/dc22-S002.",
+]
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        '<div class="references"><h2>References</h2><ul>{}</ul></div>',  # Mayo
+        '<ol class="c-article-references">{}</ol>',  # Springer
+        '<section id="Bibliography"><ol>{}</ol></section>',
+        '<div class="page-content-sources__body"><ul class="page_sources">{}</ul></div>',  # CDC
+        '<div class="footnotes"><ol>{}</ol></div>',
+    ],
+)
+def test_it_drops_reference_lists_the_markup_names(wrapper: str) -> None:
+    items = "".join(f"<li>{ref}</li>" for ref in REFERENCES)
+    html = article(PARAS).replace("</article>", wrapper.format(items) + "</article>")
+    text = extract(html.encode(), "text/html").text
+    assert "97 percent effective" in text
+    assert "Clin Infect Dis" not in text and "doi:10.2337" not in text
+
+
+def test_it_keeps_the_prose_of_real_pages_and_drops_their_reference_lists(shared_data: Any) -> None:
+    pages = shared_data / "webpages" / "health"
+    sids = extract((pages / "cdc.gov__about-sids.html").read_bytes(), "text/html").text
+    assert "healthy babies be placed on their backs to sleep" in sids
+    assert "Moro PL" not in sids
+    mayo = extract((pages / "mayoclinic.org__symptoms-causes-syc-20371444.html").read_bytes(), "text/html").text
+    assert "Type 1 diabetes can start at any age." in mayo
+    assert "doi:10.2337" not in mayo
 
 
 def test_it_reports_pages_without_main_text() -> None:
