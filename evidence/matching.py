@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crowdnotes_site.hashing import sha256_hex
+from evidence import sentences
 from evidence.chunking import Chunk, chunk_text
 from evidence.embedding import MPNET, default_cache_dir, load_model, model_path
+from evidence.prose import demotion, prose_score
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -43,6 +45,11 @@ class MatchConfig:
     prefilter_k: int = 2
     batch_size: int = 8
     cache_dir: Path | None = None
+    # Rank passages by cosine x evidence.prose.demotion(prose score), so reference lists and
+    # tables lose to the prose around them; False ranks by cosine alone (the benchmark's "before").
+    prose_demotion: bool = True
+    # Highlight a pair of adjacent sentences only when it beats the best single sentence by this.
+    pair_margin: float = 0.03
 
 
 @dataclass
@@ -56,6 +63,16 @@ class MatchResult:
     model_name: str
     strategy: str
     timings_ms: dict[str, int] = field(default_factory=dict)
+    # evidence.prose.prose_score of each passage (1.0 everywhere when demotion is off).
+    prose: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SentenceMatch:
+    start: int  # character offsets into the passage text
+    end: int
+    text: str
+    score: float  # cosine of the sentence (or pair) and the post
 
 
 class VectorCache:
@@ -108,11 +125,14 @@ def static_vectors(
 
             tokenizer = model.tokenizer
             transformer: Any = model[0].auto_model
+            # The ids go where the model lives (EMBEDDING_DEVICE=cuda) and the vectors come back to
+            # the CPU before numpy: a GPU worker is a setting, not a patch.
+            device = next(transformer.parameters()).device
             size = len(tokenizer)
             table = np.zeros((size, transformer.config.hidden_size), dtype=np.float32)
             with torch.inference_mode():
                 for start in range(0, size, 1024):
-                    ids = torch.arange(start, min(start + 1024, size))
+                    ids = torch.arange(start, min(start + 1024, size), device=device)
                     batch = torch.stack(
                         [
                             torch.full_like(ids, tokenizer.cls_token_id),
@@ -122,7 +142,7 @@ def static_vectors(
                         1,
                     )
                     hidden = transformer(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
-                    table[start : start + len(ids)] = hidden.mean(1).numpy()
+                    table[start : start + len(ids)] = hidden.mean(1).float().cpu().numpy()
                     if progress is not None:
                         progress(start + len(ids), size)
             folder.mkdir(parents=True, exist_ok=True)
@@ -259,9 +279,11 @@ class Matcher:
             strategy = "exhaustive"
             timings["all_cached"] = 1
         started = time.perf_counter()
+        prose = [prose_score(text) if self.config.prose_demotion else 1.0 for text in passages]
+        factors = np.array([demotion(p) for p in prose])
         if strategy == "prefilter" and len(passages) > k:
             pre = prerank(self.model, self.config.model_name, post, passages, self.config.cache_dir)
-            chosen = sorted(int(i) for i in np.argsort(-pre, kind="stable")[:k])
+            chosen = sorted(int(i) for i in np.argsort(-(pre * factors), kind="stable")[:k])
         else:
             pre = np.zeros(len(passages))
             chosen = list(range(len(passages)))
@@ -276,7 +298,8 @@ class Matcher:
         scores: list[float | None] = [None] * len(passages)
         for i, sim in zip(chosen, sims, strict=True):
             scores[i] = float(sim)
-        best_pos = int(np.argmax(sims))
+        # Ranked by cosine x prose demotion; the score reported is the chosen passage's cosine.
+        best_pos = int(np.argmax(sims * factors[chosen]))
         return MatchResult(
             best_index=chosen[best_pos],
             best_score=float(sims[best_pos]),
@@ -286,7 +309,28 @@ class Matcher:
             model_name=self.config.model_name,
             strategy=strategy,
             timings_ms=timings,
+            prose=prose,
         )
+
+    def best_sentence(self, post: str, passage: str) -> SentenceMatch | None:
+        """The sentence of `passage` (or two adjacent ones) closest to the post, by the same model.
+
+        A pair wins only when it beats the best single sentence by `pair_margin`: a longer span
+        shares more words with anything, and the point is to show the one sentence to read."""
+        spans = sentences.candidates(passage)
+        if not spans:
+            return None
+        post_vector = self.embed([post])[0]
+        sims = self.embed([span.text for span in spans]) @ post_vector
+        pair = np.array([span.pair for span in spans])
+        singles = np.where(~pair)[0]
+        best = int(singles[np.argmax(sims[singles])]) if len(singles) else int(np.argmax(sims))
+        if pair.any():
+            best_pair = int(np.where(pair)[0][np.argmax(sims[pair])])
+            if sims[best_pair] > sims[best] + self.config.pair_margin:
+                best = best_pair
+        span = spans[best]
+        return SentenceMatch(span.start, span.end, span.text, float(sims[best]))
 
 
 def ensure_model_files(model_name: str, cache_dir: Path | None = None) -> Path:

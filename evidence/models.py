@@ -112,6 +112,10 @@ class Snippet(models.Model):
     source = models.ForeignKey(EvidenceSource, null=True, blank=True, on_delete=models.SET_NULL)
     passage = models.ForeignKey(Passage, null=True, blank=True, on_delete=models.SET_NULL)
     similarity = models.FloatField(null=True, blank=True)
+    # The sentence (or two adjacent) of the passage closest to the post: character offsets into
+    # passage.text, set together with `passage` (Matcher.best_sentence); None before matching.
+    sentence_start = models.PositiveIntegerField(null=True, blank=True)
+    sentence_end = models.PositiveIntegerField(null=True, blank=True)
     scores = models.JSONField(default=list, blank=True)
     timings_ms = models.JSONField(default=dict, blank=True)
     confirmation = models.CharField(max_length=10, choices=Confirmation.choices, default=Confirmation.PENDING)
@@ -146,6 +150,21 @@ class Snippet(models.Model):
     @property
     def text(self) -> str:
         return self.passage.text if self.passage else ""
+
+    @property
+    def sentence_parts(self) -> tuple[str, str, str] | None:
+        """The passage split around its highlighted sentence: (before, sentence, after), or None."""
+        text = self.text
+        start, end = self.sentence_start, self.sentence_end
+        if not text or start is None or end is None or not 0 <= start < end <= len(text):
+            return None
+        return text[:start], text[start:end], text[end:]
+
+    @property
+    def sentence(self) -> str:
+        """The highlighted sentence of the passage ("" when there is none)."""
+        parts = self.sentence_parts
+        return parts[1] if parts else ""
 
 
 class AutomationRun(models.Model):

@@ -18,7 +18,7 @@ from evidence.chunking import Chunk
 from evidence.errors import ExtractionError, FetchError
 from evidence.extract import Extracted, extract
 from evidence.fetch import FetchPolicy, FetchResult, fetch
-from evidence.matching import Matcher, MatchResult
+from evidence.matching import Matcher, MatchResult, SentenceMatch
 
 # Called with the stage about to start: "fetching", "extracting", "embedding" (the snippet states).
 Stage = Callable[[str], None]
@@ -34,6 +34,8 @@ class PipelineResult:
     extracted: Extracted | None = None
     chunks: list[Chunk] = field(default_factory=list)
     match: MatchResult | None = None
+    # The best passage's sentence closest to the post (what the snippet page highlights).
+    sentence: SentenceMatch | None = None
     timings_ms: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, object]:
@@ -47,6 +49,9 @@ class PipelineResult:
                 "chunk_index": chunk.index,
                 "start_char": chunk.start_char,
                 "end_char": chunk.end_char,
+                # The exact text highlighted in the passage, and its cosine with the post.
+                "sentence": self.sentence.text if self.sentence else None,
+                "sentence_score": round(self.sentence.score, 4) if self.sentence else None,
             }
         return {
             "ok": self.ok,
@@ -126,7 +131,9 @@ def retrieve_and_match(
         assert result.extracted is not None
         with timed(result.timings_ms, "chunk"):
             result.chunks = matcher.chunk(result.extracted.text)
-        match(post, [chunk.text for chunk in result.chunks], result, matcher=matcher, on_stage=on_stage)
+        found = match(post, [chunk.text for chunk in result.chunks], result, matcher=matcher, on_stage=on_stage)
+        with timed(result.timings_ms, "sentence"):
+            result.sentence = matcher.best_sentence(post, result.chunks[found.best_index].text)
     except (FetchError, ExtractionError) as exc:
         result.error_code, result.error_message = exc.error_code, exc.message
         return result

@@ -25,7 +25,8 @@ from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import pipeline, services
 from evidence.errors import ExtractionError, FetchError
-from evidence.models import AutomationRun, Snippet
+from evidence.matching import Matcher
+from evidence.models import AutomationRun, Passage, Snippet
 from notes.models import DraftJob
 
 if TYPE_CHECKING:
@@ -197,6 +198,8 @@ def snippet_retry(*, snippet: Snippet) -> Snippet:
         error_message="",
         passage=None,
         similarity=None,
+        sentence_start=None,
+        sentence_end=None,
         confirmation=Snippet.Confirmation.PENDING,
         confirmed_by=None,
         confirmed_at=None,
@@ -341,14 +344,18 @@ def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
         snippet_fail(snippet_id=snippet_id, error_code=exc.error_code, message=exc.message, timings=timings)
         return
     services.passage_vectors_store(matcher=matcher, passages=passages, indices=result.embedded)
+    chosen = passages[result.best_index]
+    with pipeline.timed(timings, "sentence"):
+        sentence = sentence_fields(matcher=matcher, post=snippet.post.text, passage=chosen)
     timings["total"] = int((time.perf_counter() - total) * 1000)
     refine = settings.EVIDENCE_REFINE and any(score is None for score in result.scores)
     _set_state(
         snippet_id,
         Snippet.State.READY,
         source=source,
-        passage=passages[result.best_index],
+        passage=chosen,
         similarity=result.best_score,
+        **sentence,
         scores=result.scores,
         timings_ms=timings,
         error_code="",
@@ -357,6 +364,13 @@ def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
     )
     if refine:
         _enqueue_refine(snippet_id, snippet.draft_job.contributor_id if snippet.draft_job else None)
+
+
+def sentence_fields(*, matcher: Matcher, post: str, passage: Passage) -> dict[str, int | None]:
+    """The Snippet fields of the passage's sentence closest to the post (Matcher.best_sentence):
+    stored with the passage, in the same update, so the highlight always belongs to it."""
+    found = matcher.best_sentence(post, passage.text)
+    return {"sentence_start": found.start if found else None, "sentence_end": found.end if found else None}
 
 
 def snippet_refine_claim(*, snippet_id: int) -> bool:
@@ -402,5 +416,9 @@ def _refine_claimed(*, snippet_id: int) -> None:
     pending = Snippet.objects.filter(
         pk=snippet_id, state=Snippet.State.READY, confirmation=Snippet.Confirmation.PENDING
     )
-    if not pending.update(passage=passages[result.best_index], similarity=result.best_score, **fields):
+    chosen = passages[result.best_index]
+    sentence: dict[str, int | None] = {}
+    if chosen.pk != snippet.passage_id or snippet.sentence_start is None:
+        sentence = sentence_fields(matcher=matcher, post=snippet.post.text, passage=chosen)
+    if not pending.update(passage=chosen, similarity=result.best_score, **sentence, **fields):
         Snippet.objects.filter(pk=snippet_id, state=Snippet.State.READY).update(**fields)

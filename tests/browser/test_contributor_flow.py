@@ -17,6 +17,14 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGE = """<!doctype html><html><head><title>Vitamin C and the common cold</title></head><body>
 <nav>Home | Topics | Contact</nav>
 <article><h1>Vitamin C and the common cold</h1>
+<p>This article was written by our editorial team and reviewed by two physicians before publication. We update
+our health pages when major new studies appear, and we list the reviewers and the date of the last review at
+the top of each page. Our editors have no financial ties to supplement makers, and the portal carries no
+advertising for any product mentioned here.</p>
+<p>Readers often ask how we choose the research we describe. We prefer systematic reviews of randomized trials
+over single studies, and large trials over small ones. When the evidence is mixed we say so, and we explain
+what the studies measured, how long they lasted and who took part, so that you can judge how well the results
+apply to you and your family.</p>
 <p>Many people take vitamin C hoping to prevent colds and flu. Large reviews of randomized controlled trials
 found that regular vitamin C supplements do not reduce how often adults in the general population catch colds.</p>
 <p>In trials, taking vitamin C after symptoms began did not shorten colds consistently. Very high doses can cause
@@ -55,6 +63,10 @@ def test_it_walks_from_signup_to_a_submitted_note(
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}/")
 
+    # A phone-sized screen: the passage box is shorter than the passage, so the sentence that
+    # matches the post sits below the box's fold unless the page scrolls the box to it.
+    desktop = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 844})
     page.click("text=Flag a post")
     page.fill("#id_text", "Taking vitamin C every day means you will never catch the flu!")
     page.fill("#id_urls", f"{good}\n{broken}")
@@ -71,7 +83,20 @@ def test_it_walks_from_signup_to_a_submitted_note(
     ready = page.locator(".snippet.state-ready")
     assert "vitamin" in ready.locator("blockquote mark").first.inner_text().lower()
     assert page.locator("#request-draft").count() == 0  # nothing to draft before review
+    # The sentence closest to the post: quoted first on the card, highlighted in the passage, and
+    # in view, the box scrolled to it (it lies below the editorial paragraphs).
+    sentence = ready.locator("blockquote.passage mark.sentence")
+    expect(sentence).to_have_count(1)
+    assert "vitamin c" in sentence.inner_text().lower()
+    assert ready.locator(".best-sentence q").inner_text() == sentence.inner_text()
+    box = ready.locator("blockquote.passage")
+    box.scroll_into_view_if_needed()  # the page scrolls to the box; the box's own scroll is the script's
+    expect(sentence).to_be_in_viewport()
+    assert box.evaluate("el => el.scrollHeight > el.clientHeight")  # the passage overflows its box
+    # (polling may swap the card in meanwhile: the script scrolls the new box after each swap)
+    assert any(box.evaluate("el => el.scrollTop") > 0 or page.wait_for_timeout(250) for _ in range(20))
     _shot(page, "3-evidence")
+    page.set_viewport_size(desktop)
 
     ready.locator("button:has-text('This passage supports my note')").click()
     page.wait_for_selector(".snippet.state-ready .review-state[data-state=confirmed]")

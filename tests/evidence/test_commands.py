@@ -34,8 +34,11 @@ def test_it_probes_a_url_and_prints_json(web_server: WebServer) -> None:
     assert result["title"] == "Measles"
     assert result["n_passages"] >= 1
     assert "97 percent" in result["best_passage"]["text"]
-    assert set(result["best_passage"]) >= {"text", "score", "chunk_index"}
-    assert set(result["timings_ms"]) >= {"fetch", "extract", "match"}
+    assert set(result["best_passage"]) >= {"text", "score", "chunk_index", "sentence", "sentence_score"}
+    # The exact text the snippet page highlights: a sentence of the best passage, the one about MMR.
+    assert result["best_passage"]["sentence"] == MEASLES[1]
+    assert result["best_passage"]["sentence"] in result["best_passage"]["text"]
+    assert set(result["timings_ms"]) >= {"fetch", "extract", "match", "sentence"}
 
 
 @pytest.mark.django_db

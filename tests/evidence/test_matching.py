@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -123,3 +124,118 @@ def test_it_matches_with_mpnet_the_study_model() -> None:
     result = matcher.match("measles shots are dangerous for children", passages)
     assert result.best_index == 1
     assert matcher.model.get_embedding_dimension() == 768
+
+
+# A page whose reference list repeats the post's words: the list must not win over the prose.
+SIDS_PROSE = (
+    "In 1992, the American Academy of Pediatrics recommended that healthy babies be placed on their backs to sleep. "
+    "Research has found the rate of SIDS declined dramatically following the 1994 Back-to-Sleep campaign, and then "
+    "stabilized in the 2000s at a time when the number of infant immunizations was increasing. The findings provide "
+    "strong evidence that immunization is not linked to SIDS."
+)
+SIDS_REFERENCES = "\n".join(
+    [
+        "- Moro PL, Arana J, Cano M, Lewis P, Shimabukuro TT. Deaths Reported to the Vaccine Adverse Event Reporting "
+        "System, United States, 1997-2013. Clin Infect Dis. 2015;61(6):980-7.",
+        "- Institute of Medicine (US) Immunization Safety Review Committee. Immunization Safety Review: Vaccinations "
+        "and Sudden Unexpected Death in Infancy. Washington, DC: National Academies Press, 2003.",
+        "- Griffin MR, Ray WA, Livengood JR, et al. Risk of sudden infant death syndrome after immunization with "
+        "diphtheria-tetanus-pertussis vaccine. N Engl J Med. 1988;319(10):618-23.",
+        "- Silvers et al. The epidemiology of fatalities reported to the vaccine adverse event reporting system "
+        "1990-1997. Pharmacoepidemiol Drug Saf. 2001;10(4):279-85.",
+    ]
+)
+SIDS_POST = "Infant vaccines cause sudden infant death syndrome, babies die right after their immunization."
+
+
+def test_a_reference_list_does_not_win_over_its_prose(minilm_matcher: Matcher, monkeypatch: pytest.MonkeyPatch) -> None:
+    passages = [SIDS_REFERENCES, SIDS_PROSE]
+    raw = minilm_matcher.match(SIDS_POST, passages, strategy="exhaustive")
+    monkeypatch.setattr(minilm_matcher, "config", dataclasses.replace(minilm_matcher.config, prose_demotion=False))
+    by_cosine = minilm_matcher.match(SIDS_POST, passages, strategy="exhaustive")
+    scores = by_cosine.scores
+    assert scores[0] is not None and scores[1] is not None
+    assert by_cosine.best_index == 0 and scores[0] > scores[1]  # by cosine alone the list wins ...
+    assert raw.best_index == 1  # ... demoted by its prose score, the prose wins
+    assert raw.scores == scores  # the stored cosines are unchanged: demotion only reorders
+    assert raw.best_score == scores[1]
+    assert raw.prose[0] < 0.2 < 0.8 < raw.prose[1]
+
+
+def test_the_prefilter_also_ranks_a_reference_list_below_its_prose(
+    minilm_matcher: Matcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(minilm_matcher, "cache", VectorCache())
+    passages = [TOPICS["volcano"], SIDS_REFERENCES, TOPICS["football"], SIDS_PROSE, TOPICS["baking"]]
+    result = minilm_matcher.match(SIDS_POST, passages, strategy="prefilter", k=1)
+    assert result.embedded == [3]
+
+
+def test_it_finds_the_sentence_that_matches_the_post(minilm_matcher: Matcher) -> None:
+    passage = "\n".join([TOPICS["volcano"], TOPICS["measles"], TOPICS["football"]])
+    found = minilm_matcher.best_sentence("Two MMR doses don't protect kids from measles", passage)
+    assert found is not None
+    assert (
+        found.text
+        == "The MMR vaccine gives two doses that protect children from measles infection and its complications such as pneumonia."
+    )
+    assert passage[found.start : found.end] == found.text
+    assert found.score > 0.5
+
+
+def test_a_pair_of_sentences_is_shown_only_when_it_matches_clearly_better(minilm_matcher: Matcher) -> None:
+    passage = TOPICS["measles"]
+    single = minilm_matcher.best_sentence("Measles is a contagious viral disease", passage)
+    assert single is not None and single.text == "Measles is a contagious viral disease."
+
+
+class _FakeHidden:
+    """What the fake transformer returns: records that it was brought back with .cpu()."""
+
+    def __init__(self, shape: tuple[int, ...], calls: list[str]) -> None:
+        self.shape, self.calls = shape, calls
+
+    def mean(self, dim: int) -> _FakeHidden:
+        return _FakeHidden((self.shape[0], self.shape[2]), self.calls)
+
+    def float(self) -> _FakeHidden:
+        return self
+
+    def cpu(self) -> Any:
+        import torch
+
+        self.calls.append("cpu")
+        return torch.ones(self.shape)
+
+
+def test_the_prefilter_table_feeds_the_model_on_its_device_and_reads_back_on_the_cpu(
+    minilm_matcher: Matcher, tmp_path: Any
+) -> None:
+    """EMBEDDING_DEVICE=cuda cannot run here; a model whose weights live on torch's "meta" device
+    stands in: every input must be created there, and results must come back with .cpu()."""
+    import torch
+
+    from evidence.matching import static_vectors
+
+    calls: list[str] = []
+
+    class FakeTransformer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.empty(4, 8, device="meta"))
+            self.config = type("Config", (), {"hidden_size": 8})()
+
+        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+            assert input_ids.device.type == "meta" and attention_mask.device.type == "meta"
+            return type("Out", (), {"last_hidden_state": _FakeHidden((input_ids.shape[0], 3, 8), calls)})()
+
+    class FakeModel:
+        tokenizer = minilm_matcher.tokenizer
+
+        def __getitem__(self, index: int) -> Any:
+            return type("Module", (), {"auto_model": FakeTransformer()})()
+
+    table = static_vectors(FakeModel(), "fake-on-meta", cache_dir=tmp_path)  # type: ignore[arg-type]
+    assert table.shape == (len(minilm_matcher.tokenizer), 8)
+    assert calls and set(calls) == {"cpu"}
+    assert float(table.sum()) == table.size  # the .cpu() results, not zeros

@@ -155,6 +155,33 @@ def test_it_shows_the_passage_in_context(contributor_client: Any, job: Any) -> N
     assert f'<mark id="passage">{PASSAGE}</mark>' in html
 
 
+def test_the_card_quotes_the_highlighted_sentence_first_and_marks_it_in_the_passage(
+    contributor_client: Any, job: Any
+) -> None:
+    text = "Older studies were small. Trials found <b>no</b> effect on flu & colds in adults. Doses varied."
+    snippet = make_ready_snippet(job, "https://a.example/1", text)
+    start = text.index("Trials")
+    Snippet.objects.filter(pk=snippet.pk).update(sentence_start=start, sentence_end=text.index(" Doses"))
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    sentence = "Trials found &lt;b&gt;no&lt;/b&gt; effect on flu &amp; colds in adults."  # escaped, never markup
+    quote = html.index(f"<q>{sentence}</q>")
+    box = html.index('<blockquote class="passage" data-sentence-box>')
+    assert quote < box  # the card quotes the sentence before the passage (no JavaScript needed)
+    assert f'<mark class="sentence" id="sentence-{snippet.pk}">{sentence}</mark>' in html[box:]
+    assert "Older studies were small. " in html[box:]
+    assert "js/evidence-sentence.js" in html
+    context = contributor_client.get(f"/snippets/{snippet.pk}/context/").content.decode()
+    assert f'<mark class="sentence" id="sentence">{sentence}</mark>' in context
+    assert f"/snippets/{snippet.pk}/context/#sentence" in html
+
+
+def test_a_snippet_without_a_sentence_shows_the_whole_passage(contributor_client: Any, job: Any) -> None:
+    make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
+    assert "data-sentence-box" not in html and 'class="sentence"' not in html
+    assert "closest to the post" not in html
+
+
 def test_it_shows_the_judges_preflight_verdicts_without_submitting(
     contributor_client: Any, job: Any, llm_server: Any
 ) -> None:
