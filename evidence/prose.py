@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 # How far a passage with no prose at all is pushed down: its cosine times 1 - DEMOTION.
-DEMOTION = 0.35
+DEMOTION = 0.5
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STRONG = re.compile(
@@ -34,7 +34,9 @@ _WEAK = re.compile(
     r"\b\d+\s*[-–]\s*\d+\s*\.?\s*$|"  # page range at line end
     r"\b(?:19|20)\d{2}\b|"  # a year
     r"https?://\S+|www\.\S+|"
-    r"\b(?:Vol|pp|No)\.\s*\d+",
+    r"\b(?:Vol|pp|No)\.\s*\d+|"
+    r"\b(?:Press|Publishers?|Publishing|Elsevier|Wiley|McGraw[- ]Hill)\b|"  # a publisher
+    r"\b[A-Z][a-z]+, [A-Z]{2}:",  # "Washington, DC:"
     re.IGNORECASE,
 )
 # "12. Smith J, ..." or "- Moro PL, Perez-Vilar S, ..." : a numbered or bulleted author list.
