@@ -19,10 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.django_db
 def test_it_reports_healthy_database_and_broker(anon_client: Any, admin_client: Any) -> None:
-    assert anon_client.get("/healthz").json() == {"status": "ok"}
+    assert anon_client.get("/healthz").json() == {"status": "ok", "down": []}
     response = admin_client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
+    assert response.json() == {
+        "status": "ok",
+        "down": [],
+        "checks": {"database": "ok", "cache": "ok", "broker": "ok"},
+    }
 
 
 @pytest.mark.django_db
@@ -39,7 +43,7 @@ def test_it_reports_an_unreachable_broker_with_details_to_staff_only(
     finally:
         app.conf.broker_url = original
     assert public.status_code == 503
-    assert public.json() == {"status": "error"}  # no internal host, port or exception text
+    assert public.json() == {"status": "error", "down": ["broker"]}  # no internal host, port or exception text
     assert "127.0.0.1:1" not in public.content.decode()
     assert staff.status_code == 503
     body = staff.json()
