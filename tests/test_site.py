@@ -86,6 +86,45 @@ def test_it_signs_up_a_contributor_and_rater(anon_client: Any) -> None:
     assert Participant.objects.filter(user=user).exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sign_ups_of_one_name_give_one_account_and_form_errors(settings: Any) -> None:
+    """Six people submit the same name (in two letter cases) at once: one account, five form
+    errors, no duplicate-key 500 (issue 27, item 6)."""
+    import threading
+
+    from django.db import connection
+
+    from tests.conftest import CsrfClient
+
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "signup": "100/h"}
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    start = threading.Barrier(6)
+    outcomes: list[tuple[int, str]] = []
+
+    def sign_up(name: str) -> None:
+        client = CsrfClient()
+        client.get("/accounts/signup/")  # the CSRF cookie, as a browser has it
+        start.wait()
+        try:
+            data = {"username": name, "password1": "a-long-Passphrase-42", "password2": "a-long-Passphrase-42"}
+            response = client.post("/accounts/signup/", {**data, "roles": [RATER]})
+            outcomes.append((response.status_code, response.content.decode()))
+        except Exception as exc:  # what the test client raises for a 500
+            outcomes.append((500, repr(exc)))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sign_up, args=("racer" if i % 2 else "Racer",)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    statuses = sorted(status for status, _ in outcomes)
+    assert statuses == [200] * 5 + [302], [body[:300] for status, body in outcomes if status == 500]
+    assert all("A user with that username already exists." in body for status, body in outcomes if status == 200)
+    assert get_user_model().objects.filter(username__iexact="racer").count() == 1
+
+
 @pytest.mark.django_db
 def test_it_requires_a_role_at_signup(anon_client: Any) -> None:
     response = anon_client.post(
