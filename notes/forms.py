@@ -14,7 +14,7 @@ from django.urls import reverse_lazy
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
 from notes.supernotes import comparison
-from notes.text_rules import NOTE_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, is_blank, note_length
+from notes.text_rules import NOTE_MAX_CHARS, POST_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, is_blank, note_length
 
 _url_validator = URLValidator(schemes=["http", "https"])
 
@@ -83,7 +83,7 @@ class ContributeForm(forms.Form):
     text = VisibleTextField(
         label="Post text",
         widget=forms.Textarea(attrs={"rows": 4}),
-        max_length=5000,
+        max_length=POST_MAX_CHARS,
         help_text="Paste the text of the post you want to add context to.",
     )
     source_url = forms.URLField(
