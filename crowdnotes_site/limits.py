@@ -84,14 +84,14 @@ def limited(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return decorate
 
 
-def over_limit(request: HttpRequest, group: str) -> bool:
-    """Count this POST against `group` and say whether it is past the rate (or the counters are
-    unreachable and the group fails closed), without refusing it: for background requests (the head
-    start) whose page must not reload on a limit."""
+def limit_state(request: HttpRequest, group: str) -> str:
+    """Count this POST against `group` without refusing it: "within", "over" the rate, or
+    "unavailable" (counters unreachable and the group fails closed). For background requests (the
+    head start) whose page must not reload on a limit."""
     verdict = _past_rate(request, group)
     if verdict is None:
-        return group in FAIL_CLOSED
-    return verdict
+        return "unavailable" if group in FAIL_CLOSED else "within"
+    return "over" if verdict else "within"
 
 
 def limit_message(group: str) -> str:

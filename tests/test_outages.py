@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 from crowdnotes_site.celery import app
+from evidence.models import Prefetch
 from notes.models import Note, Post
 from notes.services import participant_for_user, post_create
 from tests.conftest import CsrfClient
@@ -78,6 +79,11 @@ def test_with_redis_down_reads_and_log_in_work_and_costly_posts_say_try_again(
     assert refused["Retry-After"] == "60"
     assert "please try again in a minute" in refused.content.decode()
     assert list(Post.objects.filter(text__startswith="Claim").values_list("text", flat=True)) == ["Claim 1"]
+    # The head start (a background htmx request) says it is paused instead of reloading the form.
+    ahead = contributor_client.post("/evidence/prefetch/", {"urls": "https://www.cdc.gov/"}, HTTP_HX_REQUEST="true")
+    assert ahead.status_code == 200
+    assert "Not started: reading ahead is paused for a moment." in ahead.content.decode()
+    assert not Prefetch.objects.exists()
     # /healthz names what is down, to anyone.
     health = CsrfClient().get("/healthz")
     assert health.status_code == 503
