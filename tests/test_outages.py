@@ -154,3 +154,13 @@ def test_gunicorn_serves_every_request_after_its_database_connections_are_termin
     assert len(failed) <= 2  # at most the one request per worker that found its connection dead
     assert all("The connection to our database was interrupted" in body for body in failed)
     assert "A claim about vitamins" in answers[-1][1]
+
+
+def test_any_other_500_page_explains_itself(rf: Any) -> None:
+    from django.views.defaults import server_error
+
+    response = server_error(rf.get("/"))
+    html = response.content.decode()
+    assert response.status_code == 500
+    assert "Something failed on our side" in html
+    assert "check whether it was saved before sending it again" in html
