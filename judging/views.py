@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
-from crowdnotes_site.csvsafe import SafeWriter
+from crowdnotes_site.lib.csvsafe import SafeWriter
 from crowdnotes_site.limits import limited
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm

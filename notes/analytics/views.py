@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
-from crowdnotes_site.csvsafe import SafeWriter
+from crowdnotes_site.lib.csvsafe import SafeWriter
 from notes.analytics import charts, selectors
 from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
 

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 
+from crowdnotes_site.lib.scoring import synthetic
 from notes import communitynotes_import as cni
-from notes import synthetic
 from notes.models import (
     ImportCheckpoint,
     Note,
@@ -119,7 +119,7 @@ def test_it_records_status_history_with_times(tmp_path: Path, cn_data: Path) -> 
 
 @pytest.mark.django_db
 def test_it_caps_an_imported_note_summary_and_counts_the_cut(tmp_path: Path) -> None:
-    from notes.text_rules import IMPORTED_NOTE_MAX_CHARS
+    from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS
 
     huge = "Vitamin D does not cure COVID-19. " * 31_000 + "https://example.org/late-link"  # about 1 MB
     notes = tmp_path / "notes.tsv"
