@@ -21,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -86,9 +87,11 @@ def main() -> None:
         "LOG_LEVEL": "CRITICAL",
         "DB_CONN_MAX_AGE": "60",
         "TOPICS_CLASSIFY_NEW_POSTS": "0",
+        "STATIC_ROOT": tempfile.mkdtemp(prefix="bench-static-"),  # DEBUG=0 serves the collected manifest
     }
     manage = [PY, "manage.py"]
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=args.app_dir, env=env, check=True)
+    subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], cwd=args.app_dir, env=env, check=True)
     post_id = subprocess.run(
         [*manage, "shell", "-c", "from notes.services import post_create; from notes.models import Post;"
          " [post_create(text=f'Bench claim {i} about vitamins') for i in range(20 - Post.objects.count())];"
@@ -107,7 +110,7 @@ def main() -> None:
         deadline = time.monotonic() + 60
         while _get(port, "/")[0] != 200:
             if time.monotonic() > deadline:
-                raise SystemExit("gunicorn did not answer")
+                raise SystemExit(f"gunicorn did not answer 200 on /: {_get(port, '/')[0]}")
             time.sleep(0.2)
         statuses: collections.Counter[str] = collections.Counter()
         lock = threading.Lock()
