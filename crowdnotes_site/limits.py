@@ -1,14 +1,24 @@
-"""Abuse limits: per-user (or per-IP for anonymous visitors) request rates, via django-ratelimit
-on the cache (Redis in production), and the 429 answer when one is hit.
+"""Abuse limits: per-user (or per-client-address for anonymous visitors) request rates, via
+django-ratelimit on the cache (Redis in production), and the 429 answer when one is hit.
 
 `@limited("contribute")` counts the POSTs of one group of views; the rates live in
 settings.RATE_LIMITS ("10/h" style, one env variable each) and are read on every request, so a
 test or an operator can change them without a restart of the module. Login lockout after wrong
-passwords is django-axes' job (settings AXES_*), not this module's.
+passwords is django-axes' job (settings AXES_*, crowdnotes_site/lockout.py), not this module's.
+The client address is the one the trusted proxies saw (crowdnotes_site/clientip.py).
+
+When the counters cannot be read (Redis down or slow), a group fails open or closed:
+reads (GET) are never counted, so they never depend on Redis; the POSTs that start costly work
+(CPU or LLM: contribute, evidence, draft, preflight, prefetch) or that the lockout does not
+otherwise guard (signup) are refused with a 503 "try again in a minute" page, because letting
+them through uncounted would let anyone queue unbounded work during an outage; log-in (guarded
+by the lockout in the database) and ratings (one small row each) go through uncounted.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +26,10 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django_ratelimit.decorators import ratelimit
+from django_ratelimit.core import is_ratelimited
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
 
 # What a person was doing when the limit was hit, for the message.
 ACTIONS = {
@@ -31,30 +44,54 @@ ACTIONS = {
 }
 
 
+# Refused while the counters are unreachable (see the module's docstring); the others go through.
+FAIL_CLOSED = frozenset({"signup", "contribute", "evidence", "draft", "preflight", "prefetch"})
+
+
 def _rate(group: str, request: HttpRequest) -> str:
     return settings.RATE_LIMITS[group]
 
 
+def _past_rate(request: HttpRequest, group: str) -> bool | None:
+    """Count this request against `group`: past the rate, within it, or None when the counters
+    could not be reached (logged)."""
+    try:
+        return bool(is_ratelimited(request, group=group, key="user_or_ip", rate=_rate, method="POST", increment=True))
+    except (RedisError, OSError) as exc:
+        logger.warning("rate limit %s: counters unreachable (%s): %s", group, exc.__class__.__name__, exc)
+        return None
+
+
 def limited(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Refuse (429) the POSTs of `group` past its rate, counted per user, or per IP when anonymous."""
+    """Refuse (429) the POSTs of `group` past its rate, counted per user, or per client address when
+    anonymous; with the counters unreachable, refuse (503) the groups in FAIL_CLOSED."""
     if group not in ACTIONS:
         raise ValueError(f"unknown rate-limit group {group!r}")
-    count = ratelimit(group=group, key="user_or_ip", rate=_rate, method="POST", block=True)
 
     def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
-        wrapped = count(view)
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            verdict = _past_rate(request, group)
+            if verdict is None and group in FAIL_CLOSED:
+                return _refuse(request, unavailable_message(group), status=503)
+            if verdict:
+                return _refuse(request, limit_message(group), status=429)
+            return view(request, *args, **kwargs)
+
         wrapped.limit_group = group  # type: ignore[attr-defined]  # read back by `ratelimited`
         return wrapped
 
     return decorate
 
 
-def over_limit(request: HttpRequest, group: str) -> bool:
-    """Count this POST against `group` and say whether it is past the rate, without refusing it:
-    for background requests (the head start) whose page must not reload on a limit."""
-    from django_ratelimit.core import is_ratelimited
-
-    return is_ratelimited(request, group=group, key="user_or_ip", rate=_rate, method="POST", increment=True)
+def limit_state(request: HttpRequest, group: str) -> str:
+    """Count this POST against `group` without refusing it: "within", "over" the rate, or
+    "unavailable" (counters unreachable and the group fails closed). For background requests (the
+    head start) whose page must not reload on a limit."""
+    verdict = _past_rate(request, group)
+    if verdict is None:
+        return "unavailable" if group in FAIL_CLOSED else "within"
+    return "over" if verdict else "within"
 
 
 def limit_message(group: str) -> str:
@@ -67,17 +104,31 @@ def limit_message(group: str) -> str:
     )
 
 
-def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """RATELIMIT_VIEW: a page that says which limit was hit. Under htmx (which swaps only 2xx
-    answers) the page reloads and shows the same text as a message."""
-    group = _group_of(request)
-    text = limit_message(group)
+def unavailable_message(group: str) -> str:
+    return (
+        f"Our request counter is unreachable right now, so {ACTIONS.get(group, 'requests')} are paused "
+        "(reading the site still works). Nothing was saved; please try again in a minute."
+    )
+
+
+def _refuse(request: HttpRequest, text: str, *, status: int) -> HttpResponse:
+    """The refusal page (429 past a rate, 503 while the counters are unreachable). Under htmx
+    (which swaps only 2xx answers) the page reloads and shows the same text as a message."""
     if getattr(request, "htmx", False):
         messages.error(request, text)
         response = HttpResponse(status=204)
         response["HX-Refresh"] = "true"
         return response
-    return render(request, "429.html", {"message": text}, status=429)
+    template = "429.html" if status == 429 else "503.html"
+    response = render(request, template, {"message": text}, status=status)
+    if status == 503:
+        response["Retry-After"] = "60"
+    return response
+
+
+def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """RATELIMIT_VIEW (django-ratelimit's own decorator, unused here, would call it): the 429 page."""
+    return _refuse(request, limit_message(_group_of(request)), status=429)
 
 
 def _group_of(request: HttpRequest) -> str:

@@ -57,8 +57,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "crowdnotes_site.middleware.SecurityHeadersMiddleware",  # Permissions-Policy, no Server header
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "crowdnotes_site.logs.RequestIdMiddleware",
+    # A view's dropped database connection or Redis error: a 503 page that explains (not a 500).
+    "crowdnotes_site.middleware.OutageMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -95,7 +98,15 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL", "")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+    # Persistent connections are checked before their first use in each request, so a connection the
+    # server dropped (restart, failover, pg_terminate_backend) is replaced instead of failing a request.
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL,
+            conn_max_age=env_int("DB_CONN_MAX_AGE", 60),
+            conn_health_checks=env_bool("DB_CONN_HEALTH_CHECKS", True),
+        )
+    }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -111,14 +122,22 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis, cache, Celery -------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "")
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
+# A request waits at most this long for Redis (cache, rate counters) before treating it as down.
+REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)
+_REDIS_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S, "socket_timeout": REDIS_SOCKET_TIMEOUT_S}
 if REDIS_URL:
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": _REDIS_OPTIONS,
+        },
         # Rate-limit counters, shared by every web worker (crowdnotes_site/limits.py).
         "limits": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "limits",
+            "OPTIONS": _REDIS_OPTIONS,
         },
     }
 else:
@@ -325,12 +344,25 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# Login lockout (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one username from one
-# IP address, that pair is refused (429 page) for AXES_COOLOFF_MINUTES, even with the right password.
+# The client address behind reverse proxies (crowdnotes_site/clientip.py): the number of proxies
+# in front of the app that append to X-Forwarded-For (nginx alone: 1). 0 = reached directly, the
+# header is ignored. Every per-address limit and the login lockout key on this address.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+# Login lockout (django-axes, crowdnotes_site/lockout.py): after AXES_FAILURE_LIMIT wrong passwords
+# for one username from one client address, that pair is refused (429 page) for AXES_COOLOFF_MINUTES,
+# even with the right password; AXES_USERNAME_FAILURE_LIMIT wrong passwords for one username from all
+# clients together lock it for everyone. Its state is in the database (not the cache): log-in works
+# while Redis is down.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "crowdnotes_site.lockout.PairAndUsernameHandler"
+AXES_CLIENT_IP_CALLABLE = "crowdnotes_site.clientip.client_ip"
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
+AXES_USERNAME_FAILURE_LIMIT = env_int("AXES_USERNAME_FAILURE_LIMIT", 100, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 30, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# A locked client's further attempts are not counted, so one client adds at most AXES_FAILURE_LIMIT
+# to a username's global count (and cannot extend its own lockout by hammering).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
@@ -338,6 +370,7 @@ AXES_VERBOSE = False
 # per IP address for anonymous visitors; only POSTs count. Past a rate: a 429 page that says so.
 RATELIMIT_USE_CACHE = "limits"
 RATELIMIT_VIEW = "crowdnotes_site.limits.ratelimited"
+RATELIMIT_IP_META_KEY = "crowdnotes_site.clientip.client_ip"
 RATE_LIMITS = {
     "login": env_str("RATE_LIMIT_LOGIN", "30/m"),
     "signup": env_str("RATE_LIMIT_SIGNUP", "10/h"),
@@ -378,6 +411,9 @@ STORAGES = {
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
+# No script reads the CSRF cookie: forms carry {% csrf_token %} and htmx sends the token from the
+# page (<body hx-headers> in base.html), so the cookie can be hidden from JavaScript.
+CSRF_COOKIE_HTTPONLY = True
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)

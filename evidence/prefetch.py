@@ -37,6 +37,7 @@ TEXTS = {
 }
 CAPPED = "Not started: {n} of your links are already being read. It will be read when you submit."
 LIMITED = "Not started: too many requests in the last minute. The links will be read when you submit."
+PAUSED = "Not started: reading ahead is paused for a moment. The links will be read when you submit."
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,11 @@ def prefetch_statuses(*, urls: list[str]) -> list[PrefetchStatus]:
 # --- Services ----------------------------------------------------------------------------------
 
 
-def prefetch_limited(*, urls: list[str]) -> list[PrefetchStatus]:
-    """What the form shows when the request rate (crowdnotes_site.limits, group "prefetch") was hit."""
-    return [PrefetchStatus(url, "limited", LIMITED) for url in urls[: settings.MAX_EVIDENCE_URLS]]
+def prefetch_limited(*, urls: list[str], paused: bool = False) -> list[PrefetchStatus]:
+    """What the form shows when the request rate (crowdnotes_site.limits, group "prefetch") was hit,
+    or (`paused`) when its counters are unreachable (Redis down: the group fails closed)."""
+    text = PAUSED if paused else LIMITED
+    return [PrefetchStatus(url, "limited", text) for url in urls[: settings.MAX_EVIDENCE_URLS]]
 
 
 def prefetch_request(*, user: User, urls: list[str]) -> list[PrefetchStatus]:

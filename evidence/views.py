@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
-from crowdnotes_site.limits import over_limit
+from crowdnotes_site.limits import limit_state
 from evidence import prefetch
 
 _valid_url = URLValidator(schemes=["http", "https"])
@@ -45,8 +45,9 @@ def prefetch_view(request: AuthenticatedHttpRequest) -> HttpResponse:
         urls = _urls(request.POST.getlist("urls"))
         # Rate-limited like every POST group (crowdnotes_site.limits), but answered in the fragment:
         # a 429 would make htmx reload the form the contributor is typing in.
-        if over_limit(request, "prefetch"):
-            statuses = prefetch.prefetch_limited(urls=urls)
+        state = limit_state(request, "prefetch")
+        if state != "within":
+            statuses = prefetch.prefetch_limited(urls=urls, paused=state == "unavailable")
         else:
             statuses = prefetch.prefetch_request(user=request.user, urls=urls)
     else:

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import csv
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.lib.csvsafe import SafeWriter
 from crowdnotes_site.limits import limited
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
@@ -66,7 +65,7 @@ def decision_export(request: AuthenticatedHttpRequest) -> HttpResponse:
     decisions = selectors.decisions_filtered(DecisionFilterForm(request.GET or None).filters())
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="judge-decisions.csv"'
-    writer = csv.writer(response)
+    writer = SafeWriter(response)  # formula-looking text cells quoted
     writer.writerow(selectors.CSV_COLUMNS)
     writer.writerows(selectors.decision_csv_row(d) for d in decisions.iterator())
     return response

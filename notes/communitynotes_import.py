@@ -26,7 +26,7 @@ from django.db.models.functions import Coalesce
 
 from crowdnotes_site.lib.scoring import communitynotes_io as cio
 from crowdnotes_site.lib.scoring import pgcopy
-from crowdnotes_site.lib.text_rules import find_urls
+from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS, cap_text, find_urls
 from notes.analytics.delays import note_time_ms, snowflake_time
 from notes.models import ImportCheckpoint, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating
 from notes.services import post_text_hash
@@ -39,10 +39,12 @@ BATCH = 5000
 class ImportReport:
     counts: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
+    cut: Counter[str] = field(default_factory=Counter)  # rows stored with a text cut to its cap
 
     def lines(self) -> list[str]:
         out = [f"{k}: {v}" for k, v in sorted(self.counts.items())]
         out += [f"skipped ({reason}): {n}" for reason, n in sorted(self.skipped.items())]
+        out += [f"cut ({reason}): {n}" for reason, n in sorted(self.cut.items())]
         return out
 
 
@@ -92,15 +94,19 @@ def import_notes(path: str | Path, report: ImportReport) -> None:
             people = _participants({n.author_id for n in batch})
             posts = _posts({n.tweet_id or "0" for n in batch})
             latest = {n.note_id: n for n in batch}  # a note listed twice keeps its last row
+            summaries = {note_id: cap_text(n.summary, IMPORTED_NOTE_MAX_CHARS) for note_id, n in latest.items()}
             notes = [
                 Note(
                     external_id=str(n.note_id), post_id=posts[n.tweet_id or "0"], author_id=people[n.author_id],
-                    text=n.summary, classification=n.classification,
+                    text=summaries[n.note_id][0], classification=n.classification,
                     created_at=_dt(note_time_ms(n.note_id, n.created_at_ms)),
-                    evidence_urls=find_urls(n.summary, web_only=True)[:10],
+                    evidence_urls=find_urls(summaries[n.note_id][0], web_only=True)[:10],
                 )
                 for n in latest.values()
             ]  # fmt: skip
+            report.cut[f"notes: summary over {IMPORTED_NOTE_MAX_CHARS:,} characters"] += sum(
+                cut for _, cut in summaries.values()
+            )
             Note.objects.bulk_create(
                 notes,
                 update_conflicts=True,

@@ -12,7 +12,7 @@ from django.http import QueryDict
 from django.urls import reverse_lazy
 
 from crowdnotes_site.forms import VisibleTextField
-from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, note_length
+from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, POST_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, note_length
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
 from notes.supernotes import comparison
@@ -75,7 +75,7 @@ class ContributeForm(forms.Form):
     text = VisibleTextField(
         label="Post text",
         widget=forms.Textarea(attrs={"rows": 4}),
-        max_length=5000,
+        max_length=POST_MAX_CHARS,
         help_text="Paste the text of the post you want to add context to.",
     )
     source_url = forms.URLField(

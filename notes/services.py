@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Model, Q
 from django.utils import timezone
 
@@ -60,14 +60,32 @@ def participant_for_user(*, user: User) -> Participant:
     return participant
 
 
-@transaction.atomic
+class UsernameTaken(Exception):
+    """Another sign-up took this username (in any letter case) first, possibly a moment ago."""
+
+
+USERNAME_TAKEN = "A user with that username already exists."
+
+
 def user_signup(*, username: str, password: str, email: str, roles: list[str]) -> User:
-    """Create an account in the chosen roles (Contributor and/or Rater)."""
+    """Create an account in the chosen roles (Contributor and/or Rater). Concurrent sign-ups of one
+    name (in any letter case) serialize on an advisory lock, and the later ones get UsernameTaken
+    (never a duplicate-key error); the form's own check only sees accounts committed before it."""
     from django.contrib.auth import get_user_model
 
-    user = get_user_model().objects.create_user(username=username, password=password, email=email)
-    user.groups.set(Group.objects.filter(name__in=roles))
-    participant_for_user(user=user)
+    model = get_user_model()
+    try:
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 11))", [username.casefold()])
+            if model.objects.filter(username__iexact=username).exists():
+                raise UsernameTaken(username)
+            user = model.objects.create_user(username=username, password=password, email=email)
+            user.groups.set(Group.objects.filter(name__in=roles))
+            participant_for_user(user=user)
+    except IntegrityError as error:  # a writer that bypassed the lock (the admin, a shell)
+        raise UsernameTaken(username) from error
     return user
 
 

@@ -56,14 +56,18 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
 def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
-        user = services.user_signup(
-            username=form.cleaned_data["username"],
-            password=form.cleaned_data["password1"],
-            email=form.cleaned_data["email"],
-            roles=form.cleaned_data["roles"],
-        )
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("home")
+        try:
+            user = services.user_signup(
+                username=form.cleaned_data["username"],
+                password=form.cleaned_data["password1"],
+                email=form.cleaned_data["email"],
+                roles=form.cleaned_data["roles"],
+            )
+        except services.UsernameTaken:
+            form.add_error("username", services.USERNAME_TAKEN)
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("home")
     return render(request, "registration/signup.html", {"form": form})
 
 

@@ -19,10 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.django_db
 def test_it_reports_healthy_database_and_broker(anon_client: Any, admin_client: Any) -> None:
-    assert anon_client.get("/healthz").json() == {"status": "ok"}
+    assert anon_client.get("/healthz").json() == {"status": "ok", "down": []}
     response = admin_client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
+    assert response.json() == {
+        "status": "ok",
+        "down": [],
+        "checks": {"database": "ok", "cache": "ok", "broker": "ok"},
+    }
 
 
 @pytest.mark.django_db
@@ -39,7 +43,7 @@ def test_it_reports_an_unreachable_broker_with_details_to_staff_only(
     finally:
         app.conf.broker_url = original
     assert public.status_code == 503
-    assert public.json() == {"status": "error"}  # no internal host, port or exception text
+    assert public.json() == {"status": "error", "down": ["broker"]}  # no internal host, port or exception text
     assert "127.0.0.1:1" not in public.content.decode()
     assert staff.status_code == 503
     body = staff.json()
@@ -80,6 +84,45 @@ def test_it_signs_up_a_contributor_and_rater(anon_client: Any) -> None:
     assert user.has_perm("notes.add_post") and user.has_perm("notes.add_rating")
     assert not user.has_perm("judging.view_judgedecision")
     assert Participant.objects.filter(user=user).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sign_ups_of_one_name_give_one_account_and_form_errors(settings: Any) -> None:
+    """Six people submit the same name (in two letter cases) at once: one account, five form
+    errors, no duplicate-key 500 (issue 27, item 6)."""
+    import threading
+
+    from django.db import connection
+
+    from tests.conftest import CsrfClient
+
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "signup": "100/h"}
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    start = threading.Barrier(6)
+    outcomes: list[tuple[int, str]] = []
+
+    def sign_up(name: str) -> None:
+        client = CsrfClient()
+        client.get("/accounts/signup/")  # the CSRF cookie, as a browser has it
+        start.wait()
+        try:
+            data = {"username": name, "password1": "a-long-Passphrase-42", "password2": "a-long-Passphrase-42"}
+            response = client.post("/accounts/signup/", {**data, "roles": [RATER]})
+            outcomes.append((response.status_code, response.content.decode()))
+        except Exception as exc:  # what the test client raises for a 500
+            outcomes.append((500, repr(exc)))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sign_up, args=("racer" if i % 2 else "Racer",)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    statuses = sorted(status for status, _ in outcomes)
+    assert statuses == [200] * 5 + [302], [body[:300] for status, body in outcomes if status == 500]
+    assert all("A user with that username already exists." in body for status, body in outcomes if status == 200)
+    assert get_user_model().objects.filter(username__iexact="racer").count() == 1
 
 
 @pytest.mark.django_db
@@ -186,3 +229,44 @@ def test_it_explains_a_missing_role(rater_client: Any) -> None:
     assert response.status_code == 403
     assert "does not have the role this page needs" in html
     assert 'href="/rate/"' in html
+
+
+@pytest.mark.django_db
+def test_answers_carry_a_permissions_policy_no_server_banner_and_an_httponly_csrf_cookie(member_password: Any) -> None:
+    """Issue 27, item 6: the CSRF cookie is hidden from scripts, yet htmx's header token (read from
+    the page, not the cookie) still passes the check."""
+    import re
+
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    page = client.get("/accounts/login/")
+    assert "camera=()" in page["Permissions-Policy"] and "geolocation=()" in page["Permissions-Policy"]
+    assert "Server" not in page.headers
+    assert page.cookies["csrftoken"]["httponly"] is True
+    match = re.search(r"hx-headers='\{\"X-CSRFToken\": \"([^\"]+)\"\}'", page.content.decode())
+    assert match
+    response = client.post(
+        "/accounts/login/", {"username": "dana", "password": member_password}, headers={"X-CSRFToken": match[1]}
+    )
+    assert response.status_code == 302
+    assert client.post("/accounts/login/", {"username": "dana", "password": member_password}).status_code == 403
+
+
+@pytest.fixture
+def member_password(make_user: Any) -> str:
+    user = make_user("dana")
+    user.set_password("a-long-Passphrase-42")
+    user.save()
+    return "a-long-Passphrase-42"
+
+
+def test_the_documented_nginx_config_hides_the_server_banner_and_passes_the_client_address() -> None:
+    config = (ROOT / "deploy" / "nginx.conf").read_text()
+    directives = {line.split("#")[0].strip() for line in config.splitlines()}
+    assert "server_tokens off;" in directives
+    assert "more_clear_headers Server;" in directives  # nginx's own banner (headers-more module)
+    assert "proxy_hide_header Server;" in directives  # gunicorn's
+    assert "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;" in directives
+    assert "proxy_set_header X-Forwarded-Proto $scheme;" in directives
+    assert "TRUSTED_PROXY_COUNT=1" in config

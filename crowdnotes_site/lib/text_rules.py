@@ -12,11 +12,24 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 NOTE_MAX_CHARS = 280
+# Texts imported from files (not typed into our forms) are cut to these many characters before
+# they are stored: a note summary of the public Community Notes data (the longest in the shared
+# samples has 1,022 characters: long URLs count in full here) and a post text (the contribute
+# form's own limit). The import report counts every cut.
+IMPORTED_NOTE_MAX_CHARS = 2000
+POST_MAX_CHARS = 5000
 
 # Schemes and bare "www." hosts; stops at whitespace. Trailing sentence punctuation is
 # not part of the URL ("see https://x.org." ends with a full stop).
 URL_RE = re.compile(r"(?:https?://|www\.)[^\s<>\"']+", re.IGNORECASE)
 TRAILING_PUNCTUATION = ".,;:!?)]}'\""
+
+
+def cap_text(text: str, limit: int) -> tuple[str, bool]:
+    """`text` cut to at most `limit` characters (the last one an ellipsis when cut), and whether it was."""
+    if len(text) <= limit:
+        return text, False
+    return text[: limit - 1] + "…", True
 
 
 def _url_matches(text: str, web_only: bool) -> Iterator[re.Match[str]]:

@@ -4,13 +4,12 @@ the same numbers in a table."""
 
 from __future__ import annotations
 
-import csv
-
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.lib.csvsafe import SafeWriter
 from notes.analytics import charts, selectors
 from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
 
@@ -63,7 +62,7 @@ def delays_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
     summary = selectors.delay_summary(form.filters())
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="delays.csv"'
-    writer = csv.writer(response)
+    writer = SafeWriter(response)  # formula-looking text cells quoted
     writer.writerow(["metric", "p25", "p50", "p75", "p90", "n"])
     for name, values in _delay_rows(summary):
         writer.writerow([name, *(values[k] for k in ("p25", "p50", "p75", "p90", "n"))])

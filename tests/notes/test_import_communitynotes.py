@@ -118,6 +118,28 @@ def test_it_records_status_history_with_times(tmp_path: Path, cn_data: Path) -> 
 
 
 @pytest.mark.django_db
+def test_it_caps_an_imported_note_summary_and_counts_the_cut(tmp_path: Path) -> None:
+    from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS
+
+    huge = "Vitamin D does not cure COVID-19. " * 31_000 + "https://example.org/late-link"  # about 1 MB
+    notes = tmp_path / "notes.tsv"
+    notes.write_text(
+        "noteId\tnoteAuthorParticipantId\tcreatedAtMillis\ttweetId\tclassification\tsummary\n"
+        f"1\tA\t1700000000000\t9\tMISINFORMED_OR_POTENTIALLY_MISLEADING\t{huge}\n"
+        "2\tB\t1700000000000\t9\tMISINFORMED_OR_POTENTIALLY_MISLEADING\tShort. https://example.org/a\n"
+    )
+    output = _import("--notes", str(notes))
+    assert "notes upserted: 2" in output
+    assert "cut (notes: summary over 2,000 characters): 1" in output
+    long_note, short_note = Note.objects.order_by("external_id")
+    assert len(long_note.text) == IMPORTED_NOTE_MAX_CHARS and long_note.text.endswith("…")
+    assert long_note.text.startswith("Vitamin D does not cure COVID-19.")
+    assert long_note.evidence_urls == []  # the link past the cut is not kept either
+    assert short_note.text == "Short. https://example.org/a"
+    assert short_note.evidence_urls == ["https://example.org/a"]
+
+
+@pytest.mark.django_db
 def test_it_skips_ratings_of_unknown_notes(tmp_path: Path) -> None:
     ratings = tmp_path / "ratings.tsv"
     ratings.write_text("noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\n42\tA\t1\tHELPFUL\n")
