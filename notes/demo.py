@@ -16,8 +16,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Max
 
-from notes.models import Note, Participant, Post, Rating, RatingLevel
+from notes.analytics.delays import snowflake_time
+from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
 from notes.text_rules import find_urls, strip_urls
@@ -63,15 +65,38 @@ class DemoNote:
     note_text: str
     classification: str
     created: datetime
+    posted: datetime | None  # the post's time, from its tweet id (None when the row has none)
+
+
+# The scraped card's buttons and truncation marker, which are not part of the post.
+_CARD_TAIL = re.compile(r"(?:\s*(?:Reply|Copy link|Show more))+\s*$")
 
 
 def _clean_post_text(raw: str) -> tuple[str, str]:
-    """The sample stores a scraped tweet card; keep the handle and the body lines."""
+    """The sample stores a scraped tweet card; keep the handle and the body lines (without the
+    card's "Reply", "Copy link" and "Show more")."""
     lines = [line.strip() for line in raw.splitlines() if line.strip()]
     handle = next((line[1:] for line in lines if line.startswith("@")), "")
-    skip = re.compile(r"^(@\S+|·|Follow|See the latest COVID-19 information on X|Read \d.*|[\d.,]+K?|.* · .*\d{4})$")
+    skip = re.compile(
+        r"^(@\S+|·|Follow|Reply|Copy link|Show more|See the latest COVID-19 information on X|Read \d.*|[\d.,]+K?"
+        r"|.* · .*\d{4})$"
+    )
     body = [line for line in lines[1:] if not skip.match(line)]
-    return " ".join(body)[:1000], handle[:100]
+    return _CARD_TAIL.sub("", " ".join(body))[:1000], handle[:100]
+
+
+_STATUS_ID = re.compile(r"/status/(\d+)")
+
+
+def _tweet_time(row: dict[str, str]) -> datetime | None:
+    """The post's time from its X id: the tweet URL's id (exact), else the tweetId column (the
+    sample rounds it through a float, which keeps the time bits)."""
+    match = _STATUS_ID.search(row.get("tweet_url") or "")
+    try:
+        tweet_id = int(match.group(1)) if match else int(float(row.get("tweetId") or 0))
+    except ValueError:
+        return None
+    return snowflake_time(tweet_id) if tweet_id > 0 else None
 
 
 def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
@@ -91,6 +116,7 @@ def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
                     note_text=summary,
                     classification=row.get("classification") or Note.Classification.MISLEADING,
                     created=datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else datetime.now(tz=UTC),
+                    posted=_tweet_time(row),
                 )
             )
     posts_seen: dict[str, int] = {}
@@ -101,6 +127,31 @@ def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
         posts_seen[demo.post_text] = posts_seen.get(demo.post_text, 0) + 1
         picked.append(demo)
     return picked
+
+
+def note_created(demo: DemoNote, post: Post) -> datetime:
+    """The note's own time, but never before its post's (the sample's times are real, so this
+    only guards a row whose tweet time is off)."""
+    posted = post.posted_at or post.created_at
+    return max(demo.created, posted + timedelta(minutes=1))
+
+
+def demo_date_verdicts(*, since: datetime) -> int:
+    """The load's rescoring gives old demo notes their first status *now*, years after their
+    (simulated) ratings; a status follows its ratings, so each status change of a demo note made
+    since `since` is dated at the note's last rating (at load, every rating is in by then), never
+    before the note. Returns the changes re-dated."""
+    changes = list(NoteStatusChange.objects.filter(note__is_demo=True, changed_at__gte=since).select_related("note"))
+    last_rating = dict(
+        Rating.objects.filter(note_id__in={c.note_id for c in changes})
+        .values("note_id")
+        .annotate(last=Max("created_at"))
+        .values_list("note_id", "last")
+    )
+    for change in changes:
+        change.changed_at = max(last_rating.get(change.note_id) or change.note.created_at, change.note.created_at)
+    NoteStatusChange.objects.bulk_update(changes, ["changed_at"])
+    return len(changes)
 
 
 def _ensure_user(username: str, roles: list[str]) -> Participant:
@@ -131,11 +182,21 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
         near = index % NEAR_THRESHOLD_EVERY == 0
         post = posts.get(demo.post_text)
         if post is None:
+            # A post's time is its tweet's: a note is never dated before it (see note_created).
+            posted = demo.posted or demo.created
             post, created = Post.objects.get_or_create(
                 text_hash=post_text_hash(demo.post_text),
                 is_demo=True,
-                defaults={"text": demo.post_text, "author_handle": demo.author_handle, "created_at": demo.created},
+                defaults={
+                    "text": demo.post_text,
+                    "author_handle": demo.author_handle,
+                    "posted_at": posted,
+                    "created_at": posted,
+                },
             )
+            if post.posted_at is None:  # a demo loaded before posts had their tweet's time
+                Post.objects.filter(pk=post.pk).update(posted_at=posted)
+                post.posted_at = posted
             posts[demo.post_text] = post
             counts["posts"] += created
         note, created = Note.objects.get_or_create(
@@ -148,7 +209,7 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
                 "author": rng.choice(authors),
                 # Near-threshold notes are dated at load time: older ones would be locked in
                 # their status by the scorer's 14-day rule, and could never change in the demo.
-                "created_at": loaded_at - timedelta(hours=1) if near else demo.created,
+                "created_at": loaded_at - timedelta(hours=1) if near else note_created(demo, post),
                 "is_demo": True,
             },
         )

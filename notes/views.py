@@ -14,6 +14,7 @@ from evidence.models import Snippet
 from evidence.search.selectors import automation_view
 from evidence.search.services import AutomationError, automation_run_start
 from notes import selectors, services
+from notes.analytics import spikes
 from notes.forms import AddEvidenceForm, ComparisonForm, ContributeForm, NoteForm, RatingForm, SignupForm
 from notes.models import DraftJob, Participant, Post, SupernoteComparison, SupernoteRun, Topic
 from notes.supernotes import comparison as comparison_module
@@ -35,7 +36,9 @@ def home(request: HttpRequest) -> HttpResponse:
 def spiking_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
     from notes.analytics.selectors import spike_queue
 
-    return render(request, "notes/spiking_posts.html", {"queue": spike_queue()})
+    return render(
+        request, "notes/spiking_posts.html", {"queue": spike_queue(), "rule": spikes.rule_text("health posts")}
+    )
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 
-from evidence.models import Snippet
+from evidence.models import EvidenceSource, Snippet
 from evidence.search.categories import CATEGORY_LABELS, category_by_rules
 from judging.models import JudgeDecision
 from judging.pipeline import STAGES
@@ -123,6 +123,7 @@ class SpikeReport:
     n_items: int
     n_texts: int  # items whose text the trending terms could read
     shown_from: dt.date | None = None  # set when only the last SHOWN_DAYS days are shown
+    n_thresholds: int = 0  # days shown with enough history for a threshold
 
 
 SHOWN_DAYS = 180
@@ -163,7 +164,13 @@ def spike_report(
         series, found = spikes.last_days(series, found, SHOWN_DAYS)
         shown_from = series.days[0]
     return SpikeReport(
-        unit, series, found, n_items=len(items), n_texts=sum(len(v) for v in texts.values()), shown_from=shown_from
+        unit,
+        series,
+        found,
+        n_items=len(items),
+        n_texts=sum(len(v) for v in texts.values()),
+        shown_from=shown_from,
+        n_thresholds=sum(t is not None for t in series.threshold),
     )
 
 
@@ -310,20 +317,37 @@ class SourceCategories:
     n_by_rules: int  # URLs without a stored source, categorised by the domain rules
 
 
+def _indexed_copies(urls: set[str]) -> dict[str, tuple[str, str]]:
+    """Served address of an indexed copy -> (its original URL, the original's category): a page of
+    the local index read from where it is served (the demo's 127.0.0.1 pages) is counted as the
+    document it is a copy of (the manifest's `url`), not as its loopback host."""
+    if not urls:
+        return {}
+    rows = EvidenceSource.objects.filter(copy_url__in=urls, indexed_at__isnull=False).values_list(
+        "copy_url", "url", "category"
+    )
+    return {copy: (url, category or category_by_rules(url).category) for copy, url, category in rows}
+
+
 def source_categories(f: AnalyticsFilters) -> SourceCategories:
     """Evidence sources of the matching notes by source category: chosen by people (the
-    contributor's URLs, imported notes' URLs) or proposed by the automation (Snippet.proposed_by)."""
+    contributor's URLs, imported notes' URLs) or proposed by the automation (Snippet.proposed_by).
+    A locally served copy of an indexed document counts as its original URL."""
     notes = notes_filtered(f)
     human: dict[str, int] = defaultdict(int)
     machine: dict[str, int] = defaultdict(int)
     with_snippets: set[int] = set()
     by_rules = 0
-    for note_id, url, category, proposed in (
+    snippet_rows = list(
         Snippet.objects.filter(note__in=notes)
         .exclude(confirmation=Snippet.Confirmation.REJECTED)
         .values_list("note_id", "url", "source__category", "proposed_by_id")
-    ):
+    )
+    copies = _indexed_copies({url for _, url, _, _ in snippet_rows})
+    for note_id, url, category, proposed in snippet_rows:
         with_snippets.add(note_id)
+        if url in copies:
+            category = copies[url][1]
         if not category:
             category, by_rules = category_by_rules(url).category, by_rules + 1
         (machine if proposed else human)[category] += 1

@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
-from notes.analytics import charts, selectors
+from notes.analytics import charts, selectors, spikes
 from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
 
 # Analytics show every note's scores and outcomes: the admin role's permission for scores.
@@ -64,9 +64,9 @@ def delays_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="delays.csv"'
     writer = csv.writer(response)
-    writer.writerow(["metric", "p25", "p50", "p75", "p90", "n"])
+    writer.writerow(["metric", "p25", "p50", "p75", "p90", "n", "left out (negative)"])
     for name, values in _delay_rows(summary):
-        writer.writerow([name, *(values[k] for k in ("p25", "p50", "p75", "p90", "n"))])
+        writer.writerow([name, *(values[k] for k in ("p25", "p50", "p75", "p90", "n", "n_negative"))])
     writer.writerow(
         ["never left Needs More Ratings (share)", "", summary.report.never_left_nmr_share, "", "", summary.n_scored]
     )
@@ -96,6 +96,7 @@ def spikes_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         "chart": mark_safe(chart),  # noqa: S308  (escaped by notes.analytics.charts)
         "unit": unit,
         "daily": list(zip(s.days, s.counts, s.rolling_mean, s.threshold, strict=True)),
+        "rule": spikes.rule_text(unit),
         "window": window,
         "k": k,
     }

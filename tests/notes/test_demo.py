@@ -53,3 +53,32 @@ def test_demo_content_is_labelled_in_the_rating_queue_rate_page_and_my_notes(cn_
     Note.objects.filter(pk=note.pk).update(author=participant_for_user(user=author))
     client.force_login(author)
     assert "demo content" in client.get(reverse("my_notes")).content.decode()
+
+
+def test_demo_times_are_consistent_so_every_delay_is_non_negative(cn_data: Path, admin_client: Any) -> None:
+    from django.db.models import Max
+    from django.urls import reverse
+
+    from notes.models import NoteStatusChange
+
+    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
+    out = StringIO()
+    call_command("load_demo", "--source", str(source), stdout=out)
+    assert "demo status changes at their notes' last ratings" in out.getvalue()
+    posts = list(Post.objects.filter(is_demo=True))
+    assert posts and all(p.posted_at is not None for p in posts)
+    # Scraped card buttons are not part of a post.
+    assert not [p.text for p in posts if "Copy link" in p.text or p.text.endswith("Reply") or "Show more" in p.text]
+    for note in Note.objects.filter(is_demo=True).select_related("post"):
+        assert note.created_at > note.post.posted_at, note.external_id
+    last_rating = dict(Rating.objects.values("note_id").annotate(m=Max("created_at")).values_list("note_id", "m"))
+    changes = list(NoteStatusChange.objects.filter(note__is_demo=True).select_related("note"))
+    assert any(c.status in (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL) for c in changes)
+    for change in changes:
+        assert change.changed_at >= change.note.created_at
+        assert change.changed_at >= last_rating[change.note_id]  # a status follows its ratings
+    summary = admin_client.get(reverse("analytics:delays")).context["summary"].report
+    post, verdict = summary.post_to_first_note_hours, summary.note_to_first_verdict_hours
+    assert post.n > 0 and verdict.n > 0
+    assert post.n_negative == 0 and verdict.n_negative == 0 and post.p25 >= 0 and verdict.p25 >= 0
+    assert verdict.p90 < 24 * 30  # ratings arrive within a day of a note: no years-long "delay"

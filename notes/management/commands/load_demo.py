@@ -5,8 +5,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
-from notes.demo import DEMO_PASSWORD, DEMO_USERS, demo_load
+from notes.demo import DEMO_PASSWORD, DEMO_USERS, demo_date_verdicts, demo_load
 from notes.services import notes_rescore
 
 DEFAULT_SOURCE = settings.SHARED_DATA_DIR / "communitynotes/aaronbergman/tweet_data_checkpoint_1_subset.csv"
@@ -26,7 +27,12 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Demo loaded: {counts['posts']} new posts, {counts['notes']} new notes, {counts['ratings']} new ratings."
         )
+        scoring_started = timezone.now()
         summary = notes_rescore()
         self.stdout.write(f"Scored the demo ratings: {summary}")
+        redated = demo_date_verdicts(since=scoring_started)
+        self.stdout.write(
+            f"Dated {redated} demo status changes at their notes' last ratings (a status follows its ratings)."
+        )
         for username in DEMO_USERS:
             self.stdout.write(f"  login {username} / {DEMO_PASSWORD}")
