@@ -200,11 +200,20 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
         )  # fmt: skip
         if k % 5 == 4 or k == len(subsets) - 1:
             _progress(run, f"Writing candidates ({k + 1}/{len(subsets)})", int(60 * (k + 1) / len(subsets)))
+    # Repeats of a text are not new candidates: each distinct (normalized) text is filtered and
+    # scored once, so the jury's spread is not sampling noise on one text.
+    repeats = cand.first_of_each_text([r.text for r in rows])
+    for k, first in repeats.items():
+        rows[k].filter_log = [{"filter": "duplicate", "ok": False, "by": "normalized text",
+                               "reason": f"Same text as candidate {first}: filtered and scored once."}]  # fmt: skip
+    run.n_drawn = sum(1 for r in rows if r.text)
+    run.n_distinct = run.n_drawn - len(repeats)
+    distinct = f"{run.n_distinct} distinct candidate{'s' if run.n_distinct != 1 else ''} of {run.n_drawn} drawn"
     # 2. Filters (60-80 %)
     texts = {n.pk: n.text for n in notes}
     reach = _reachable if settings.SUPERNOTE_CHECK_LINKS_REACHABLE else None
     for k, row in enumerate(rows):
-        if row.text:
+        if row.text and k not in repeats:
             results = filters.run_filters(row.text, [texts[pk] for pk in row.source_note_ids], client=client,
                                           reachable=reach)  # fmt: skip
             row.filter_log = [r.as_log() for r in results]
@@ -220,38 +229,53 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
     if stored_best is not None:
         run.best_existing_note, run.best_existing_intercept = stored_best, stored_best.intercept
     if model is None:
-        _finish(run, "No personalized helpfulness model is stored (run `manage.py train_phm`): candidates "
-                     "were written and filtered, but no jury scored them and nothing is proposed.")  # fmt: skip
+        _finish(run, f"{distinct}. No personalized helpfulness model is stored (run `manage.py train_phm`): "
+                     "candidates were written and filtered, but no jury scored them and nothing is proposed.")  # fmt: skip
         return
     if not passed:
-        _finish(run, "No candidate passed the principle filters; nothing is proposed.")
+        _finish(run, f"{distinct}; none passed the principle filters, nothing is proposed.")
         return
     _progress(run, f"Jury: {len(passed)} candidates x {run.jury_size} jurors", 85)
     pool = selectors.jury_pool()
     if len(pool.participant_pks) == 0:
-        _finish(run, "No rater has scorer parameters yet (run the scorer): no jury, nothing proposed.")
+        _finish(run, f"{distinct}. No rater has scorer parameters yet (run the scorer): no jury, nothing proposed.")
         return
     run.phm_version, run.mu = model.meta.version, pool.mu
     run.phm_trained_on, run.phm_auc = model.meta.trained_on[:300], model.meta.auc
     embed = embed or embedder(model.meta.embedder)
     note_emb = embed([r.text for r in passed])
     post_emb = embed([run.post.text])[0] if run.post.text.strip() else None
-    scores = jury.jury_scores(
-        lambda jurors: model.probabilities(note_emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors]),
-        pool.rater_intercept, pool.rater_factor, mu=pool.mu, ratings_per_note=pool.ratings_per_note,
-        jury_size=run.jury_size, stratified=run.stratified, seed=run.seed,
-    )  # fmt: skip
+
+    def score(emb: np.ndarray, seed: int) -> jury.JuryScores:
+        return jury.jury_scores(
+            lambda jurors: model.probabilities(emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors]),
+            pool.rater_intercept, pool.rater_factor, mu=pool.mu, ratings_per_note=pool.ratings_per_note,
+            jury_size=run.jury_size, stratified=run.stratified, seed=seed,
+        )  # fmt: skip
+
+    scores = score(note_emb, run.seed)
     for k, row in enumerate(passed):
         row.jury_intercept = float(scores.intercept[k])
         row.jury_factor = float(scores.factor[k])
         row.jury_intercept_sd = float(scores.intercept_sd[k])
     SupernoteCandidate.objects.bulk_update(passed, ["jury_intercept", "jury_factor", "jury_intercept_sd"])
-    # 4. Selection
-    choice = jury.select([r.jury_intercept or 0.0 for r in passed], run.best_existing_intercept)
+    # 4. Selection: the best candidate on these draws; whether it is proposed is decided on its
+    # intercept re-estimated on fresh jury draws (another seed: new jurors, new sampled ratings), as
+    # the maximum over noisy estimates overstates the winner.
+    best = int(np.nanargmax([r.jury_intercept or 0.0 for r in passed]))
+    winner = passed[best]
+    fresh = score(note_emb[best : best + 1], run.seed + 1)
+    run.winner_index = winner.index
+    run.winner_intercept, run.winner_intercept_sd = float(fresh.intercept[0]), float(fresh.intercept_sd[0])
+    choice = jury.select([run.winner_intercept], run.best_existing_intercept)
     if choice.index is not None:
         with transaction.atomic():
-            run.proposed_note = _propose(run, passed[choice.index], texts)
-    _finish(run, choice.reason)
+            run.proposed_note = _propose(run, winner, texts)
+    _finish(
+        run,
+        f"{distinct}; {len(passed)} passed the principle filters. Candidate {winner.index} scored best on the "
+        f"selecting draws ({winner.jury_intercept:.3f}); on fresh jury draws: {choice.reason}",
+    )
 
 
 def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) -> Note:
