@@ -18,7 +18,9 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Max
 
+from judging.services import NotJudgeable, judge_run_request
 from notes.analytics.delays import snowflake_time
+from notes.analytics.topics import posts_classify_topics
 from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
@@ -26,6 +28,16 @@ from notes.text_rules import find_urls, strip_urls
 
 DEMO_PASSWORD = "crowdnotes-demo"  # noqa: S105 - published demo login, demo data only
 DEMO_USERS = {"demo-contributor": [CONTRIBUTOR], "demo-rater": [RATER], "demo-admin": [ADMIN, CONTRIBUTOR, RATER]}
+# Rater logins with a rating history in one of the two simulated camps (they log in as simulated raters
+# demo-rater-04..07), so new ratings from both sides can be tried ("Closing the loops" in README.md).
+# None of them rated the near-threshold notes (rated by demo-rater-00..03), so they can rate those.
+CAMP_RATERS = {"demo-rater-a1": 4, "demo-rater-a2": 6, "demo-rater-b1": 5, "demo-rater-b2": 7}
+
+
+def camp_of(index: int) -> str:
+    return "B" if index % 2 else "A"
+
+
 # A post is in the demo when its text and its note both name a health subject and together name
 # at least two (broad words like "health", "doctor" or "drug" let in politics and ride-sharing).
 HEALTH_WORDS = re.compile(
@@ -154,6 +166,19 @@ def demo_date_verdicts(*, since: datetime) -> int:
     return len(changes)
 
 
+def _attach_login(username: str, participant: Participant) -> None:
+    """A rater login that rates as `participant` (a simulated rater with a history), unless the
+    login already rates under another identity."""
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        user.set_password(DEMO_PASSWORD)
+        user.save()
+    user.groups.set(Group.objects.filter(name=RATER))
+    if not Participant.objects.filter(user=user).exists() and participant.user_id is None:
+        participant.user = user
+        participant.save(update_fields=["user"])
+
+
 def _ensure_user(username: str, roles: list[str]) -> Participant:
     user, created = get_user_model().objects.get_or_create(username=username, defaults={"is_staff": ADMIN in roles})
     if created:
@@ -175,6 +200,8 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
         (Participant.objects.get_or_create(external_id=f"demo-rater-{i:02d}")[0], -1.0 if i % 2 else 1.0)
         for i in range(n_raters)
     ]
+    for username, index in CAMP_RATERS.items():
+        _attach_login(username, raters[index][0])
     counts = {"posts": 0, "notes": 0, "ratings": 0}
     posts: dict[str, Post] = {}
     loaded_at = datetime.now(tz=UTC)
@@ -226,7 +253,10 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
             continue
         # Each note has a hidden quality and slant; camp members rate it accordingly, with noise.
         quality, slant = rng.uniform(-0.3, 0.9), rng.uniform(-0.4, 0.4)
-        for rater, camp in rng.sample(raters, k=rng.randint(9, min(14, len(raters)))):
+        jury = rng.sample(raters, k=rng.randint(9, min(14, len(raters))))
+        # The camp logins rate every such note: enough ratings for the scorer to place them on a side.
+        jury += [raters[i] for i in CAMP_RATERS.values() if i < len(raters) and raters[i] not in jury]
+        for rater, camp in jury:
             score = quality + camp * slant + rng.gauss(0, 0.25)
             level = (
                 RatingLevel.HELPFUL
@@ -245,3 +275,31 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
         note.num_ratings = note.ratings.count()
         note.save(update_fields=["num_ratings"])
     return counts
+
+
+def demo_classify_posts() -> dict[str, int]:
+    """Store the topic of every post with text that has none yet (demo posts, flagged posts; the
+    LLM when configured, else the labelled keyword baseline). Posts imported without their text
+    are not classified (their placeholder is not the post) and are counted as such."""
+    return posts_classify_topics(Post.objects.filter(topic="").order_by("pk").iterator())
+
+
+def demo_judge_notes() -> tuple[int, int]:
+    """Queue the judges for every demo note not judged yet (offline baselines unless an LLM is
+    configured; each decision is labelled with its judge kind). Returns (queued, already judged)."""
+    queued = judged = 0
+    for note in Note.objects.filter(is_demo=True).select_related("post").order_by("pk"):
+        if note.judge_runs.exists():
+            judged += 1
+            continue
+        try:
+            judge_run_request(note=note)
+        except NotJudgeable:
+            continue
+        queued += 1
+    return queued, judged
+
+
+def public_sample_imported() -> bool:
+    """Whether the public sample's notes are in the database already (real notes, not demo)."""
+    return Note.objects.filter(is_demo=False, external_id__isnull=False).exists()

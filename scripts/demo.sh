@@ -52,7 +52,8 @@ fi
 cat <<MSG
 
 CrowdNotes demo is starting at http://127.0.0.1:$PORT/
-  logins (password crowdnotes-demo): demo-contributor, demo-rater, demo-admin
+  logins (password crowdnotes-demo): demo-contributor, demo-rater, demo-admin;
+    raters of the two simulated camps: demo-rater-a1, demo-rater-a2 (camp A), demo-rater-b1, demo-rater-b2 (camp B)
   evidence pages to paste: http://127.0.0.1:$PAGES_PORT/health/cdc.gov__about-sids.html (and the rest of $PAGES)
   or press "Find evidence for me": CrowdNotes searches its index of those pages (offline baseline without an LLM)
   logs: var/log/worker-cpu.log, var/log/worker-llm.log, var/log/beat.log, var/log/web.log
