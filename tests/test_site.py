@@ -186,3 +186,12 @@ def test_it_explains_a_missing_role(rater_client: Any) -> None:
     assert response.status_code == 403
     assert "does not have the role this page needs" in html
     assert 'href="/rate/"' in html
+
+
+def test_every_page_links_a_favicon_and_favicon_ico_finds_it(anon_client: Any, db: None) -> None:
+    from django.contrib.staticfiles import finders
+
+    response = anon_client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+    assert finders.find("favicon.svg") is not None
+    assert 'rel="icon"' in anon_client.get("/").content.decode()
