@@ -11,12 +11,19 @@ from notes.text_rules import NOTE_MAX_CHARS
 WARMUP_MARKER = "warmup.running"
 
 
-def warmup_started() -> str | None:
-    """When the demo's background warm-up started, while it runs; None otherwise."""
+BENCHMARK_MARKER = "benchmark.running"
+
+
+def _started(marker: str) -> str | None:
     try:
-        return (Path(settings.VAR_DIR) / WARMUP_MARKER).read_text().strip() or "?"
+        return (Path(settings.VAR_DIR) / marker).read_text().strip() or "?"
     except OSError:
         return None
+
+
+def warmup_started() -> str | None:
+    """When the demo's background warm-up started, while it runs; None otherwise."""
+    return _started(WARMUP_MARKER)
 
 
 def site(request: HttpRequest) -> dict[str, object]:
@@ -24,6 +31,7 @@ def site(request: HttpRequest) -> dict[str, object]:
     and whether the demo's background warm-up is still running."""
     return {
         "warmup_started": warmup_started(),
+        "benchmark_started": _started(BENCHMARK_MARKER),
         "note_max_chars": NOTE_MAX_CHARS,
         "llm_configured": bool(settings.LLM_BASE_URL),
         "llm_model": settings.LLM_MODEL,

@@ -207,6 +207,8 @@ def test_a_banner_shows_while_the_demo_warms_up_in_the_background(
     assert "Warming up in the background since 06:12 UTC" in page and "Every page works now" in page
     (tmp_path / "warmup.running").unlink()  # what scripts/lib/warmup.sh does when it is done
     assert "Warming up" not in anon_client.get("/").content.decode()
+    (tmp_path / "benchmark.running").write_text("06:20\n")
+    assert "judging the demo dataset in the background since 06:20 UTC" in anon_client.get("/").content.decode()
 
 
 def test_demo_sh_warms_up_after_the_app_is_up_and_set_up_steps_report_progress() -> None:
