@@ -220,6 +220,7 @@ class ScoringRun(models.Model):
     class Trigger(models.TextChoices):
         SCHEDULE = "schedule", "Schedule"
         ADMIN = "admin", "Admin (rescore now)"
+        DEMO_LOAD = "demo_load", "Demo load (load_demo)"
 
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SCHEDULE)
     requested_by = models.ForeignKey(

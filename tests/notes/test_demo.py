@@ -23,6 +23,10 @@ def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any, cn_data: Pat
     assert ratings > 5 * notes
     assert not Post.objects.filter(is_demo=False).exists()
     assert "login demo-contributor / crowdnotes-demo" in out.getvalue()
+    # The load's scoring is a recorded run, so /scoring/ does not say "No finished run yet".
+    from notes.models import ScoringRun
+
+    assert ScoringRun.objects.filter(trigger=ScoringRun.Trigger.DEMO_LOAD, state=ScoringRun.State.DONE).count() == 1
     # Every demo post has text, so every one is classified (the offline baseline, labelled).
     assert not Post.objects.filter(topic="").exists()
     assert set(Post.objects.values_list("topic_method", flat=True)) == {"baseline:keywords-v1"}

@@ -19,7 +19,8 @@ from notes.demo import (
     demo_load,
     public_sample_imported,
 )
-from notes.services import notes_rescore
+from notes.models import ScoringRun
+from notes.services import scoring_run_execute
 
 CN_DATA = settings.SHARED_DATA_DIR / "communitynotes"
 DEFAULT_SOURCE = CN_DATA / "aaronbergman/tweet_data_checkpoint_1_subset.csv"
@@ -74,8 +75,8 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"Public Community Notes sample not found under {CN_DATA}: not imported.")
         scoring_started = timezone.now()
-        summary = notes_rescore()
-        self.stdout.write(f"Scored the demo ratings: {summary}")
+        run = scoring_run_execute(run_id=ScoringRun.objects.create(trigger=ScoringRun.Trigger.DEMO_LOAD).pk)
+        self.stdout.write(f"Scored the demo ratings (scoring run {run.pk}, shown on /scoring/): {run.summary}")
         redated = demo_date_verdicts(since=scoring_started)
         self.stdout.write(
             f"Dated {redated} demo status changes at their notes' last ratings (a status follows its ratings)."
