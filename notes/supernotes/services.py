@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from crowdnotes_site.queue import enqueue_on_commit
+from judging.selectors import unjudgeable_reason
 from judging.steps import supernote as supernote_step
 from notes.models import (
     Note,
@@ -178,6 +179,8 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
     run.source_note_ids = [n.pk for n in notes]
     run.save(update_fields=["source_note_ids"])
     client = llm_client()
+    # A post imported without its text has only a placeholder: never given to the writer or the jury as the post.
+    post_text = "" if run.post.text_missing_reason() else run.post.text
     subsets = cand.sample_subsets(len(notes), run.n_candidates, rng)
     rows: list[SupernoteCandidate] = []
     # 1. Candidates (0-60 %)
@@ -185,7 +188,7 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
         chosen = cand.pick(notes, subset)
         if client is not None:
             step = supernote_step.supernote_candidate_llm(
-                client, post=run.post.text, notes=[n.source_note() for n in chosen]
+                client, post=post_text, notes=[n.source_note() for n in chosen]
             )
         else:
             step = supernote_step.supernote_candidate_extractive(notes=[n.merge_source() for n in chosen])
@@ -244,7 +247,7 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
     run.phm_trained_on, run.phm_auc = model.meta.trained_on[:300], model.meta.auc
     embed = embed or embedder(model.meta.embedder)
     note_emb = embed([r.text for r in passed])
-    post_emb = embed([run.post.text])[0] if run.post.text.strip() else None
+    post_emb = embed([post_text])[0] if post_text.strip() else None
 
     def score(emb: np.ndarray, seed: int) -> jury.JuryScores:
         return jury.jury_scores(
@@ -288,7 +291,8 @@ def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) 
         draft_text=row.text,
     )  # fmt: skip
     NoteStatusChange.objects.create(note=note, status=note.status)
-    judge_run_request(note=note)
+    if unjudgeable_reason(note) is None:  # a post imported without text is never judged by its placeholder
+        judge_run_request(note=note)
     return note
 
 

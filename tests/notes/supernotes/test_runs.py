@@ -208,3 +208,25 @@ def test_run_without_phm_stops_after_filters(phm_dir: Any, settings: Any, db: No
     assert run.state == SupernoteRun.State.DONE and run.proposed_note is None
     assert "No personalized helpfulness model" in run.outcome
     assert run.candidates.count() == 3
+
+
+def test_a_post_imported_without_text_gets_a_run_but_its_placeholder_is_never_the_post(
+    phm_dir: Any, settings: Any, db: None
+) -> None:
+    settings.LLM_BASE_URL = ""
+    post, _notes, _ = _stuck_post()
+    services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
+    Post.objects.filter(pk=post.pk).update(text="(imported post 123, text not available)", text_available=False)
+    seen: list[list[str]] = []
+
+    def embed(texts: Any) -> Any:
+        seen.append(list(texts))
+        return phm.hashing_embed(texts)
+
+    run = SupernoteRun.objects.create(post=post, n_candidates=12, jury_size=50, seed=3)
+    services.supernote_run_execute(run_id=run.pk, embed=embed)
+    run.refresh_from_db()
+    assert run.state == SupernoteRun.State.DONE, run.error  # a proposal is not sent to the judges either
+    assert not any("imported post 123" in t for batch in seen for t in batch)
+    if run.proposed_note is not None:
+        assert not JudgeRun.objects.filter(note=run.proposed_note).exists()
