@@ -5,7 +5,7 @@ from pathlib import Path
 from django.conf import settings
 from django.http import HttpRequest
 
-from notes.text_rules import NOTE_MAX_CHARS
+from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS
 
 # Written by scripts/demo.sh (the start time, HH:MM UTC) while its background warm-up runs.
 WARMUP_MARKER = "warmup.running"

@@ -18,13 +18,13 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Max
 
+from crowdnotes_site.lib.text_rules import find_urls, strip_urls
 from judging.services import NotJudgeable, judge_run_request
 from notes.analytics.delays import snowflake_time
 from notes.analytics.topics import posts_classify_topics
 from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
-from notes.text_rules import find_urls, strip_urls
 
 DEMO_PASSWORD = "crowdnotes-demo"  # noqa: S105 - published demo login, demo data only
 DEMO_USERS = {"demo-contributor": [CONTRIBUTOR], "demo-rater": [RATER], "demo-admin": [ADMIN, CONTRIBUTOR, RATER]}

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 
+from crowdnotes_site.lib.llm.pipeline import STAGES
 from evidence.models import EvidenceSource, Snippet
 from evidence.search.categories import CATEGORY_LABELS, category_by_rules
 from judging.models import JudgeDecision
-from judging.pipeline import STAGES
 from judging.selectors import Funnel, funnel_of, judged_notes
 from notes.analytics import delays, spikes
 from notes.models import ImportedNoteHistory, Note, NoteStatus, Post, Topic
@@ -134,6 +134,7 @@ class SpikeReport:
     n_texts: int  # items whose text the trending terms could read
     shown_from: dt.date | None = None  # set when only the last SHOWN_DAYS days are shown
     n_thresholds: int = 0  # days shown with enough history for a threshold
+    rule: str = ""  # the history and size conditions, in words (spikes.rule_text)
 
 
 SHOWN_DAYS = 180
@@ -181,6 +182,7 @@ def spike_report(
         n_texts=sum(len(v) for v in texts.values()),
         shown_from=shown_from,
         n_thresholds=sum(t is not None for t in series.threshold),
+        rule=spikes.rule_text(unit),
     )
 
 
@@ -199,6 +201,7 @@ class SpikeQueue:
     window: int
     k: float
     n_no_text: int = 0  # posts imported without their text: never classified, not counted
+    rule: str = spikes.rule_text("health posts")  # the history and size conditions, in words
 
 
 def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA) -> SpikeQueue:

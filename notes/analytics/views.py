@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
-from notes.analytics import charts, selectors, spikes
+from notes.analytics import charts, selectors
 from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
 
 # Analytics show every note's scores and outcomes: the admin role's permission for scores.
@@ -96,7 +96,7 @@ def spikes_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         "chart": mark_safe(chart),  # noqa: S308  (escaped by notes.analytics.charts)
         "unit": unit,
         "daily": list(zip(s.days, s.counts, s.rolling_mean, s.threshold, strict=True)),
-        "rule": spikes.rule_text(unit),
+        "rule": report.rule,
         "window": window,
         "k": k,
     }
