@@ -1,14 +1,37 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.conf import settings
 from django.http import HttpRequest
 
 from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS
 
+# Written by scripts/demo.sh (the start time, HH:MM UTC) while its background warm-up runs.
+WARMUP_MARKER = "warmup.running"
+
+
+BENCHMARK_MARKER = "benchmark.running"
+
+
+def _started(marker: str) -> str | None:
+    try:
+        return (Path(settings.VAR_DIR) / marker).read_text().strip() or "?"
+    except OSError:
+        return None
+
+
+def warmup_started() -> str | None:
+    """When the demo's background warm-up started, while it runs; None otherwise."""
+    return _started(WARMUP_MARKER)
+
 
 def site(request: HttpRequest) -> dict[str, object]:
-    """What every page needs: which generator is active (LLM or offline baseline), the note limit."""
+    """What every page needs: which generator is active (LLM or offline baseline), the note limit,
+    and whether the demo's background warm-up is still running."""
     return {
+        "warmup_started": warmup_started(),
+        "benchmark_started": _started(BENCHMARK_MARKER),
         "note_max_chars": NOTE_MAX_CHARS,
         "llm_configured": bool(settings.LLM_BASE_URL),
         "llm_model": settings.LLM_MODEL,

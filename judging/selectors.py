@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from crowdnotes_site.lib import status as note_status
-from crowdnotes_site.lib.llm.pipeline import STAGES, JudgeInput
+from crowdnotes_site.lib.llm.pipeline import NOT_REACHED, STAGES, JudgeInput, gated, helpful_of, stopped_by
 from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
@@ -81,6 +82,29 @@ def decisions_filtered(filters: DecisionFilters) -> QuerySet[JudgeDecision]:
     if filters.date_to:
         qs = qs.filter(created_at__date__lte=filters.date_to)
     return qs
+
+
+def gated_out(decisions: Iterable[JudgeDecision]) -> dict[int, str]:
+    """decision id -> label of the earlier stage that is not "yes", for each given decision that
+    the gating puts out of reach (a stage judged before an admin overrode an earlier one to "no")."""
+    versions = {(d.note_id, d.content_hash) for d in decisions}
+    if not versions:
+        return {}
+    effective: dict[tuple[int, str], dict[str, str]] = defaultdict(dict)
+    ids: dict[tuple[int, str, str], int] = {}
+    rows = JudgeDecision.objects.filter(
+        note_id__in={n for n, _ in versions}, content_hash__in={h for _, h in versions}
+    ).values_list("pk", "note_id", "content_hash", "stage", "verdict", "override_verdict")
+    for pk, note_id, content_hash, stage, verdict, override in rows:
+        effective[(note_id, content_hash)][stage] = override or verdict
+        ids[(note_id, content_hash, stage)] = pk
+    out: dict[int, str] = {}
+    for (note_id, content_hash), verdicts in effective.items():
+        gate = stopped_by(verdicts)
+        for stage, state in gated(verdicts).items():
+            if state == NOT_REACHED and (note_id, content_hash, stage) in ids:
+                out[ids[(note_id, content_hash, stage)]] = str(Stage(gate).label) if gate else ""
+    return out
 
 
 def judge_names() -> list[str]:
@@ -265,6 +289,9 @@ class StageView:
     judge_kind: str = ""
     judge_name: str = ""
     overridden: bool = False
+    override_reason: str = ""  # the admin's reason, shown to the contributor
+    judge_verdict: str = ""  # what the judge said, when an override changed it or gated it out
+    stopped_by: str = ""  # label of the earlier stage that is not "yes" (state not_reached)
 
 
 @dataclass(frozen=True)
@@ -295,12 +322,29 @@ def judging_for_notes(notes: list[Note]) -> dict[int, JudgingView]:
     kinds = dict(JudgeKind.choices)
     views: dict[int, JudgingView] = {}
     for note_id, run in latest.items():
+        found = {stage: decisions.get((note_id, run.content_hash, stage)) for stage in STAGES}
+        effective = {stage: d.effective_verdict for stage, d in found.items() if d is not None}
+        # Overrides re-apply the gating: stages after a "no" (the judges' or an admin's) are not reached.
+        states = gated(effective)
+        gate = stopped_by(effective)
+        gate_label = str(Stage(gate).label) if gate else ""
+        any_override = any(d is not None and d.override_verdict for d in found.values())
         stages: list[StageView] = []
-        stopped = False
         for stage in STAGES:
-            label = Stage(stage).label
-            d = decisions.get((note_id, run.content_hash, stage))
-            if d is not None:
+            label = str(Stage(stage).label)
+            d = found[stage]
+            state = states.get(stage)
+            if state == NOT_REACHED:
+                stages.append(
+                    StageView(
+                        stage=stage,
+                        label=label,
+                        state=NOT_REACHED,
+                        judge_verdict=d.effective_verdict if d is not None else "",
+                        stopped_by=gate_label,
+                    )
+                )
+            elif d is not None:
                 stages.append(
                     StageView(
                         stage=stage,
@@ -310,18 +354,19 @@ def judging_for_notes(notes: list[Note]) -> dict[int, JudgingView]:
                         judge_kind=str(kinds.get(d.judge_kind, d.judge_kind)),
                         judge_name=d.judge_name,
                         overridden=bool(d.override_verdict),
+                        override_reason=d.override_reason if d.override_verdict else "",
+                        judge_verdict=d.verdict if d.override_verdict else "",
                     )
                 )
-                stopped = stopped or d.effective_verdict != JudgeDecision.Verdict.YES
-            elif stopped or run.state in (JudgeRun.State.DONE, JudgeRun.State.FAILED):
-                stages.append(StageView(stage=stage, label=label, state="not_reached"))
+            elif run.state in (JudgeRun.State.DONE, JudgeRun.State.FAILED):
+                stages.append(StageView(stage=stage, label=label, state=NOT_REACHED, stopped_by=gate_label))
             else:
                 stages.append(StageView(stage=stage, label=label, state="waiting"))
         views[note_id] = JudgingView(
             run_state=run.state,
             run_state_label=JudgeRun.State(run.state).label,
             stages=stages,
-            helpful=run.helpful,
+            helpful=helpful_of(states) if any_override else run.helpful,
             error=run.error,
         )
     return views

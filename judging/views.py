@@ -24,6 +24,9 @@ def decision_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = DecisionFilterForm(request.GET or None)
     decisions = selectors.decisions_filtered(form.filters())
     page = Paginator(decisions, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    stopped = selectors.gated_out(page.object_list)
+    for d in page.object_list:
+        d.stopped_by = stopped.get(d.pk, "")  # type: ignore[attr-defined]
     context = {
         "form": form,
         "page": page,
@@ -43,7 +46,12 @@ def decision_detail(request: AuthenticatedHttpRequest, decision_id: int) -> Http
 
 
 def _detail(request: HttpRequest, decision: JudgeDecision, form: OverrideForm, status: int = 200) -> HttpResponse:
-    context = {"d": decision, "form": form, "overrides": decision.overrides.select_related("by")}
+    context = {
+        "d": decision,
+        "form": form,
+        "overrides": decision.overrides.select_related("by"),
+        "stopped_by": selectors.gated_out([decision]).get(decision.pk, ""),
+    }
     return render(request, "judging/decision_detail.html", context, status=status)
 
 

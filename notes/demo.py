@@ -16,14 +16,28 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Max
 
 from crowdnotes_site.lib.text_rules import find_urls, strip_urls
-from notes.models import Note, Participant, Post, Rating, RatingLevel
+from judging.services import NotJudgeable, judge_run_request
+from notes.analytics.delays import snowflake_time
+from notes.analytics.topics import posts_classify_topics
+from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
 
 DEMO_PASSWORD = "crowdnotes-demo"  # noqa: S105 - published demo login, demo data only
 DEMO_USERS = {"demo-contributor": [CONTRIBUTOR], "demo-rater": [RATER], "demo-admin": [ADMIN, CONTRIBUTOR, RATER]}
+# Rater logins with a rating history in one of the two simulated camps (they log in as simulated raters
+# demo-rater-04..07), so new ratings from both sides can be tried ("Closing the loops" in README.md).
+# None of them rated the near-threshold notes (rated by demo-rater-00..03), so they can rate those.
+CAMP_RATERS = {"demo-rater-a1": 4, "demo-rater-a2": 6, "demo-rater-b1": 5, "demo-rater-b2": 7}
+
+
+def camp_of(index: int) -> str:
+    return "B" if index % 2 else "A"
+
+
 # A post is in the demo when its text and its note both name a health subject and together name
 # at least two (broad words like "health", "doctor" or "drug" let in politics and ride-sharing).
 HEALTH_WORDS = re.compile(
@@ -63,15 +77,38 @@ class DemoNote:
     note_text: str
     classification: str
     created: datetime
+    posted: datetime | None  # the post's time, from its tweet id (None when the row has none)
+
+
+# The scraped card's buttons and truncation marker, which are not part of the post.
+_CARD_TAIL = re.compile(r"(?:\s*(?:Reply|Copy link|Show more))+\s*$")
 
 
 def _clean_post_text(raw: str) -> tuple[str, str]:
-    """The sample stores a scraped tweet card; keep the handle and the body lines."""
+    """The sample stores a scraped tweet card; keep the handle and the body lines (without the
+    card's "Reply", "Copy link" and "Show more")."""
     lines = [line.strip() for line in raw.splitlines() if line.strip()]
     handle = next((line[1:] for line in lines if line.startswith("@")), "")
-    skip = re.compile(r"^(@\S+|·|Follow|See the latest COVID-19 information on X|Read \d.*|[\d.,]+K?|.* · .*\d{4})$")
+    skip = re.compile(
+        r"^(@\S+|·|Follow|Reply|Copy link|Show more|See the latest COVID-19 information on X|Read \d.*|[\d.,]+K?"
+        r"|.* · .*\d{4})$"
+    )
     body = [line for line in lines[1:] if not skip.match(line)]
-    return " ".join(body)[:1000], handle[:100]
+    return _CARD_TAIL.sub("", " ".join(body))[:1000], handle[:100]
+
+
+_STATUS_ID = re.compile(r"/status/(\d+)")
+
+
+def _tweet_time(row: dict[str, str]) -> datetime | None:
+    """The post's time from its X id: the tweet URL's id (exact), else the tweetId column (the
+    sample rounds it through a float, which keeps the time bits)."""
+    match = _STATUS_ID.search(row.get("tweet_url") or "")
+    try:
+        tweet_id = int(match.group(1)) if match else int(float(row.get("tweetId") or 0))
+    except ValueError:
+        return None
+    return snowflake_time(tweet_id) if tweet_id > 0 else None
 
 
 def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
@@ -91,6 +128,7 @@ def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
                     note_text=summary,
                     classification=row.get("classification") or Note.Classification.MISLEADING,
                     created=datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else datetime.now(tz=UTC),
+                    posted=_tweet_time(row),
                 )
             )
     posts_seen: dict[str, int] = {}
@@ -101,6 +139,44 @@ def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
         posts_seen[demo.post_text] = posts_seen.get(demo.post_text, 0) + 1
         picked.append(demo)
     return picked
+
+
+def note_created(demo: DemoNote, post: Post) -> datetime:
+    """The note's own time, but never before its post's (the sample's times are real, so this
+    only guards a row whose tweet time is off)."""
+    posted = post.posted_at or post.created_at
+    return max(demo.created, posted + timedelta(minutes=1))
+
+
+def demo_date_verdicts(*, since: datetime) -> int:
+    """The load's rescoring gives old demo notes their first status *now*, years after their
+    (simulated) ratings; a status follows its ratings, so each status change of a demo note made
+    since `since` is dated at the note's last rating (at load, every rating is in by then), never
+    before the note. Returns the changes re-dated."""
+    changes = list(NoteStatusChange.objects.filter(note__is_demo=True, changed_at__gte=since).select_related("note"))
+    last_rating = dict(
+        Rating.objects.filter(note_id__in={c.note_id for c in changes})
+        .values("note_id")
+        .annotate(last=Max("created_at"))
+        .values_list("note_id", "last")
+    )
+    for change in changes:
+        change.changed_at = max(last_rating.get(change.note_id) or change.note.created_at, change.note.created_at)
+    NoteStatusChange.objects.bulk_update(changes, ["changed_at"])
+    return len(changes)
+
+
+def _attach_login(username: str, participant: Participant) -> None:
+    """A rater login that rates as `participant` (a simulated rater with a history), unless the
+    login already rates under another identity."""
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        user.set_password(DEMO_PASSWORD)
+        user.save()
+    user.groups.set(Group.objects.filter(name=RATER))
+    if not Participant.objects.filter(user=user).exists() and participant.user_id is None:
+        participant.user = user
+        participant.save(update_fields=["user"])
 
 
 def _ensure_user(username: str, roles: list[str]) -> Participant:
@@ -124,6 +200,8 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
         (Participant.objects.get_or_create(external_id=f"demo-rater-{i:02d}")[0], -1.0 if i % 2 else 1.0)
         for i in range(n_raters)
     ]
+    for username, index in CAMP_RATERS.items():
+        _attach_login(username, raters[index][0])
     counts = {"posts": 0, "notes": 0, "ratings": 0}
     posts: dict[str, Post] = {}
     loaded_at = datetime.now(tz=UTC)
@@ -131,11 +209,21 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
         near = index % NEAR_THRESHOLD_EVERY == 0
         post = posts.get(demo.post_text)
         if post is None:
+            # A post's time is its tweet's: a note is never dated before it (see note_created).
+            posted = demo.posted or demo.created
             post, created = Post.objects.get_or_create(
                 text_hash=post_text_hash(demo.post_text),
                 is_demo=True,
-                defaults={"text": demo.post_text, "author_handle": demo.author_handle, "created_at": demo.created},
+                defaults={
+                    "text": demo.post_text,
+                    "author_handle": demo.author_handle,
+                    "posted_at": posted,
+                    "created_at": posted,
+                },
             )
+            if post.posted_at is None:  # a demo loaded before posts had their tweet's time
+                Post.objects.filter(pk=post.pk).update(posted_at=posted)
+                post.posted_at = posted
             posts[demo.post_text] = post
             counts["posts"] += created
         note, created = Note.objects.get_or_create(
@@ -148,7 +236,7 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
                 "author": rng.choice(authors),
                 # Near-threshold notes are dated at load time: older ones would be locked in
                 # their status by the scorer's 14-day rule, and could never change in the demo.
-                "created_at": loaded_at - timedelta(hours=1) if near else demo.created,
+                "created_at": loaded_at - timedelta(hours=1) if near else note_created(demo, post),
                 "is_demo": True,
             },
         )
@@ -165,7 +253,10 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
             continue
         # Each note has a hidden quality and slant; camp members rate it accordingly, with noise.
         quality, slant = rng.uniform(-0.3, 0.9), rng.uniform(-0.4, 0.4)
-        for rater, camp in rng.sample(raters, k=rng.randint(9, min(14, len(raters)))):
+        jury = rng.sample(raters, k=rng.randint(9, min(14, len(raters))))
+        # The camp logins rate every such note: enough ratings for the scorer to place them on a side.
+        jury += [raters[i] for i in CAMP_RATERS.values() if i < len(raters) and raters[i] not in jury]
+        for rater, camp in jury:
             score = quality + camp * slant + rng.gauss(0, 0.25)
             level = (
                 RatingLevel.HELPFUL
@@ -184,3 +275,31 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
         note.num_ratings = note.ratings.count()
         note.save(update_fields=["num_ratings"])
     return counts
+
+
+def demo_classify_posts() -> dict[str, int]:
+    """Store the topic of every post with text that has none yet (demo posts, flagged posts; the
+    LLM when configured, else the labelled keyword baseline). Posts imported without their text
+    are not classified (their placeholder is not the post) and are counted as such."""
+    return posts_classify_topics(Post.objects.filter(topic="").order_by("pk").iterator())
+
+
+def demo_judge_notes() -> tuple[int, int]:
+    """Queue the judges for every demo note not judged yet (offline baselines unless an LLM is
+    configured; each decision is labelled with its judge kind). Returns (queued, already judged)."""
+    queued = judged = 0
+    for note in Note.objects.filter(is_demo=True).select_related("post").order_by("pk"):
+        if note.judge_runs.exists():
+            judged += 1
+            continue
+        try:
+            judge_run_request(note=note)
+        except NotJudgeable:
+            continue
+        queued += 1
+    return queued, judged
+
+
+def public_sample_imported() -> bool:
+    """Whether the public sample's notes are in the database already (real notes, not demo)."""
+    return Note.objects.filter(is_demo=False, external_id__isnull=False).exists()

@@ -216,6 +216,7 @@ class ScoringRun(models.Model):
     class Trigger(models.TextChoices):
         SCHEDULE = "schedule", "Schedule"
         ADMIN = "admin", "Admin (rescore now)"
+        DEMO_LOAD = "demo_load", "Demo load (load_demo)"
 
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SCHEDULE)
     requested_by = models.ForeignKey(
@@ -399,6 +400,15 @@ class SupernoteRun(models.Model):
         "notes.Note", null=True, blank=True, on_delete=models.SET_NULL, related_name="supernote_run"
     )
     outcome = models.TextField(blank=True)
+    # Candidates with a text, and how many distinct texts among them (normalized; repeats are
+    # not scored by the jury).
+    n_drawn = models.PositiveIntegerField(null=True, blank=True)
+    n_distinct = models.PositiveIntegerField(null=True, blank=True)
+    # The best-scored candidate's intercept re-estimated on fresh jury draws (the draws that selected
+    # it favour it: its selection score is the maximum of noisy estimates); the proposal is decided on this.
+    winner_index = models.PositiveIntegerField(null=True, blank=True)
+    winner_intercept = models.FloatField(null=True, blank=True)
+    winner_intercept_sd = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -415,7 +425,7 @@ class SupernoteCandidate(models.Model):
     run = models.ForeignKey(SupernoteRun, on_delete=models.CASCADE, related_name="candidates")
     index = models.PositiveIntegerField()
     text = models.TextField(blank=True)
-    # "llm:<model>" or "baseline:extractive-merge-v1" (Producer.label).
+    # "llm:<model>" or "baseline:extractive-merge-v2" (Producer.label).
     producer = models.CharField(max_length=120)
     # The source notes given to the generator, in the order given (pks).
     source_note_ids = models.JSONField(default=list)

@@ -27,6 +27,7 @@ from django.db.models import (
 )
 from django.db.models.functions import MD5, Cast, Least
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from crowdnotes_site.lib.scoring import pgcopy, scoring
 from crowdnotes_site.queue import outbox_key, outbox_waiting
@@ -468,9 +469,24 @@ class ScoringOverview:
     interval_s: float
     next_run_at: datetime | None
     poll_seconds: int | None
+    checked_at: datetime | None = None  # when this overview was read (the page says how fresh it is)
+
+    @property
+    def overdue(self) -> bool:
+        """The next scheduled run should have started (a grace of SCORING_OVERDUE_S) but has not."""
+        return bool(
+            self.next_run_at
+            and self.checked_at
+            and self.pending is None
+            and (self.checked_at - self.next_run_at).total_seconds() > SCORING_OVERDUE_S
+        )
 
 
 SCORING_POLL_S = 2
+# With nothing pending the page still re-reads itself, so a scheduled run and its "next run" are never
+# shown stale for long; a scheduled run later than the grace is shown as overdue.
+SCORING_IDLE_POLL_S = 20
+SCORING_OVERDUE_S = 30
 
 
 def scoring_overview(*, limit: int = 10) -> ScoringOverview:
@@ -496,7 +512,8 @@ def scoring_overview(*, limit: int = 10) -> ScoringOverview:
         pending=pending,
         interval_s=interval_s,
         next_run_at=next_run_at,
-        poll_seconds=SCORING_POLL_S if pending else None,
+        poll_seconds=SCORING_POLL_S if pending else SCORING_IDLE_POLL_S,
+        checked_at=timezone.now(),
     )
 
 

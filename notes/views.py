@@ -361,8 +361,11 @@ def _run_context(run: SupernoteRun | None) -> dict[str, object]:
             name = str(failed[0]["filter"])
             rejected[name] = rejected.get(name, 0) + 1
     scored = sorted((c for c in candidates if c.jury_intercept is not None), key=lambda c: -(c.jury_intercept or 0))
-    # The proposal is the best-scored candidate (several candidates can share its text).
-    chosen = scored[0] if run.proposed_note and scored and scored[0].text == run.proposed_note.text else None
+    # The proposal is the best-scored candidate (runs before winner_index: the top-scored one with its text).
+    if run.winner_index is not None:
+        chosen = next((c for c in candidates if c.index == run.winner_index), None) if run.proposed_note else None
+    else:
+        chosen = scored[0] if run.proposed_note and scored and scored[0].text == run.proposed_note.text else None
     return {
         "sources": supernote_selectors.source_notes(run=run),
         "candidates": candidates,

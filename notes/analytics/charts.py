@@ -33,7 +33,19 @@ def _nice_max(value: float) -> float:
     return 10 * power
 
 
+# Widest advance of an 11 px system-ui character, in px (capitals and "w"): label room is sized
+# with it, so a label is never cut by the edge of the SVG.
+CHAR_W = 7.0
+
+
+def _text_w(text: str) -> float:
+    return CHAR_W * len(text)
+
+
 def _fmt(value: float) -> str:
+    """A count prints as a count ("13", not "13.0"); other values with 2-3 significant digits."""
+    if float(value).is_integer():
+        return f"{int(value):,}"
     if abs(value) >= 100:
         return f"{value:,.0f}"
     if abs(value) >= 10:
@@ -62,7 +74,10 @@ def bar_chart(
 ) -> str:
     """Horizontal grouped bars: one group per category, one bar per series. None values are
     drawn as "no data"."""
-    left, right, top, bar_h, gap = 170, 60, 28, 14, 10
+    # The category labels get the room their longest one needs (never cut), the plot keeps its width.
+    left = max(170, math.ceil(_text_w(max(categories, key=len, default="")) + 14))
+    width += left - 170
+    right, top, bar_h, gap = 60, 28, 14, 10
     group_h = bar_h * len(series) + gap
     legend_h = 18 if len(series) > 1 else 0
     height = top + legend_h + group_h * len(categories) + 24
@@ -77,7 +92,7 @@ def bar_chart(
         for i, s in enumerate(series):
             out.append(f'<rect x="{x}" y="{y0}" width="10" height="10" fill="{PALETTE[i % len(PALETTE)]}"/>')
             out.append(f'<text x="{x + 14}" y="{y0 + 9}" {FONT}>{escape(s.name)}</text>')
-            x += 24 + 7 * len(s.name)
+            x += 24 + _text_w(s.name)
         y0 += legend_h
     for c, category in enumerate(categories):
         gy = y0 + c * group_h

@@ -11,7 +11,10 @@ own data, so the numbers are comparable):
   Helpful / Not Helpful status minus the note's time;
 - the never-left-NMR share: notes without a first non-NMR status over all notes considered.
 
-Percentiles use numpy's default (linear interpolation).
+Percentiles use numpy's default (linear interpolation). A negative delay (a note dated before
+its post, a verdict before its note: clock or data errors) is never drawn or counted as a
+delay: it is left out of the percentiles and counted in `n_negative`, which the pages and the
+command print beside them.
 """
 
 from __future__ import annotations
@@ -49,17 +52,21 @@ class Percentiles:
     p75: float | None
     p90: float | None
     n: int
+    n_negative: int = 0  # negative delays left out of the percentiles (see the module docstring)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def percentiles(values: Iterable[float]) -> Percentiles:
+    """The percentiles of the non-negative values; negative ones are only counted."""
     arr = np.asarray(list(values), dtype=float)
+    negative = int((arr < 0).sum())
+    arr = arr[arr >= 0]
     if arr.size == 0:
-        return Percentiles(None, None, None, None, 0)
+        return Percentiles(None, None, None, None, 0, negative)
     p25, p50, p75, p90 = (float(v) for v in np.percentile(arr, PERCENTILES))
-    return Percentiles(p25, p50, p75, p90, int(arr.size))
+    return Percentiles(p25, p50, p75, p90, int(arr.size), negative)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from crowdnotes_site.lib.llm.pipeline import STAGES
-from evidence.models import Snippet
+from evidence.models import EvidenceSource, Snippet
 from evidence.search.categories import CATEGORY_LABELS, category_by_rules
 from judging.models import JudgeDecision
 from judging.selectors import Funnel, funnel_of, judged_notes
@@ -52,6 +52,7 @@ class DelaySummary:
     n_notes: int
     n_posts: int
     n_scored: int  # notes the never-left-NMR share is over
+    n_imported: int = 0  # imported notes, left out of note -> first verdict (see delay_summary)
 
 
 def delay_summary(f: AnalyticsFilters) -> DelaySummary:
@@ -67,15 +68,24 @@ def delay_summary(f: AnalyticsFilters) -> DelaySummary:
         .values_list("first_note", "post_time")
     )
     post_hours = [(first - posted).total_seconds() / 3600 for first, posted in per_post]
-    rows = notes.annotate(
-        first_verdict=Min("status_changes__changed_at", filter=Q(status_changes__status__in=VERDICTS))
-    ).values_list("created_at", "first_verdict", "scored_at")
+    # A note imported from the public data gets its status here when this app scores its imported
+    # ratings, years after it earned it: that time is not a verdict delay. Such notes are left out of
+    # note -> first verdict (the imported status history gives their real delays).
+    imported = Q(external_id__isnull=False, is_demo=False)
+    n_imported = notes.filter(imported).count()
+    rows = (
+        notes.exclude(imported)
+        .annotate(first_verdict=Min("status_changes__changed_at", filter=Q(status_changes__status__in=VERDICTS)))
+        .values_list("created_at", "first_verdict", "scored_at")
+    )
     known = [(created, verdict) for created, verdict, scored in rows if scored is not None or verdict is not None]
     report = delays.delay_report(
         post_delays_hours=post_hours,
         notes_first_verdict=[(int(c.timestamp() * 1000), int(v.timestamp() * 1000) if v else None) for c, v in known],
     )
-    return DelaySummary(report, n_notes=len(rows), n_posts=len(post_hours), n_scored=len(known))
+    return DelaySummary(
+        report, n_notes=len(rows) + n_imported, n_posts=len(post_hours), n_scored=len(known), n_imported=n_imported
+    )
 
 
 @dataclass(frozen=True)
@@ -123,6 +133,8 @@ class SpikeReport:
     n_items: int
     n_texts: int  # items whose text the trending terms could read
     shown_from: dt.date | None = None  # set when only the last SHOWN_DAYS days are shown
+    n_thresholds: int = 0  # days shown with enough history for a threshold
+    rule: str = ""  # the history and size conditions, in words (spikes.rule_text)
 
 
 SHOWN_DAYS = 180
@@ -163,7 +175,14 @@ def spike_report(
         series, found = spikes.last_days(series, found, SHOWN_DAYS)
         shown_from = series.days[0]
     return SpikeReport(
-        unit, series, found, n_items=len(items), n_texts=sum(len(v) for v in texts.values()), shown_from=shown_from
+        unit,
+        series,
+        found,
+        n_items=len(items),
+        n_texts=sum(len(v) for v in texts.values()),
+        shown_from=shown_from,
+        n_thresholds=sum(t is not None for t in series.threshold),
+        rule=spikes.rule_text(unit),
     )
 
 
@@ -178,9 +197,11 @@ class SpikeQueue:
 
     groups: list[tuple[spikes.Spike, list[Post]]]
     n_health_posts: int  # posts with a health topic: the daily series the spikes are found in
-    n_unclassified: int  # posts without a topic yet: not counted
+    n_unclassified: int  # posts with text without a topic yet: not counted
     window: int
     k: float
+    n_no_text: int = 0  # posts imported without their text: never classified, not counted
+    rule: str = spikes.rule_text("health posts")  # the history and size conditions, in words
 
 
 def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA) -> SpikeQueue:
@@ -190,7 +211,8 @@ def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float =
     when = Coalesce("posted_at", "created_at")
     health = Post.objects.filter(topic__in=HEALTH_TOPICS)
     rows = list(health.annotate(when=when).values_list("pk", "when"))
-    n_unclassified = Post.objects.filter(topic="").count()
+    n_unclassified = Post.objects.filter(topic="", text_available=True).count()
+    n_no_text = Post.objects.filter(topic="", text_available=False).count()
     days, counts = spikes.daily_counts(w.date() for _, w in rows)
     _, found = spikes.detect(days, counts, window=window, k=k)
     found.sort(key=lambda sp: sp.day, reverse=True)
@@ -214,18 +236,27 @@ def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float =
         by_spike[window_of[post.pk]].append(post)
         shown += 1
     groups = [(sp, by_spike[sp.day]) for sp in found if by_spike.get(sp.day)]
-    return SpikeQueue(groups, n_health_posts=len(rows), n_unclassified=n_unclassified, window=window, k=k)
+    return SpikeQueue(
+        groups, n_health_posts=len(rows), n_unclassified=n_unclassified, window=window, k=k, n_no_text=n_no_text
+    )
 
 
 # --- Topics ------------------------------------------------------------------------------
 
 
+NO_TEXT = "no-text"
+
+
 def topic_counts(f: AnalyticsFilters) -> list[tuple[str, str, int]]:
-    """(topic value, label, posts) for the posts of the matching notes; "" = not classified."""
+    """(topic value, label, posts) for the posts of the matching notes; "" = a post with text not
+    classified yet; NO_TEXT = imported without its text (never classified: nothing to read)."""
     posts = Post.objects.filter(pk__in=notes_filtered(f).values("post_id"))
-    counts: dict[str, int] = dict(posts.order_by().values("topic").annotate(n=Count("pk")).values_list("topic", "n"))
+    counts: dict[str, int] = dict(
+        posts.filter(text_available=True).order_by().values("topic").annotate(n=Count("pk")).values_list("topic", "n")
+    )
     out = [(value, str(label), counts.get(value, 0)) for value, label in Topic.choices]
     out.append(("", "Not classified yet", counts.get("", 0)))
+    out.append((NO_TEXT, "Imported without text (cannot be classified)", posts.filter(text_available=False).count()))
     return out
 
 
@@ -310,20 +341,37 @@ class SourceCategories:
     n_by_rules: int  # URLs without a stored source, categorised by the domain rules
 
 
+def _indexed_copies(urls: set[str]) -> dict[str, tuple[str, str]]:
+    """Served address of an indexed copy -> (its original URL, the original's category): a page of
+    the local index read from where it is served (the demo's 127.0.0.1 pages) is counted as the
+    document it is a copy of (the manifest's `url`), not as its loopback host."""
+    if not urls:
+        return {}
+    rows = EvidenceSource.objects.filter(copy_url__in=urls, indexed_at__isnull=False).values_list(
+        "copy_url", "url", "category"
+    )
+    return {copy: (url, category or category_by_rules(url).category) for copy, url, category in rows}
+
+
 def source_categories(f: AnalyticsFilters) -> SourceCategories:
     """Evidence sources of the matching notes by source category: chosen by people (the
-    contributor's URLs, imported notes' URLs) or proposed by the automation (Snippet.proposed_by)."""
+    contributor's URLs, imported notes' URLs) or proposed by the automation (Snippet.proposed_by).
+    A locally served copy of an indexed document counts as its original URL."""
     notes = notes_filtered(f)
     human: dict[str, int] = defaultdict(int)
     machine: dict[str, int] = defaultdict(int)
     with_snippets: set[int] = set()
     by_rules = 0
-    for note_id, url, category, proposed in (
+    snippet_rows = list(
         Snippet.objects.filter(note__in=notes)
         .exclude(confirmation=Snippet.Confirmation.REJECTED)
         .values_list("note_id", "url", "source__category", "proposed_by_id")
-    ):
+    )
+    copies = _indexed_copies({url for _, url, _, _ in snippet_rows})
+    for note_id, url, category, proposed in snippet_rows:
         with_snippets.add(note_id)
+        if url in copies:
+            category = copies[url][1]
         if not category:
             category, by_rules = category_by_rules(url).category, by_rules + 1
         (machine if proposed else human)[category] += 1

@@ -1,8 +1,10 @@
 """Spike detection on daily counts (pure).
 
 A day is a spike when its count is above the mean + k standard deviations of the `window`
-days before it (defaults: 28 days, k = 2.5; population standard deviation). Days with less
-than `min_history` days before them, or fewer than `min_count` items, are never spikes. For each spike, the trending terms
+days before it (defaults: 28 days, k = 2.5; population standard deviation). Enough history first: a day with less than
+`min_history` days of data before it, or with items on fewer than `min_active_days` of the
+window's days, has no threshold and is never a spike; nor is a day whose threshold is 0 (a
+silent history: any count would exceed it) or a day with fewer than `min_count` items. For each spike, the trending terms
 compare the texts of a 3-day window centred on it with the baseline period (the window days
 before that), stopwords removed.
 """
@@ -24,6 +26,7 @@ from crowdnotes_site.lib.text_rules import strip_urls
 WINDOW_DAYS = 28
 K_SIGMA = 2.5
 MIN_HISTORY = 7
+MIN_ACTIVE_DAYS = 3  # days with at least one item among the window's days before a spike
 MIN_COUNT = 5  # a day with fewer items is never a spike (sparse periods: 1 after a run of 0s)
 
 _WORD_RE = re.compile(r"[a-z][a-z0-9'’-]*[a-z0-9]")
@@ -64,17 +67,22 @@ def daily_counts(
 
 
 def rolling(
-    counts: Sequence[int], *, window: int = WINDOW_DAYS, k: float = K_SIGMA, min_history: int = MIN_HISTORY
+    counts: Sequence[int],
+    *,
+    window: int = WINDOW_DAYS,
+    k: float = K_SIGMA,
+    min_history: int = MIN_HISTORY,
+    min_active_days: int = MIN_ACTIVE_DAYS,
 ) -> tuple[list[float | None], list[float | None], list[float | None]]:
     """Per day: mean, standard deviation and threshold of the `window` days before it
-    (None until `min_history` days are available)."""
+    (None until `min_history` days are available and `min_active_days` of them have items)."""
     arr = np.asarray(counts, dtype=float)
     means: list[float | None] = []
     stds: list[float | None] = []
     thresholds: list[float | None] = []
     for i in range(len(arr)):
         past = arr[max(0, i - window) : i]
-        if len(past) < min_history:
+        if len(past) < min_history or int((past > 0).sum()) < min(min_active_days, min_history):
             means.append(None)
             stds.append(None)
             thresholds.append(None)
@@ -94,12 +102,15 @@ def detect(
     k: float = K_SIGMA,
     min_history: int = MIN_HISTORY,
     min_count: int = MIN_COUNT,
+    min_active_days: int = MIN_ACTIVE_DAYS,
 ) -> tuple[DailySeries, list[Spike]]:
-    means, stds, thresholds = rolling(counts, window=window, k=k, min_history=min_history)
+    means, stds, thresholds = rolling(
+        counts, window=window, k=k, min_history=min_history, min_active_days=min_active_days
+    )
     spikes = [
         Spike(i, days[i], int(counts[i]), m, s, t)
         for i, (m, s, t) in enumerate(zip(means, stds, thresholds, strict=True))
-        if t is not None and m is not None and s is not None and counts[i] > t and counts[i] >= min_count
+        if t is not None and m is not None and s is not None and t > 0 and counts[i] > t and counts[i] >= min_count
     ]
     return DailySeries(list(days), [int(c) for c in counts], means, thresholds), spikes
 
@@ -164,3 +175,11 @@ def last_days(series: DailySeries, found: list[Spike], n: int) -> tuple[DailySer
         Spike(s.index - start, s.day, s.count, s.mean, s.std, s.threshold, s.terms) for s in found if s.index >= start
     ]
     return cut, kept
+
+
+def rule_text(unit: str) -> str:
+    """The spike rule's history and size conditions in words, for the pages."""
+    return (
+        f"a day needs at least {MIN_HISTORY} days of data before it, with {unit} on at least {MIN_ACTIVE_DAYS} of "
+        f"them, a threshold above 0, and at least {MIN_COUNT} {unit}, to be a spike"
+    )

@@ -63,9 +63,9 @@ def delays_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="delays.csv"'
     writer = SafeWriter(response)  # formula-looking text cells quoted
-    writer.writerow(["metric", "p25", "p50", "p75", "p90", "n"])
+    writer.writerow(["metric", "p25", "p50", "p75", "p90", "n", "left out (negative)"])
     for name, values in _delay_rows(summary):
-        writer.writerow([name, *(values[k] for k in ("p25", "p50", "p75", "p90", "n"))])
+        writer.writerow([name, *(values[k] for k in ("p25", "p50", "p75", "p90", "n", "n_negative"))])
     writer.writerow(
         ["never left Needs More Ratings (share)", "", summary.report.never_left_nmr_share, "", "", summary.n_scored]
     )
@@ -95,6 +95,7 @@ def spikes_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         "chart": mark_safe(chart),  # noqa: S308  (escaped by notes.analytics.charts)
         "unit": unit,
         "daily": list(zip(s.days, s.counts, s.rolling_mean, s.threshold, strict=True)),
+        "rule": report.rule,
         "window": window,
         "k": k,
     }

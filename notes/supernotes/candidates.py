@@ -3,6 +3,7 @@ from, and the per-note rating summaries the prompt and the extractive baseline c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -56,3 +57,28 @@ def sample_subsets(n_notes: int, n_candidates: int, rng: np.random.Generator) ->
 
 def pick(notes: Sequence[NoteSummary], subset: Sequence[int]) -> list[NoteSummary]:
     return [notes[i] for i in subset]
+
+
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+
+
+def normalized_text(text: str) -> str:
+    """A candidate's text for deduplication: lower case, punctuation and spacing ignored (links
+    keep their letters, so a different link set is a different candidate)."""
+    return _NON_WORD.sub(" ", text.lower()).strip()
+
+
+def first_of_each_text(texts: Sequence[str]) -> dict[int, int]:
+    """index -> index of the first text with the same normalized text, for each repeated text
+    (empty texts are not candidates and are left out)."""
+    first: dict[str, int] = {}
+    repeats: dict[int, int] = {}
+    for i, text in enumerate(texts):
+        key = normalized_text(text)
+        if not key:
+            continue
+        if key in first:
+            repeats[i] = first[key]
+        else:
+            first[key] = i
+    return repeats

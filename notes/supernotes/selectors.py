@@ -66,7 +66,11 @@ def stuck_posts(*, limit: int = 100) -> list[StuckPost]:
         .order_by("stuck_since")[:limit]
     )
     runs: dict[int, SupernoteRun] = {}
-    for run in SupernoteRun.objects.filter(post__in=posts).order_by("created_at"):
+    for run in (
+        SupernoteRun.objects.filter(post__in=posts)
+        .select_related("requested_by", "proposed_note")
+        .order_by("created_at")
+    ):
         runs[run.post_id] = run
     # The second eligible note's time: a post is stuck from when it had two notes.
     return [

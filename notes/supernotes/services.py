@@ -22,6 +22,7 @@ from evidence import embedding
 from evidence.errors import FetchError
 from evidence.fetch import fetch
 from evidence.services import fetch_policy
+from judging.selectors import unjudgeable_reason
 from judging.services import judge_run_request
 from notes.models import (
     Note,
@@ -174,6 +175,8 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
     run.source_note_ids = [n.pk for n in notes]
     run.save(update_fields=["source_note_ids"])
     client = llm_client()
+    # A post imported without its text has only a placeholder: never given to the writer or the jury as the post.
+    post_text = "" if run.post.text_missing_reason() else run.post.text
     subsets = cand.sample_subsets(len(notes), run.n_candidates, rng)
     rows: list[SupernoteCandidate] = []
     # 1. Candidates (0-60 %)
@@ -181,7 +184,7 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
         chosen = cand.pick(notes, subset)
         if client is not None:
             step = supernote_step.supernote_candidate_llm(
-                client, post=run.post.text, notes=[n.source_note() for n in chosen]
+                client, post=post_text, notes=[n.source_note() for n in chosen]
             )
         else:
             step = supernote_step.supernote_candidate_extractive(notes=[n.merge_source() for n in chosen])
@@ -196,11 +199,20 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
         )  # fmt: skip
         if k % 5 == 4 or k == len(subsets) - 1:
             _progress(run, f"Writing candidates ({k + 1}/{len(subsets)})", int(60 * (k + 1) / len(subsets)))
+    # Repeats of a text are not new candidates: each distinct (normalized) text is filtered and
+    # scored once, so the jury's spread is not sampling noise on one text.
+    repeats = cand.first_of_each_text([r.text for r in rows])
+    for k, first in repeats.items():
+        rows[k].filter_log = [{"filter": "duplicate", "ok": False, "by": "normalized text",
+                               "reason": f"Same text as candidate {first}: filtered and scored once."}]  # fmt: skip
+    run.n_drawn = sum(1 for r in rows if r.text)
+    run.n_distinct = run.n_drawn - len(repeats)
+    distinct = f"{run.n_distinct} distinct candidate{'s' if run.n_distinct != 1 else ''} of {run.n_drawn} drawn"
     # 2. Filters (60-80 %)
     texts = {n.pk: n.text for n in notes}
     reach = _reachable if settings.SUPERNOTE_CHECK_LINKS_REACHABLE else None
     for k, row in enumerate(rows):
-        if row.text:
+        if row.text and k not in repeats:
             results = filters.run_filters(row.text, [texts[pk] for pk in row.source_note_ids], client=client,
                                           reachable=reach)  # fmt: skip
             row.filter_log = [r.as_log() for r in results]
@@ -216,38 +228,53 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
     if stored_best is not None:
         run.best_existing_note, run.best_existing_intercept = stored_best, stored_best.intercept
     if model is None:
-        _finish(run, "No personalized helpfulness model is stored (run `manage.py train_phm`): candidates "
-                     "were written and filtered, but no jury scored them and nothing is proposed.")  # fmt: skip
+        _finish(run, f"{distinct}. No personalized helpfulness model is stored (run `manage.py train_phm`): "
+                     "candidates were written and filtered, but no jury scored them and nothing is proposed.")  # fmt: skip
         return
     if not passed:
-        _finish(run, "No candidate passed the principle filters; nothing is proposed.")
+        _finish(run, f"{distinct}; none passed the principle filters, nothing is proposed.")
         return
     _progress(run, f"Jury: {len(passed)} candidates x {run.jury_size} jurors", 85)
     pool = selectors.jury_pool()
     if len(pool.participant_pks) == 0:
-        _finish(run, "No rater has scorer parameters yet (run the scorer): no jury, nothing proposed.")
+        _finish(run, f"{distinct}. No rater has scorer parameters yet (run the scorer): no jury, nothing proposed.")
         return
     run.phm_version, run.mu = model.meta.version, pool.mu
     run.phm_trained_on, run.phm_auc = model.meta.trained_on[:300], model.meta.auc
     embed = embed or embedder(model.meta.embedder)
     note_emb = embed([r.text for r in passed])
-    post_emb = embed([run.post.text])[0] if run.post.text.strip() else None
-    scores = jury.jury_scores(
-        lambda jurors: model.probabilities(note_emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors]),
-        pool.rater_intercept, pool.rater_factor, mu=pool.mu, ratings_per_note=pool.ratings_per_note,
-        jury_size=run.jury_size, stratified=run.stratified, seed=run.seed,
-    )  # fmt: skip
+    post_emb = embed([post_text])[0] if post_text.strip() else None
+
+    def score(emb: np.ndarray, seed: int) -> jury.JuryScores:
+        return jury.jury_scores(
+            lambda jurors: model.probabilities(emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors]),
+            pool.rater_intercept, pool.rater_factor, mu=pool.mu, ratings_per_note=pool.ratings_per_note,
+            jury_size=run.jury_size, stratified=run.stratified, seed=seed,
+        )  # fmt: skip
+
+    scores = score(note_emb, run.seed)
     for k, row in enumerate(passed):
         row.jury_intercept = float(scores.intercept[k])
         row.jury_factor = float(scores.factor[k])
         row.jury_intercept_sd = float(scores.intercept_sd[k])
     SupernoteCandidate.objects.bulk_update(passed, ["jury_intercept", "jury_factor", "jury_intercept_sd"])
-    # 4. Selection
-    choice = jury.select([r.jury_intercept or 0.0 for r in passed], run.best_existing_intercept)
+    # 4. Selection: the best candidate on these draws; whether it is proposed is decided on its
+    # intercept re-estimated on fresh jury draws (another seed: new jurors, new sampled ratings), as
+    # the maximum over noisy estimates overstates the winner.
+    best = int(np.nanargmax([r.jury_intercept or 0.0 for r in passed]))
+    winner = passed[best]
+    fresh = score(note_emb[best : best + 1], run.seed + 1)
+    run.winner_index = winner.index
+    run.winner_intercept, run.winner_intercept_sd = float(fresh.intercept[0]), float(fresh.intercept_sd[0])
+    choice = jury.select([run.winner_intercept], run.best_existing_intercept)
     if choice.index is not None:
         with transaction.atomic():
-            run.proposed_note = _propose(run, passed[choice.index], texts)
-    _finish(run, choice.reason)
+            run.proposed_note = _propose(run, winner, texts)
+    _finish(
+        run,
+        f"{distinct}; {len(passed)} passed the principle filters. Candidate {winner.index} scored best on the "
+        f"selecting draws ({winner.jury_intercept:.3f}); on fresh jury draws: {choice.reason}",
+    )
 
 
 def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) -> Note:
@@ -258,7 +285,8 @@ def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) 
         draft_text=row.text,
     )  # fmt: skip
     NoteStatusChange.objects.create(note=note, status=note.status)
-    judge_run_request(note=note)
+    if unjudgeable_reason(note) is None:  # a post imported without text is never judged by its placeholder
+        judge_run_request(note=note)
     return note
 
 

@@ -13,11 +13,20 @@ procs_start() {
 }
 
 # procs_run CMD...: run a preparation step in the foreground; Ctrl-C and SIGTERM still stop it.
-# (bash runs a trap only after a foreground command ends; `wait` is interrupted at once.)
+# (bash runs a trap only after a foreground command ends; `wait` is interrupted at once.) A step
+# that runs longer says so every PROCS_TICK_S seconds (10), so set-up is never silent for minutes.
 procs_run() {
   "$@" &
-  local pid=$!
+  local pid=$! start=$SECONDS last=$SECONDS
   PROCS_PIDS+=("$pid")
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1 &
+    wait "$!" || true
+    if kill -0 "$pid" 2>/dev/null && ((SECONDS - last >= ${PROCS_TICK_S:-10})); then
+      last=$SECONDS
+      echo "   … still running after $((SECONDS - start)) s: ${*:1:4}" >&2
+    fi
+  done
   wait "$pid"
 }
 

@@ -23,7 +23,12 @@ def test_it_rescores_from_the_scoring_page_and_a_demo_note_changes_status(
     page: Any, live_server: Any, celery_worker: Any, cn_data: Path, admin_user: Any
 ) -> None:
     call_command(
-        "load_demo", "--source", str(cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"), stdout=StringIO()
+        "load_demo",
+        "--source",
+        str(cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"),
+        "--no-public-sample",
+        "--no-judging",  # the worker would judge the demo notes too; this test is about scoring
+        stdout=StringIO(),
     )
     target = next(n for n in Note.objects.filter(is_demo=True) if n.num_ratings == NEAR_THRESHOLD_RATINGS)
     assert target.status == NoteStatus.NEEDS_MORE_RATINGS

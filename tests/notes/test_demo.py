@@ -16,21 +16,42 @@ pytestmark = pytest.mark.django_db
 def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any, cn_data: Path) -> None:
     source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
     out = StringIO()
-    call_command("load_demo", "--source", str(source), stdout=out)
+    call_command("load_demo", "--source", str(source), "--no-public-sample", stdout=out)
     posts, notes, ratings = Post.objects.count(), Note.objects.count(), Rating.objects.count()
     assert 10 <= posts <= 25  # health posts only (see notes.demo.is_health_post)
     assert notes > posts
     assert ratings > 5 * notes
     assert not Post.objects.filter(is_demo=False).exists()
     assert "login demo-contributor / crowdnotes-demo" in out.getvalue()
+    # The load's scoring is a recorded run, so /scoring/ does not say "No finished run yet".
+    from notes.models import ScoringRun
+
+    assert ScoringRun.objects.filter(trigger=ScoringRun.Trigger.DEMO_LOAD, state=ScoringRun.State.DONE).count() == 1
+    # Every demo post has text, so every one is classified (the offline baseline, labelled).
+    assert not Post.objects.filter(topic="").exists()
+    assert set(Post.objects.values_list("topic_method", flat=True)) == {"baseline:keywords-v1"}
+    # The judges are queued on every demo note (a worker runs them).
+    from judging.models import JudgeRun
+
+    assert JudgeRun.objects.filter(note__is_demo=True).count() == notes
+    assert "Judges queued on" in out.getvalue()
+    # Rater logins of both simulated camps, printed, rating as simulated raters with a history.
+    for login in ("demo-rater-a1", "demo-rater-a2", "demo-rater-b1", "demo-rater-b2"):
+        assert f"login {login} / crowdnotes-demo" in out.getvalue()
+        user = get_user_model().objects.get(username=login)
+        assert user.has_perm("notes.add_rating") and Rating.objects.filter(rater__user=user).exists()
+    a1 = get_user_model().objects.get(username="demo-rater-a1").participant
+    b1 = get_user_model().objects.get(username="demo-rater-b1").participant
+    assert a1.rater_factor is not None and b1.rater_factor is not None and a1.rater_factor * b1.rater_factor < 0
     # The scorer gave the demo real statuses, not only Needs More Ratings.
     statuses = set(Note.objects.values_list("status", flat=True))
     assert {NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL} <= statuses
     assert get_user_model().objects.get(username="demo-rater").has_perm("notes.add_rating")
     assert get_user_model().objects.get(username="demo-admin").has_perm("judging.view_judgedecision")
 
-    call_command("load_demo", "--source", str(source), stdout=StringIO())
+    call_command("load_demo", "--source", str(source), "--no-public-sample", stdout=StringIO())
     assert (Post.objects.count(), Note.objects.count(), Rating.objects.count()) == (posts, notes, ratings)
+    assert JudgeRun.objects.count() == notes  # judged once
     assert "demo content" in anon_client.get("/").content.decode()
 
 
@@ -38,7 +59,7 @@ def test_demo_content_is_labelled_in_the_rating_queue_rate_page_and_my_notes(cn_
     from django.urls import reverse
 
     source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
-    call_command("load_demo", "--source", str(source), stdout=StringIO())
+    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=StringIO())
     from django.contrib.auth.models import User
 
     client.force_login(User.objects.get(username="demo-rater"))
@@ -53,3 +74,48 @@ def test_demo_content_is_labelled_in_the_rating_queue_rate_page_and_my_notes(cn_
     Note.objects.filter(pk=note.pk).update(author=participant_for_user(user=author))
     client.force_login(author)
     assert "demo content" in client.get(reverse("my_notes")).content.decode()
+
+
+def test_demo_times_are_consistent_so_every_delay_is_non_negative(cn_data: Path, admin_client: Any) -> None:
+    from django.db.models import Max
+    from django.urls import reverse
+
+    from notes.models import NoteStatusChange
+
+    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
+    out = StringIO()
+    call_command("load_demo", "--source", str(source), "--no-judging", stdout=out)
+    assert "demo status changes at their notes' last ratings" in out.getvalue()
+    # The public samples are imported beside the demo as real data (not demo), with their history.
+    from notes.models import ImportedNoteHistory
+
+    assert Note.objects.filter(is_demo=False, external_id__isnull=False).count() == 4880
+    assert ImportedNoteHistory.objects.count() == 36118 and Post.objects.filter(is_demo=False).exists()
+    posts = list(Post.objects.filter(is_demo=True))
+    assert posts and all(p.posted_at is not None for p in posts)
+    # Scraped card buttons are not part of a post.
+    assert not [p.text for p in posts if "Copy link" in p.text or p.text.endswith("Reply") or "Show more" in p.text]
+    for note in Note.objects.filter(is_demo=True).select_related("post"):
+        assert note.created_at > note.post.posted_at, note.external_id
+    last_rating = dict(Rating.objects.values("note_id").annotate(m=Max("created_at")).values_list("note_id", "m"))
+    changes = list(NoteStatusChange.objects.filter(note__is_demo=True).select_related("note"))
+    assert any(c.status in (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL) for c in changes)
+    for change in changes:
+        assert change.changed_at >= change.note.created_at
+        assert change.changed_at >= last_rating[change.note_id]  # a status follows its ratings
+    summary = admin_client.get(reverse("analytics:delays")).context["summary"].report
+    post, verdict = summary.post_to_first_note_hours, summary.note_to_first_verdict_hours
+    assert post.n > 0 and verdict.n > 0
+    assert post.n_negative == 0 and verdict.n_negative == 0 and post.p25 >= 0 and verdict.p25 >= 0
+    assert verdict.p90 < 24 * 30  # ratings arrive within a day of a note: no years-long "delay"
+    # Imported notes were scored here at import time: left out of note -> first verdict, and said so.
+    page = admin_client.get(reverse("analytics:delays"))
+    assert page.context["summary"].n_imported == 4880 and "4880 notes imported from the public data" in (
+        page.content.decode()
+    )
+    imported = page.context["imported"].report.note_to_first_verdict_hours
+    assert imported.n > 0 and imported.n_negative == 0
+    # Topics: no post with text is left unclassified; posts without text are counted apart.
+    judging_page = admin_client.get(reverse("analytics:judging"))
+    topics = {label: n for _, label, n in judging_page.context["topics"]}
+    assert topics["Not classified yet"] == 0 and topics["Imported without text (cannot be classified)"] > 0

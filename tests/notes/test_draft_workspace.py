@@ -341,9 +341,9 @@ def test_it_names_the_producer_of_the_draft(contributor_client: Any, job: Any) -
     job.refresh_from_db()
     assert job.draft_producer == Producer("llm", "gpt-4.1-mini")
     assert "the LLM gpt-4.1-mini" in contributor_client.get(f"/drafts/{job.pk}/").content.decode()
-    DraftJob.objects.filter(pk=job.pk).update(draft_method="baseline:extractive-lexical-v1")
+    DraftJob.objects.filter(pk=job.pk).update(draft_method="baseline:extractive-lexical-v2")
     html = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
-    assert "the offline baseline (baseline:extractive-lexical-v1), not an LLM" in html
+    assert "the offline baseline (baseline:extractive-lexical-v2), not an LLM" in html
 
 
 @pytest.mark.parametrize("word", ["quot", "amp", "x27"])

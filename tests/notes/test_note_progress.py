@@ -77,8 +77,43 @@ def test_it_shows_an_admin_override_as_the_verdict(contributor: Any, contributor
     judging_services.decision_override(decision=decision, verdict="yes", reason="relevant after all", user=admin_user)
     html = contributor_client.get(f"/me/notes/{note.pk}/").content.decode()
     assert _stage_states(html)["relevance"] == "yes"
-    assert "overridden by an admin" in html
+    assert "overridden by an admin" in html and "relevant after all" in html  # with the admin's reason
     assert "Offline baseline" in html
+    # The later stages were never judged: not "an earlier stage said no".
+    assert "not judged (the run ended before this stage)" in html and "stage said no" not in html
+
+
+def test_an_override_to_no_puts_the_later_stages_out_of_reach_everywhere(
+    contributor: Any, contributor_client: Any, admin_user: Any, admin_client: Any
+) -> None:
+    from judging.selectors import judging_for_notes
+
+    note = _own_note(contributor)
+    run = JudgeRun.objects.create(note=note, content_hash="c", state=JudgeRun.State.DONE, helpful=True)
+    made = {
+        stage: JudgeDecision.objects.create(
+            run=run, note=note, content_hash="c", stage=stage, verdict="yes", judge_kind="baseline", judge_name="b"
+        )
+        for stage in ("relevance", "correctness", "helpfulness")
+    }
+    reason = "The snippet says 1 in 10,000, the note says 1 in 1,000."
+    judging_services.decision_override(decision=made["correctness"], verdict="no", reason=reason, user=admin_user)
+
+    html = contributor_client.get(f"/me/notes/{note.pk}/").content.decode()
+    assert _stage_states(html) == {"relevance": "yes", "correctness": "no", "helpfulness": "not_reached"}
+    assert reason.replace(",", "") in html.replace(",", "")  # the contributor sees the admin's reason
+    assert "not reached (Correctness said no)" in html and 'Judged "yes" before an admin' in html
+    assert judging_for_notes([note])[note.pk].helpful is False  # not the run's stored True
+    # The audit list and the decision page say the same.
+    listing = admin_client.get("/judging/audit/").content.decode()
+    assert listing.count("not reached") == 1 and "Correctness is not yes after an override" in listing
+    detail = admin_client.get(f"/judging/audit/{made['helpfulness'].pk}/").content.decode()
+    assert "not reached" in detail and "no longer counts" in detail
+    assert "not reached" not in admin_client.get(f"/judging/audit/{made['relevance'].pk}/").content.decode()
+    # Overridden back to yes: helpfulness counts again.
+    judging_services.decision_override(decision=made["correctness"], verdict="yes", reason="checked", user=admin_user)
+    html = contributor_client.get(f"/me/notes/{note.pk}/").content.decode()
+    assert _stage_states(html)["helpfulness"] == "yes" and judging_for_notes([note])[note.pk].helpful is True
 
 
 def test_it_lists_verdicts_on_my_notes_and_polls_only_while_judging(contributor: Any, contributor_client: Any) -> None:

@@ -25,7 +25,7 @@ class DraftError(Exception):
 @dataclass(frozen=True)
 class Draft:
     text: str
-    method: str  # e.g. "llm:gpt-4.1-mini" or "baseline:extractive-lexical-v1"
+    method: str  # e.g. "llm:gpt-4.1-mini" or "baseline:extractive-lexical-v2"
     provenance: list[dict[str, Any]]
 
 

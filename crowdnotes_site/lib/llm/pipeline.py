@@ -22,6 +22,7 @@ from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, truncate_for_helpfuln
 RELEVANCE, CORRECTNESS, HELPFULNESS = "relevance", "correctness", "helpfulness"
 STAGES: tuple[str, ...] = (RELEVANCE, CORRECTNESS, HELPFULNESS)
 YES, NO, ERROR = "yes", "no", "error"
+NOT_REACHED = "not_reached"  # a stage after one that did not say yes (never judged, or gated out by an override)
 BACKENDS = ("auto", "llm", "baseline", "classifier")
 
 
@@ -194,6 +195,37 @@ def helpful_from(verdicts: Sequence[str]) -> bool | None:
     if ERROR in verdicts:
         return None
     return len(verdicts) == len(STAGES) and all(v == YES for v in verdicts)
+
+
+def gated(verdicts: Mapping[str, str]) -> dict[str, str]:
+    """The R -> C -> H gating applied to effective verdicts (overrides included): every stage
+    after one that is not "yes" is NOT_REACHED, whatever a judge said about it before an admin
+    overrode the earlier stage. Stages not judged yet (and not gated out) are left out."""
+    out: dict[str, str] = {}
+    stopped = False
+    for stage in STAGES:
+        if stopped:
+            out[stage] = NOT_REACHED
+        elif stage in verdicts:
+            out[stage] = verdicts[stage]
+            stopped = verdicts[stage] != YES
+    return out
+
+
+def stopped_by(verdicts: Mapping[str, str]) -> str | None:
+    """The first stage whose effective verdict is not "yes" (the one gating the later stages)."""
+    return next((stage for stage in STAGES if stage in verdicts and verdicts[stage] != YES), None)
+
+
+def helpful_of(verdicts: Mapping[str, str]) -> bool | None:
+    """helpful_from over gated effective verdicts: True when all three say yes, False when one
+    says no before any error, None on an error or while a stage is still to come."""
+    for stage in STAGES:
+        verdict = verdicts.get(stage)
+        if verdict == YES:
+            continue
+        return False if verdict == NO else None
+    return True
 
 
 def run_pipeline(inp: JudgeInput, judges: Mapping[str, Judge], *, max_attempts: int = 2) -> PipelineResult:

@@ -10,6 +10,7 @@ memory beyond one row.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import sys
 from collections import Counter, deque
@@ -218,7 +219,8 @@ def read_notes(path: str | Path) -> Iterator[NoteRow | Skipped]:
             created_at_ms=created,
             tweet_id=(r.rec.get("tweetId") or "").strip(),
             classification=classification,
-            summary=r.rec.get("summary") or "",
+            # The public files store the text HTML-escaped (&quot;, &amp;); templates escape on output.
+            summary=html.unescape(r.rec.get("summary") or ""),
             trustworthy_sources=_flag(r.rec.get("trustworthySources")),
             is_media_note=_flag(r.rec.get("isMediaNote")),
             is_collaborative_note=_flag(r.rec.get("isCollaborativeNote")),

@@ -4,20 +4,47 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
-from notes.demo import DEMO_PASSWORD, DEMO_USERS, demo_load
-from notes.services import notes_rescore
+from notes.demo import (
+    CAMP_RATERS,
+    DEMO_PASSWORD,
+    DEMO_USERS,
+    camp_of,
+    demo_classify_posts,
+    demo_date_verdicts,
+    demo_judge_notes,
+    demo_load,
+    public_sample_imported,
+)
+from notes.models import ScoringRun
+from notes.services import scoring_run_execute
 
-DEFAULT_SOURCE = settings.SHARED_DATA_DIR / "communitynotes/aaronbergman/tweet_data_checkpoint_1_subset.csv"
+CN_DATA = settings.SHARED_DATA_DIR / "communitynotes"
+DEFAULT_SOURCE = CN_DATA / "aaronbergman/tweet_data_checkpoint_1_subset.csv"
+# The public samples imported beside the demo as what they are: real notes, ratings and status history.
+PUBLIC_NOTES = CN_DATA / "colin-fraser/notes-00000.tsv"
+PUBLIC_RATINGS = CN_DATA / "colin-fraser/ratings-00000.tsv"
+PUBLIC_STATUS_HISTORY = CN_DATA / "mcroston/noteStatusHistory-00000.tsv"
 
 
 class Command(BaseCommand):
-    help = "Load the demo: real health posts and notes (public Community Notes data), demo users, simulated raters."
+    help = (
+        "Load the demo: real health posts and notes (public Community Notes data), demo users, simulated raters; "
+        "import the public samples as real imported data; classify posts; queue the judges on the demo notes."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="CSV of posts with notes")
         parser.add_argument("--posts", type=int, default=25)
+        parser.add_argument(
+            "--no-public-sample",
+            action="store_true",
+            help="do not import the public notes/ratings/status-history samples (about 30 s on SQLite)",
+        )
+        parser.add_argument("--no-judging", action="store_true", help="do not queue the judges on the demo notes")
 
     def handle(self, *args: Any, source: Path, posts: int, **options: Any) -> None:
         if not source.exists():
@@ -26,7 +53,42 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Demo loaded: {counts['posts']} new posts, {counts['notes']} new notes, {counts['ratings']} new ratings."
         )
-        summary = notes_rescore()
-        self.stdout.write(f"Scored the demo ratings: {summary}")
+        if not options["no_public_sample"]:
+            if public_sample_imported():
+                self.stdout.write("Public Community Notes sample: already imported.")
+            elif PUBLIC_NOTES.exists() and PUBLIC_RATINGS.exists():
+                self.stdout.write(
+                    f"Importing the public Community Notes sample (real data, labelled imported): {PUBLIC_NOTES.name}, "
+                    f"{PUBLIC_RATINGS.name}, {PUBLIC_STATUS_HISTORY.name} …"
+                )
+                history = ["--status-history", str(PUBLIC_STATUS_HISTORY)] if PUBLIC_STATUS_HISTORY.exists() else []
+                call_command(
+                    "import_communitynotes",
+                    "--notes",
+                    str(PUBLIC_NOTES),
+                    "--ratings",
+                    str(PUBLIC_RATINGS),
+                    *history,
+                    stdout=self.stdout,
+                    stderr=self.stderr,
+                )
+            else:
+                self.stdout.write(f"Public Community Notes sample not found under {CN_DATA}: not imported.")
+        scoring_started = timezone.now()
+        run = scoring_run_execute(run_id=ScoringRun.objects.create(trigger=ScoringRun.Trigger.DEMO_LOAD).pk)
+        self.stdout.write(f"Scored the demo ratings (scoring run {run.pk}, shown on /scoring/): {run.summary}")
+        redated = demo_date_verdicts(since=scoring_started)
+        self.stdout.write(
+            f"Dated {redated} demo status changes at their notes' last ratings (a status follows its ratings)."
+        )
+        topics = demo_classify_posts()
+        self.stdout.write("Post topics: " + ", ".join(f"{k} {v}" for k, v in topics.items()))
+        if not options["no_judging"]:
+            queued, judged = demo_judge_notes()
+            self.stdout.write(f"Judges queued on {queued} demo notes ({judged} judged already); the workers run them.")
         for username in DEMO_USERS:
             self.stdout.write(f"  login {username} / {DEMO_PASSWORD}")
+        for username, index in CAMP_RATERS.items():
+            self.stdout.write(
+                f"  login {username} / {DEMO_PASSWORD}  (rater with the history of simulated camp {camp_of(index)})"
+            )

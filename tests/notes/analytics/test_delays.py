@@ -16,7 +16,18 @@ H = HOUR_MS
 def test_percentiles_use_linear_interpolation() -> None:
     p = delays.percentiles([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
     assert (p.p25, p.p50, p.p75, p.p90, p.n) == (3.25, 5.5, 7.75, 9.1, 10)
-    assert delays.percentiles([]).as_dict() == {"p25": None, "p50": None, "p75": None, "p90": None, "n": 0}
+    empty = {"p25": None, "p50": None, "p75": None, "p90": None, "n": 0, "n_negative": 0}
+    assert delays.percentiles([]).as_dict() == empty
+
+
+def test_negative_delays_are_counted_and_left_out_never_drawn_as_zero() -> None:
+    p = delays.percentiles([-0.8, -0.1, 0.0, 2.0, 4.0])
+    assert (p.p50, p.n, p.n_negative) == (2.0, 3, 2)
+    only_negative = delays.percentiles([-3.0])
+    assert (only_negative.p25, only_negative.n, only_negative.n_negative) == (None, 0, 1)
+    report = delays.delay_report(post_delays_hours=[-1.0, 1.0], notes_first_verdict=[(10 * H, 9 * H), (0, 5 * H)])
+    assert report.post_to_first_note_hours.n_negative == 1
+    assert (report.note_to_first_verdict_hours.n, report.note_to_first_verdict_hours.n_negative) == (1, 1)
 
 
 def test_x_ids_encode_their_creation_time() -> None:

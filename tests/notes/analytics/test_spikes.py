@@ -65,7 +65,10 @@ def test_trending_terms_compare_the_spike_window_with_the_baseline() -> None:
 def test_a_sparse_series_has_no_spike_below_the_minimum_count() -> None:
     counts = [0] * 40 + [1] + [0] * 20 + [3]
     assert spikes.detect(_days(len(counts)), counts)[1] == []
-    assert [s.index for s in spikes.detect(_days(len(counts)), counts, min_count=1)[1]] == [40, 61]
+    # Without the count and active-day minimums, day 61 (3 after a single 1) is a spike; day 40 (1 after
+    # 40 zeros) never is: its threshold is 0.
+    loose = spikes.detect(_days(len(counts)), counts, min_count=1, min_active_days=0)[1]
+    assert [s.index for s in loose] == [61]
 
 
 def test_last_days_keeps_the_spikes_in_the_shown_period() -> None:
@@ -74,3 +77,24 @@ def test_last_days_keeps_the_spikes_in_the_shown_period() -> None:
     series, found = spikes.detect(_days(60), counts)
     cut, kept = spikes.last_days(series, found, 20)
     assert len(cut.days) == 20 and [s.index for s in kept] == [10] and cut.counts[10] == 40
+
+
+def test_a_silent_history_never_makes_a_spike() -> None:
+    # The demo's load day: 40 notes after 28 empty days. The threshold of an all-zero window is 0,
+    # which any count exceeds: it must not make a spike.
+    counts = [0] * 28 + [40]
+    series, found = spikes.detect(_days(29), counts)
+    assert found == [] and series.threshold[-1] is None
+    # Items on only two of the window's days: not enough history either.
+    counts = [0] * 20 + [1, 0, 0, 0, 0, 0, 1, 0] + [40]
+    assert spikes.detect(_days(29), counts)[1] == []
+    # A zero threshold with enough active days is impossible unless k makes it so; it is refused too.
+    counts = [1, 0, 2, 0, 3, 0, 1, 0, 2, 9]
+    assert [s.index for s in spikes.detect(_days(10), counts)[1]] == [9]
+    assert spikes.detect(_days(10), [0] * 9 + [9], min_active_days=0)[1] == []
+
+
+def test_enough_active_days_make_a_day_a_spike() -> None:
+    counts = [0, 1, 0, 2, 0, 1, 0, 1, 0, 0, 12]
+    _series, found = spikes.detect(_days(11), counts)
+    assert [s.index for s in found] == [10] and found[0].threshold > 0

@@ -54,7 +54,7 @@ def test_the_delays_page_matches_the_file_command_on_the_real_sample(imported: P
     html = response.content.decode()
     assert "<svg" in html and "Delay percentiles (hours)" in html and "10.4 h" in html
     rows = list(csv.reader(io.StringIO(admin_client.get(reverse("analytics:delays_csv")).content.decode())))
-    assert rows[0] == ["metric", "p25", "p50", "p75", "p90", "n"]
+    assert rows[0] == ["metric", "p25", "p50", "p75", "p90", "n", "left out (negative)"]
     assert rows[1][0].startswith("post") and float(rows[1][2]) == pytest.approx(files["p50"], abs=1e-3)
     # Note -> first verdict over the whole imported status history equals the file command's.
     imported_history = response.context["imported"].report
@@ -117,6 +117,24 @@ def test_the_delays_page_filters_by_topic_and_origin(admin_client: Any) -> None:
     assert none.n_notes == 0 and none.report.post_to_first_note_hours.p50 is None
 
 
+def test_a_negative_delay_is_left_out_and_said_not_drawn_as_zero(admin_client: Any) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    early = Post.objects.create(text="pasted late", text_hash="a", posted_at=now)
+    Note.objects.create(post=early, text="n", created_at=now - dt.timedelta(minutes=48))  # before its post
+    ok = Post.objects.create(text="ok", text_hash="b", posted_at=now)
+    Note.objects.create(post=ok, text="n", created_at=now + dt.timedelta(hours=3))
+    response = admin_client.get(reverse("analytics:delays"))
+    report = response.context["summary"].report.post_to_first_note_hours
+    assert (report.n, report.n_negative, report.p25) == (1, 1, pytest.approx(3.0))
+    html = response.content.decode()
+    assert "1 post whose first note is dated before the post" in html and "not drawn as zero" in html
+    assert "-0.8" not in html  # neither in the table nor in the chart
+
+
 def test_the_spikes_and_judging_pages_render_the_real_sample(imported: Path, admin_client: Any) -> None:
     notes = admin_client.get(reverse("analytics:spikes"))
     assert notes.status_code == 200 and notes.context["report"].n_items == 4880
@@ -138,3 +156,27 @@ def test_the_spikes_and_judging_pages_render_the_real_sample(imported: Path, adm
     cats = judging.context["cats"]
     assert sum(cats.human) > 1000 and sum(cats.machine) == 0 and cats.n_by_rules == sum(cats.human)
     assert "Evidence sources by category" in judging.content.decode()
+
+
+def test_a_locally_served_copy_counts_as_its_original_url_in_source_categories(admin_client: Any) -> None:
+    from django.utils import timezone
+
+    from evidence.models import EvidenceSource, Snippet
+    from evidence.search.categories import HEALTH_AUTHORITY, OTHER
+
+    served = "http://127.0.0.1:8001/health/cdc.gov__about-sids.html"
+    # What fetching the served copy stores: a source at the loopback address, categorised "Other".
+    fetched = EvidenceSource.objects.create(url=served, url_hash="x", category=OTHER)
+    EvidenceSource.objects.create(
+        url="https://www.cdc.gov/vaccine-safety/about/sids.html",
+        url_hash="y",
+        copy_url=served,
+        indexed_at=timezone.now(),
+    )
+    post = Post.objects.create(text="SIDS and vaccines", text_hash="s")
+    note = Note.objects.create(post=post, text="n")
+    Snippet.objects.create(post=post, note=note, url=served, source=fetched)
+    Snippet.objects.create(post=post, note=note, url="http://127.0.0.1:9/elsewhere", source=fetched)
+    cats = admin_client.get(reverse("analytics:judging")).context["cats"]
+    counts = dict(zip([c for c, _ in cats.categories], cats.human, strict=True))
+    assert counts[HEALTH_AUTHORITY] == 1 and counts[OTHER] == 1  # the unindexed loopback URL stays "Other"

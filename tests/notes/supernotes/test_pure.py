@@ -55,12 +55,39 @@ def test_extractive_merge_keeps_supported_sentences_and_links_within_budget() ->
                     not_helpful=6),
     ]  # fmt: skip
     result = supernote.supernote_candidate_extractive(notes=notes)
-    assert result.producer.label == "baseline:extractive-merge-v1"
+    assert result.producer.label == "baseline:extractive-merge-v2"
     assert result.value.startswith("Studies show no link to autism.")
     assert "https://cdc.gov/x" in result.value
     assert len(result.value) <= 280
     short = supernote.supernote_candidate_extractive(notes=notes, budget=40)
     assert "Vaccines were tested" not in short.value
+
+
+def test_extractive_merge_differs_by_subset_and_order() -> None:
+    from notes.supernotes.candidates import first_of_each_text, normalized_text
+
+    a = MergeSource("Large studies found no link between vaccines and autism. https://cdc.gov/autism", helpful=8)
+    b = MergeSource("The 1998 paper claiming a link was retracted for fraud. https://thelancet.com/r", helpful=6)
+    c = MergeSource("Autism signs appear at the age of the first vaccines by coincidence. https://nih.gov/a", helpful=5)
+
+    def merge(*notes: MergeSource) -> str:
+        return supernote.supernote_candidate_extractive(notes=list(notes)).value or ""
+
+    texts = {merge(a, b), merge(b, a), merge(a, c), merge(c, b), merge(a, b, c), merge(c, a, b)}
+    assert len(texts) == 6  # every subset and order gives its own candidate
+    assert merge(b, a).startswith("The 1998 paper") and merge(a, b).startswith("Large studies")
+    # Link sets follow the contributing notes.
+    assert "nih.gov" not in merge(a, b) and "nih.gov" in merge(a, c)
+    assert all(
+        len(supernote.supernote_candidate_extractive(notes=[a, b, c], budget=n).value or "") > 0 for n in (60, 280)
+    )
+    lengths = {len(merge(a, b)), len(merge(a, b, c))}
+    assert len(lengths) == 2
+    # Dedupe: punctuation, case and spacing do not make a new candidate; a different link does.
+    assert normalized_text("Vaccines  are SAFE.") == normalized_text("vaccines are safe")
+    assert first_of_each_text(["Vaccines are safe.", "vaccines  are safe", "", "Vaccines are safe. https://x.org"]) == {
+        1: 0
+    }
 
 
 @pytest.mark.parametrize(

@@ -115,7 +115,17 @@ def test_offline_run_proposes_an_extractive_supernote_scored_by_the_jury(
     run.refresh_from_db()
     assert run.state == SupernoteRun.State.DONE and run.progress == 100
     cands = list(run.candidates.all())
-    assert len(cands) == 12 and all(c.producer == "baseline:extractive-merge-v1" for c in cands)
+    assert len(cands) == 12 and all(c.producer == "baseline:extractive-merge-v2" for c in cands)
+    # Each distinct text is filtered and scored once; repeats say which candidate they repeat.
+    from notes.supernotes.candidates import normalized_text
+
+    distinct = {normalized_text(c.text) for c in cands if c.text}
+    assert run.n_drawn == 12 and run.n_distinct == len(distinct) and 2 <= len(distinct)
+    repeats = [c for c in cands if c.filter_log and c.filter_log[0]["filter"] == "duplicate"]
+    assert len(repeats) == 12 - len(distinct) and all(c.jury_intercept is None and not c.passed for c in repeats)
+    assert f"{len(distinct)} distinct candidates of 12 drawn" in run.outcome
+    scored_texts = [normalized_text(c.text) for c in cands if c.jury_intercept is not None]
+    assert len(scored_texts) == len(set(scored_texts))
     # The argumentative sentence of note 3 fails the neutral filter whenever it is kept.
     rejected = [c for c in cands if not c.passed]
     assert all(c.failed_filters and c.failed_filters[0]["reason"] for c in rejected)
@@ -123,17 +133,22 @@ def test_offline_run_proposes_an_extractive_supernote_scored_by_the_jury(
     assert scored and all(c.jury_intercept is not None and c.jury_intercept_sd is not None for c in scored)
     best = max(scored, key=lambda c: c.jury_intercept or 0)
     assert run.phm_version == model.meta.version
+    # The winner's score is re-estimated on fresh jury draws, and the proposal is decided on it.
+    assert run.winner_index == best.index and run.winner_intercept is not None
+    assert run.winner_intercept != best.jury_intercept
     if run.proposed_note is not None:
         note = run.proposed_note
         assert note.origin == Note.Origin.SUPERNOTE and note.text == best.text
-        assert (best.jury_intercept or 0) > 0.40 and (best.jury_intercept or 0) > (run.best_existing_intercept or 0)
+        assert run.winner_intercept > 0.40 and run.winner_intercept > (run.best_existing_intercept or 0)
         assert JudgeRun.objects.filter(note=note).exists()
     else:
-        assert (best.jury_intercept or 0) <= max(0.40, run.best_existing_intercept or 0)
+        assert run.winner_intercept <= max(0.40, run.best_existing_intercept or 0)
     page = admin_client.get(reverse("post_detail", args=[post.pk])).content.decode()
     assert "Supernote" in page and run.outcome.split(" ")[0] in page
     detail = admin_client.get(reverse("supernote_run", args=[run.pk])).content.decode()
-    assert "All 12 candidates" in detail
+    assert "All 12 candidates" in detail and f"{len(distinct)} distinct candidates of 12 drawn" in detail
+    stuck = admin_client.get(reverse("stuck_posts")).content.decode()
+    assert "A Supernote run already happened" in stuck and "Generate again" in stuck
 
 
 def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
@@ -157,7 +172,10 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
     assert len(gen) == 6 and all((r["temperature"], r["top_p"]) == (0.95, 0.8) for r in gen)
     cands = list(run.candidates.all())
     foreign = [c for c in cands if "evil.example" in c.text]
-    assert all(not c.passed and c.failed_filters[0]["filter"] == "links_from_sources" for c in foreign)
+    # The first foreign text fails the links filter; its repeats are not filtered again.
+    assert [c.failed_filters[0]["filter"] for c in foreign][:1] == ["links_from_sources"]
+    assert all(not c.passed and c.failed_filters[0]["filter"] == "duplicate" for c in foreign[1:])
+    assert run.n_distinct == 2 and run.n_drawn == 6  # the scripted model writes two texts
     assert all(c.producer == "llm:scripted-model" for c in cands)
     assert run.state == SupernoteRun.State.DONE, run.error
     # The candidate every juror's PHM finds helpful beats 0.40 and the best existing note (0.30).
@@ -170,7 +188,11 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
     assert JudgeRun.objects.filter(note=note).exists()
     assert set(run.source_note_ids) == {n.pk for n in notes}
     page = admin_client.get(reverse("post_detail", args=[post.pk])).content.decode()
-    assert f"simulated jury intercept {best.jury_intercept:.3f} ± {best.jury_intercept_sd:.3f}" in page
+    assert run.winner_index == best.index and run.winner_intercept is not None and run.winner_intercept > 0.4
+    fresh = (
+        f"simulated jury intercept {run.winner_intercept:.3f} ± {run.winner_intercept_sd:.3f}, re-estimated on fresh"
+    )
+    assert fresh in page and f"it scored {best.jury_intercept:.3f} on the draws that selected it" in page
     # What the jury's model was trained on and how good it is, stored with the run and shown.
     assert run.phm_trained_on == "database ratings (237 app)" and run.phm_auc is not None
     assert f"trained on {run.phm_trained_on}; its held-out AUC is {run.phm_auc:.2f}" in page
@@ -186,3 +208,25 @@ def test_run_without_phm_stops_after_filters(phm_dir: Any, settings: Any, db: No
     assert run.state == SupernoteRun.State.DONE and run.proposed_note is None
     assert "No personalized helpfulness model" in run.outcome
     assert run.candidates.count() == 3
+
+
+def test_a_post_imported_without_text_gets_a_run_but_its_placeholder_is_never_the_post(
+    phm_dir: Any, settings: Any, db: None
+) -> None:
+    settings.LLM_BASE_URL = ""
+    post, _notes, _ = _stuck_post()
+    services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
+    Post.objects.filter(pk=post.pk).update(text="(imported post 123, text not available)", text_available=False)
+    seen: list[list[str]] = []
+
+    def embed(texts: Any) -> Any:
+        seen.append(list(texts))
+        return phm.hashing_embed(texts)
+
+    run = SupernoteRun.objects.create(post=post, n_candidates=12, jury_size=50, seed=3)
+    services.supernote_run_execute(run_id=run.pk, embed=embed)
+    run.refresh_from_db()
+    assert run.state == SupernoteRun.State.DONE, run.error  # a proposal is not sent to the judges either
+    assert not any("imported post 123" in t for batch in seen for t in batch)
+    if run.proposed_note is not None:
+        assert not JudgeRun.objects.filter(note=run.proposed_note).exists()

@@ -3,6 +3,7 @@ obey the note rules) and the extractive offline baseline. crowdnotes_site.lib.ll
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 
@@ -59,6 +60,96 @@ def draft_note_llm(client: LLMClient, *, post: str, snippets: Sequence[Evidence]
     )
 
 
+# --- Sentences a note can use as they stand -----------------------------------------------------
+# Passages are page text: headings run into the next sentence ("Key points - SIDS is…", "What CDC is
+# doing CDC and FDA…"), sentences lean on the one before ("Also, research…"), and pages point
+# elsewhere ("See the published article…") or cite papers. A draft copies sentences, so each must
+# read on its own.
+
+# A connective that ties a sentence to the one before it: dropped (the sentence itself stands).
+_CONNECTIVE = re.compile(
+    r"^(?:also|however|in addition|additionally|furthermore|moreover|therefore|thus|still|instead|"
+    r"that said|as a result|in fact|indeed|similarly|likewise|meanwhile|otherwise|for example|for instance),\s+"
+    r"|^(?:and|but|so|or|yet)\s+",
+    re.IGNORECASE,
+)
+# Sentences that send the reader elsewhere or are page furniture, not claims.
+_POINTER = re.compile(
+    r"^(?:see|visit|view|learn|read more|read the|review these|click|find out|find more|get free|explore|watch|"
+    r"listen|order|sign up|subscribe|share|download|for more (?:information|details)|more information|"
+    r"contact us|please|print|last updated|page last|updated on|published on)\b"
+    r"|\bthis (?:page|website|site|infographic|video)\b",
+    re.IGNORECASE,
+)
+# Reference-list entries: "2018;142(1)", "pii:", "doi", "et al."
+_CITATION = re.compile(r"\b\d{4};\s*\d+|\bpii:|\bdoi\b|\bet al\b|\bPMID\b", re.IGNORECASE)
+# Common web section headings that open a passage.
+_HEADING_WORDS = frozenset(
+    "overview summary background introduction symptoms causes treatment treatments prevention diagnosis "
+    "resources references highlights takeaways".split()
+)
+# Words that open a sentence; after a glued heading they start with a capital mid-"sentence".
+_STARTERS = frozenset(
+    "The A An In On At For From When While If Although Because Since After Before During Most Many Some "
+    "Studies Research Researchers Scientists Experts Doctors There This These It They We You As".split()
+)
+_QUESTION_HEADING = frozenset("What How Why Who Where When Which".split())
+_BEFORE_NAME = frozenset("of the and by from in at to for with on a an that as or".split())
+
+
+def _unglue_heading(sentence: str) -> str:
+    """The sentence without a section heading glued before it (up to 11 words)."""
+    words = sentence.split(" ")
+    if len(words) > 2 and words[0].lower() in _HEADING_WORDS and words[1][:1].isupper():
+        return " ".join(words[1:])
+    for i in range(1, min(12, len(words) - 1)):
+        word, before = words[i], words[i - 1]
+        if not word[:1].isupper() or before.endswith((",", ";", ":")) or before.lower() in _BEFORE_NAME:
+            continue
+        question = (
+            2 <= i <= 6 and words[0] in _QUESTION_HEADING and before[:1].islower() and word.isupper() and len(word) > 1
+        )  # "What CDC is doing CDC"
+        starter = word in _STARTERS and before[:1].islower()  # "Steps you can take In 1992, …"
+        if question or starter:
+            return " ".join(words[i:])
+    return sentence
+
+
+def readable_sentences(text: str) -> list[str]:
+    """The sentences of a passage that read on their own: bullets split, glued headings and leading
+    connectives removed, pointers ("See …"), reference entries and unfinished fragments dropped."""
+    out: list[str] = []
+    for raw in sentences(text):
+        for part in re.split(r"\s+[-•–]\s+", raw):
+            sentence = _unglue_heading(part.strip(" -•–"))
+            sentence = _CONNECTIVE.sub("", sentence, count=1)
+            if not sentence or not sentence[0].isalnum():
+                continue
+            sentence = sentence[0].upper() + sentence[1:]
+            if (
+                len(sentence) < 20
+                or len(sentence.split()) < 4
+                or not sentence.endswith((".", "!", "?"))
+                or _POINTER.search(sentence)
+                or _CITATION.search(sentence)
+                or len(_LOWER_WORD.findall(sentence)) < 3  # "Pediatr Infect Dis J.": a journal, not a sentence
+                or any(_same_point(sentence, kept) for kept in out)
+            ):
+                continue
+            out.append(sentence)
+    return out
+
+
+_LOWER_WORD = re.compile(r"(?<![\w’'])[a-zà-ÿ][a-zà-ÿ’'-]+")
+_WORD = re.compile(r"\w+")
+
+
+def _same_point(a: str, b: str) -> bool:
+    """Near-duplicates (a page repeats its key point in a summary and in the text)."""
+    wa, wb = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+    return len(wa & wb) / max(len(wa | wb), 1) > 0.6
+
+
 def draft_note_baseline(
     *,
     post: str,
@@ -67,15 +158,16 @@ def draft_note_baseline(
     similarity: Similarity | None = None,
 ) -> StepResult:
     """Extractive draft: the snippet sentences that best match the post, in ranked order,
-    while they fit the budget. Copies sentences; writes nothing new."""
+    while they fit the budget. Copies sentences that read on their own (readable_sentences);
+    writes nothing new."""
     started = time.monotonic()
     scored = []
     for ev in snippets:
-        for sent in sentences(strip_urls(ev.text)):
-            if len(sent) < 20:
-                continue
+        for sent in readable_sentences(strip_urls(ev.text)):
             score = similarity(post, sent) if similarity else lexical_overlap(post, sent)
             scored.append((float(score), sent))
+    if not similarity and any(score > 0 for score, _ in scored):
+        scored = [(score, sent) for score, sent in scored if score > 0]  # no word in common with the post
     scored.sort(key=lambda x: -x[0])
     chosen: list[str] = []
     for _, sent in scored:
@@ -87,5 +179,5 @@ def draft_note_baseline(
         chosen = [best[: max(budget - 1, 0)].rsplit(" ", 1)[0] + "…"]
     text = " ".join(chosen) or None
     reasoning = f"Extractive: {len(chosen)} of {len(scored)} snippet sentences, ranked by similarity to the post."
-    name = "extractive-embedding-v1" if similarity else "extractive-lexical-v1"
+    name = "extractive-embedding-v2" if similarity else "extractive-lexical-v2"
     return baseline_result(name, VERSIONS["draft"], text, reasoning, started)

@@ -19,7 +19,7 @@ from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, find_urls, strip_urls
 
 VERSIONS: dict[str, str] = {
     "supernote": "supernote-v2",
-    "supernote_extractive": "supernote-extractive-v1",
+    "supernote_extractive": "supernote-extractive-v2",
 }
 
 
@@ -161,49 +161,67 @@ def _words(text: str) -> set[str]:
 
 
 def supernote_candidate_extractive(*, notes: Sequence[MergeSource], budget: int = NOTE_MAX_CHARS) -> StepResult:
-    """Extractive merge (offline, no synthesis): the best-supported sentences across the notes in
-    the given order (support = helpful share x helpful tags x rater-side diversity), skipping
-    near-duplicates, within `budget` characters without links; then the notes' links."""
+    """Extractive merge (offline, no synthesis) that depends on the subset and its order, so that
+    different draws give different candidates: the first note of the order leads with its
+    best-supported sentence, then each following note adds its best sentence that is not a
+    near-duplicate and fits (coverage before depth), then any remaining sentences by support
+    (helpful share x helpful tags x rater-side diversity), within `budget` characters without
+    links; then the links of the notes that contributed a sentence (at most 3), in order."""
     started = time.monotonic()
-    name = "extractive-merge-v1"
+    name = "extractive-merge-v2"
     if not notes:
         return baseline_result(name, VERSIONS["supernote_extractive"], None, "No source notes.", started)
-    scored: list[tuple[float, int, int, str]] = []
-    links: list[str] = []
+    per_note: list[list[tuple[float, int, int, str]]] = []
+    links_of: list[list[str]] = []
     for n_idx, note in enumerate(notes):
         text = sanitize_note_text(note.text)
-        for url in find_urls(text, web_only=True):
-            if url not in links:
-                links.append(url)
-        plain = strip_urls(text)
-        for s_idx, sentence in enumerate(_SENTENCE_RE.split(plain)):
+        links_of.append(find_urls(text, web_only=True))
+        ranked = []
+        for s_idx, sentence in enumerate(_SENTENCE_RE.split(strip_urls(text))):
             sentence = sentence.strip(" -:")
             if len(_words(sentence)) >= 3:
                 # Earlier sentences of a note carry its main point.
-                scored.append((_support(note) / (1 + 0.25 * s_idx), n_idx, s_idx, sentence))
+                ranked.append((_support(note) / (1 + 0.25 * s_idx), n_idx, s_idx, sentence))
+        per_note.append(sorted(ranked, key=lambda t: -t[0]))
     chosen: list[tuple[int, int, str]] = []
     used = 0
-    for _score, n_idx, s_idx, sentence in sorted(scored, key=lambda t: -t[0]):
+
+    def take(candidate: tuple[float, int, int, str]) -> bool:
+        nonlocal used
+        _score, n_idx, s_idx, sentence = candidate
         words = _words(sentence)
         if any(len(words & _words(c[2])) / max(len(words | _words(c[2])), 1) > 0.5 for c in chosen):
-            continue
+            return False
         extra = len(sentence) + (1 if chosen else 0)
         if used + extra > budget:
-            continue
+            return False
         chosen.append((n_idx, s_idx, sentence))
         used += extra
+        return True
+
+    for ranked in per_note:  # one sentence per note, in the given order
+        for cand in ranked:
+            if take(cand):
+                break
+    taken = {(c[0], c[1]) for c in chosen}
+    rest = [cand for ranked in per_note for cand in ranked if (cand[1], cand[2]) not in taken]
+    for cand in sorted(rest, key=lambda t: -t[0]):
+        take(cand)
     if not chosen:
         return baseline_result(name, VERSIONS["supernote_extractive"], None, "No sentence fits.", started)
     chosen.sort(key=lambda c: (c[0], c[1]))
     body = " ".join(c[2] if c[2].endswith((".", "!", "?")) else c[2] + "." for c in chosen)
-    text = " ".join([body, *links[:3]])
     sources = sorted({c[0] for c in chosen})
+    links: list[str] = []
+    for n_idx in sources:
+        links += [u for u in links_of[n_idx] if u not in links]
+    text = " ".join([body, *links[:3]])
     return baseline_result(
         name,
         VERSIONS["supernote_extractive"],
         text,
-        f"Kept {len(chosen)} best-supported sentences from source notes {[i + 1 for i in sources]} and "
-        f"{min(len(links), 3)} of their links.",
+        f"Led by source note 1 of this order; kept {len(chosen)} sentences from source notes "
+        f"{[i + 1 for i in sources]} and {min(len(links), 3)} of their links.",
         started,
         source_indexes=sources,
     )

@@ -19,7 +19,7 @@ FAMILIES = (drafting, judges, search, principles, supernote, topics, compare)
 
 
 def test_it_parses_a_producer_label_back() -> None:
-    for producer in (Producer("llm", "gpt-4.1-mini"), Producer("baseline", "extractive-lexical-v1")):
+    for producer in (Producer("llm", "gpt-4.1-mini"), Producer("baseline", "extractive-lexical-v2")):
         assert Producer.from_label(producer.label) == producer
     assert Producer.from_label("llm:org/model:8b") == Producer("llm", "org/model:8b")
 

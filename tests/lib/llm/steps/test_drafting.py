@@ -1,15 +1,19 @@
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from crowdnotes_site.lib.llm.client import LLMClient
 from crowdnotes_site.lib.llm.steps import drafting
-from crowdnotes_site.lib.llm.steps.common import Producer
+from crowdnotes_site.lib.llm.steps.common import Evidence, Producer
+from crowdnotes_site.lib.llm.steps.drafting import readable_sentences
 from tests.lib.llm.steps.examples import POST, SNIPPETS
 from tests.support.llm_server import Reply, ScriptedLLM
 
 
 def test_it_drafts_extractively_within_budget_from_snippet_sentences() -> None:
     result = drafting.draft_note_baseline(post=POST, snippets=SNIPPETS, budget=120)
-    assert result.producer == Producer("baseline", "extractive-lexical-v1")
+    assert result.producer == Producer("baseline", "extractive-lexical-v2")
     assert result.value and len(result.value) <= 120
     # the two sentences sharing most words with the post, in rank order; Paris never matches
     assert (
@@ -33,3 +37,48 @@ def test_it_rejects_an_llm_draft_with_a_url_or_over_budget(llm_server: ScriptedL
         "Trials have not shown that vitamin C cures cancer.",
     ]
     assert "at most 150 characters" in llm_server.requests[0]["messages"][-1]["content"]
+
+
+def _page_text(shared_data: Path, name: str) -> str:
+    from evidence.extract import extract
+
+    return extract((shared_data / "webpages" / "health" / name).read_bytes(), "text/html").text
+
+
+def _reads_as_sentences(text: str) -> None:
+    for sentence in readable_sentences(text):
+        assert sentence[0].isupper() or sentence[0].isdigit(), sentence
+        assert sentence.endswith((".", "!", "?")), sentence
+        assert not re.match(r"(Also|However|In addition|Furthermore|And|But|See|Learn|View|Read more)\b", sentence)
+        assert not re.search(r"\bpii:|\d{4};\d|\bthis page\b", sentence, re.IGNORECASE), sentence
+        assert " - " not in sentence, sentence  # bullets are split
+
+
+def test_offline_drafts_read_as_sentences_on_the_cdc_sids_page(shared_data: Path) -> None:
+    text = _page_text(shared_data, "cdc.gov__about-sids.html")
+    kept = readable_sentences(text)
+    _reads_as_sentences(text)
+    # Glued headings come off ("Steps you can take", "What CDC is doing", "Key points", "Overview").
+    assert any(s.startswith("In 1992, the American Academy of Pediatrics recommended") for s in kept)
+    assert any(s.startswith("CDC and FDA are committed to monitoring the safety of vaccines.") for s in kept)
+    assert any(s.startswith("Babies receive multiple vaccines") for s in kept)
+    # A leading connective is dropped; the pointer and the reference list are not sentences of a note.
+    assert any(s.startswith("Research has found the rate of SIDS declined dramatically") for s in kept)
+    assert not any(s.startswith(("See the published article", "Also,", "Key points", "Overview")) for s in kept)
+    assert not any(s in ("Pediatrics.", "Pediatr Infect Dis J.") for s in kept)
+    draft = drafting.draft_note_baseline(
+        post="Vaccines cause SIDS: babies die after their shots", snippets=[Evidence(text=text)], budget=280
+    )
+    assert draft.value and len(draft.value) <= 280
+    assert "vaccines do not cause and are not linked to SIDS" in draft.value
+    assert not re.search(r"\b(Also|See|Key points|Overview)\b", draft.value)
+    assert draft.producer == Producer("baseline", "extractive-lexical-v2")
+
+
+def test_offline_drafts_read_as_sentences_on_state_health_pages(shared_data: Path) -> None:
+    nsw = _page_text(shared_data, "health.nsw.gov.au__Pages-20200501_00.html")
+    _reads_as_sentences(nsw)
+    assert any(s.startswith("As at 8pm Thursday 30 April 2020, an additional 9 cases") for s in readable_sentences(nsw))
+    nichd = _page_text(shared_data, "safetosleep.nichd.nih.gov__home.html")
+    _reads_as_sentences(nichd)
+    assert not any(s.startswith(("Learn about", "Get free materials")) for s in readable_sentences(nichd))
