@@ -164,6 +164,7 @@ def main() -> None:
                 started = time.perf_counter()
                 sentence = matcher.best_sentence(case["post"], chosen)  # type: ignore[attr-defined]
                 row[f"{label}_sentence_s"] = round(time.perf_counter() - started, 2)
+                assert sentence is not None  # a passage with text always has a best sentence
                 row[f"{label}_sentence"] = sentence.text
                 row[f"{label}_sentence_hit"] = sentence_hit(chosen, sentence.text, [norm(q) for q in quotes])
         rows.append(row)

@@ -96,7 +96,7 @@ def test_demo_times_are_consistent_so_every_delay_is_non_negative(cn_data: Path,
     # Scraped card buttons are not part of a post.
     assert not [p.text for p in posts if "Copy link" in p.text or p.text.endswith("Reply") or "Show more" in p.text]
     for note in Note.objects.filter(is_demo=True).select_related("post"):
-        assert note.created_at > note.post.posted_at, note.external_id
+        assert note.post.posted_at is not None and note.created_at > note.post.posted_at, note.external_id
     last_rating = dict(Rating.objects.values("note_id").annotate(m=Max("created_at")).values_list("note_id", "m"))
     changes = list(NoteStatusChange.objects.filter(note__is_demo=True).select_related("note"))
     assert any(c.status in (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL) for c in changes)

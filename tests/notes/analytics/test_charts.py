@@ -34,9 +34,13 @@ def test_counts_print_as_integers_and_long_labels_fit_the_svg() -> None:
     svg = charts.bar_chart("Posts by health topic", [label, "Not health"], [charts.Series("posts", [13.0, 1.0])])
     assert ">13<" in svg and ">1<" in svg and "13.0" not in svg
     # The label is right-aligned at x; even at the widest character advance it starts inside the SVG.
-    x = float(re.search(r'<text x="([\d.]+)"[^>]*text-anchor="end"[^>]*>' + re.escape(label), svg).group(1))
+    anchor = re.search(r'<text x="([\d.]+)"[^>]*text-anchor="end"[^>]*>' + re.escape(label), svg)
+    assert anchor is not None
+    x = float(anchor.group(1))
     assert x - charts.CHAR_W * len(label) >= 0
-    width = float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))
+    view_box = re.search(r'viewBox="0 0 ([\d.]+) ', svg)
+    assert view_box is not None
+    width = float(view_box.group(1))
     bar_end = max(
         float(a) + float(b) for a, b in re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height', svg)
     )
