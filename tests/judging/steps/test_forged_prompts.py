@@ -100,6 +100,29 @@ def _builders(text: str) -> Iterator[tuple[str, str, Callable[[str], Messages]]]
     )
 
 
+def test_every_prompt_builder_is_driven_here() -> None:
+    """A new prompt builder (a `*_prompt` function of a step family) must join `_builders`."""
+    families = (compare, drafting, judges, principles, search, supernote, topics)
+    defined = {f"{module.__name__}.{name}" for module in families for name in vars(module) if name.endswith("_prompt")}
+    driven = {f"{b.__module__}.{b.__name__}" for b in _PROMPT_FUNCTIONS}
+    assert defined == driven
+
+
+_PROMPT_FUNCTIONS = (
+    drafting.draft_prompt,
+    judges.relevance_prompt,
+    judges.correctness_prompt,
+    judges.helpfulness_prompt,
+    search.search_queries_prompt,
+    search.pick_useful_prompt,
+    search.source_category_prompt,
+    topics.topic_prompt,
+    principles.principle_prompt,
+    compare.compare_prompt,
+    supernote.supernote_prompt,
+)
+
+
 CASES = [
     pytest.param(build, payload, id=f"{prompt}-{field}-{name}")
     for prompt, field, build in _builders("")
