@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from judging.steps.common import split_data_block
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from notes.models import Note
 from notes.roles import CONTRIBUTOR
 

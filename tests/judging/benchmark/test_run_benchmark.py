@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from judging.steps.common import split_data_block
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from tests.evidence.corpus import MEASLES_PAGE, page
 from tests.support.llm_server import ScriptedLLM
 from tests.support.web_server import WebServer
