@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
-from judging.models import JudgeRun
 from crowdnotes_site.lib.llm.steps.common import split_data_block
+from judging.models import JudgeRun
 from notes.models import Note, NoteStatus, Participant, Post, Rating, SupernoteRun
 from notes.services import post_create
 from notes.supernotes import phm, selectors, services

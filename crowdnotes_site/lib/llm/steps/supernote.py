@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from crowdnotes_site.lib.llm.client import LLMClient, parse_single_line
-from crowdnotes_site.lib.llm.steps.common import Messages, StepResult, baseline_result, data_messages, llm_step, normalize_untrusted
+from crowdnotes_site.lib.llm.steps.common import (
+    Messages,
+    StepResult,
+    baseline_result,
+    data_messages,
+    llm_step,
+    normalize_untrusted,
+)
 from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, find_urls, strip_urls
 
 VERSIONS: dict[str, str] = {
