@@ -148,7 +148,7 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
         content = messages[-1]["content"]
         if "Question:" in content:
             return "Fine.\nFinal decision: yes"
-        notes_shown = split_data_block(content)[1]["existing_notes"]
+        notes_shown = split_data_block(content)[1].get("existing_notes", [])
         return "My own link https://evil.example/x" if len(notes_shown) >= 3 else good
 
     llm_server.respond_with(answer)
