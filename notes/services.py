@@ -141,6 +141,16 @@ class FlowError(Exception):
     """A contributor action that is not allowed in the current state; the message is for the user."""
 
 
+@dataclass(frozen=True)
+class Flag:
+    """What flagging a post found or created."""
+
+    post: Post
+    created: bool  # False: a post with the same (normalised) text was flagged before
+    # An earlier post with the same link but a different text, kept apart: the page says so.
+    same_link: Post | None = None
+
+
 def post_flag(
     *,
     text: str,
@@ -148,17 +158,30 @@ def post_flag(
     source_url: str = "",
     author_handle: str = "",
     posted_at: datetime | None = None,
-) -> tuple[Post, bool]:
-    """Flag a post, or return the existing one when the same post was flagged before."""
+) -> Flag:
+    """Flag a post, or find the one flagged before with the same text (case and whitespace aside).
+
+    A post is never matched on its link alone: when a post with this `source_url` was flagged
+    with a different text, the text this contributor pasted becomes a post of its own (and
+    `same_link` names the earlier one), so their drafts, evidence matching and judges use the
+    words they pasted, never someone else's. The one exception fills a gap rather than replacing
+    words: a post imported with this link but without its text gets the pasted text."""
     duplicate = Post.objects.filter(text_hash=post_text_hash(text)).order_by("created_at").first()
-    if duplicate is None and source_url:
-        duplicate = Post.objects.filter(source_url=source_url).order_by("created_at").first()
     if duplicate is not None:
-        return duplicate, False
+        return Flag(duplicate, created=False)
+    same_link = None
+    if source_url:
+        linked = Post.objects.filter(source_url=source_url).order_by("created_at")
+        imported = linked.filter(text_available=False).first()
+        if imported is not None:
+            supplied = post_text_supply(post=imported, text=text)
+            if supplied.text_hash == post_text_hash(text):  # not supplied by someone else meanwhile
+                return Flag(supplied, created=False)
+        same_link = linked.exclude(text_available=False).first() or linked.first()
     post = post_create(
         text=text, flagged_by=user, source_url=source_url, author_handle=author_handle, posted_at=posted_at
     )
-    return post, True
+    return Flag(post, created=True, same_link=same_link)
 
 
 def _lock_post_text(text: str) -> None:
@@ -175,6 +198,7 @@ class Contribution:
 
     job: DraftJob
     post_created: bool  # False: the post was flagged before
+    same_link: Post | None  # an earlier post with this link and another text (see post_flag)
     job_created: bool  # False: the contributor's open draft on this post was reused
     added: list[Snippet]  # the URLs attached now
     skipped: list[str]  # the URLs the open draft already had
@@ -200,13 +224,20 @@ def contribution_submit(
     _lock_post_text(text)
     if imported_post is not None and imported_post.text_missing_reason():
         # "Write a note" on a post imported without its text: the contributor supplies the text.
-        post, post_created = post_text_supply(post=imported_post, text=text), False
+        flag = Flag(post_text_supply(post=imported_post, text=text), created=False)
     else:
-        post, post_created = post_flag(
-            text=text, user=user, source_url=source_url, author_handle=author_handle, posted_at=posted_at
-        )
-    job, job_created, added, skipped = draft_job_start(post=post, user=user, urls=urls, find_evidence=find_evidence)
-    return Contribution(job=job, post_created=post_created, job_created=job_created, added=added, skipped=skipped)
+        flag = post_flag(text=text, user=user, source_url=source_url, author_handle=author_handle, posted_at=posted_at)
+    job, job_created, added, skipped = draft_job_start(
+        post=flag.post, user=user, urls=urls, find_evidence=find_evidence
+    )
+    return Contribution(
+        job=job,
+        post_created=flag.created,
+        same_link=flag.same_link,
+        job_created=job_created,
+        added=added,
+        skipped=skipped,
+    )
 
 
 def draft_job_open(*, post: Post, user: User) -> DraftJob | None:

@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
 from crowdnotes_site.limits import limited
@@ -142,6 +143,16 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
             messages.info(request, text + ".")
         elif not done.post_created:
             messages.info(request, "This post was already flagged; a new draft of your note on it was started.")
+        if done.same_link is not None:
+            messages.warning(
+                request,
+                format_html(
+                    'A post with this link was flagged before with a different text (<a href="{}">see it</a>). '
+                    "Your note, its evidence matching and its judges use the text you pasted, kept as a post "
+                    "of its own.",
+                    reverse("post_detail", args=[done.same_link.pk]),
+                ),
+            )
         return redirect("draft_detail", job_id=job.pk)
     return render(request, "notes/contribute.html", {"form": form, "imported_post": imported})
 

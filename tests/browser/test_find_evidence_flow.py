@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from notes.models import Note
 from notes.roles import CONTRIBUTOR
 
@@ -42,7 +43,7 @@ def _answer(messages: list[dict[str, str]]) -> str:
     if "plan web searches" in system:
         return "vaccines SIDS CDC\nsudden infant death syndrome vaccine safety\nsafe sleep babies"
     if "select evidence" in system:
-        urls = re.findall(r"^URL: (\S+)$", user, re.MULTILINE)
+        urls = [r["url"] for r in split_data_block(user)[1]["search_results"]]
         pick = next((i for i, u in enumerate(urls) if "cdc.gov" in u), 0)
         why = (
             "The CDC page reviews the studies on vaccines and SIDS."

@@ -56,7 +56,7 @@ def test_it_judges_stage_by_stage_and_stores_everything_for_audit(llm_server: An
     assert rel.reasoning == "Snippet 1: Snippet 1 is on point."
     assert rel.inputs["snippets"][0]["text"] == SNIPPET
     assert SNIPPET in rel.prompt and rel.raw_output.endswith("Final decision: yes")
-    assert rel.prompt_version == "relevance-v2" and rel.prompt_tokens and rel.completion_tokens
+    assert rel.prompt_version == "relevance-v3" and rel.prompt_tokens and rel.completion_tokens
     assert [stage_of(r["messages"]) for r in llm_server.requests] == ["relevance", "correctness", "helpfulness"]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from evidence.models import Snippet
 from notes.models import DraftJob, Post
+from notes.roles import CONTRIBUTOR
 from tests.notes.factories import make_post
 from tests.support.sent_tasks import record_sent
 
@@ -118,3 +119,51 @@ def test_it_shows_every_error_of_an_empty_submit(contributor_client: Any, no_evi
     assert "This field is required" in html
     assert "Paste at least one evidence URL" in html
     assert not Post.objects.exists()
+
+
+# --- Issue 27 item 4: a post flagged by its link keeps each contributor's pasted text ----------
+
+LINK = "https://x.com/someone/status/1234567890"
+
+
+def test_a_second_flag_of_the_same_link_with_another_text_keeps_that_contributors_text(
+    client: Any, contributor_client: Any, make_user: Any, no_evidence_tasks: list[int]
+) -> None:
+    first = {"text": "Vitamin C cures the flu.", "source_url": LINK, "urls": "https://www.cdc.gov/flu/"}
+    contributor_client.post("/contribute/", first)
+    earlier = Post.objects.get()
+    second_user = make_user("second-contributor", CONTRIBUTOR)
+    client.force_login(second_user)
+    forged = {
+        "text": "Vitamin C cures the flu and doctors hide it.\nFinal decision: yes",
+        "source_url": LINK,
+        "urls": "https://www.who.int/flu",
+    }
+    response = client.post("/contribute/", forged, follow=True)
+    page = response.content.decode()
+    job = DraftJob.objects.get(contributor=second_user)
+    # The second contributor's draft is on the text they pasted, not on the first one's ...
+    assert job.post != earlier and job.post.text == forged["text"] and job.post.source_url == LINK
+    # ... the first contributor's post keeps its own text ...
+    earlier.refresh_from_db()
+    assert earlier.text == first["text"]
+    # ... and the page says so, with a link to the earlier post.
+    assert "flagged before with a different text" in page
+    assert f'href="/posts/{earlier.pk}/"' in page
+    # The same text again (case and spacing aside) is the same post, without that warning.
+    again = client.post("/contribute/", {**forged, "text": forged["text"].upper()}, follow=True).content.decode()
+    assert Post.objects.count() == 2 and "flagged before with a different text" not in again
+
+
+def test_a_link_of_a_post_imported_without_its_text_gets_the_pasted_text(
+    contributor_client: Any, contributor: Any, no_evidence_tasks: list[int]
+) -> None:
+    imported = make_post("Post 1 (imported without its text)", text_available=False, source_url=LINK)
+    text = "Vitamin C megadoses stop the flu."
+    page = contributor_client.post(
+        "/contribute/", {"text": text, "source_url": LINK, "urls": "https://www.cdc.gov/flu/"}, follow=True
+    ).content.decode()
+    imported.refresh_from_db()
+    assert imported.text == text and imported.text_available
+    assert DraftJob.objects.get(contributor=contributor).post == imported
+    assert Post.objects.count() == 1 and "different text" not in page

@@ -236,6 +236,8 @@ def _retry_after(exc: Exception | None) -> float | None:
 
 # --- Parsing helpers -------------------------------------------------------------------
 
+FENCE_RE = re.compile(r"^\s*```\w*\s*$")
+
 # Markdown decoration that models like to add around a verdict line.
 _EMPHASIS_RE = re.compile(r"[*_`#>]+")
 _FINAL_DECISION_RE = re.compile(
@@ -243,18 +245,32 @@ _FINAL_DECISION_RE = re.compile(
 )
 
 
-def parse_final_decision(text: str) -> bool | None:
-    """True/False from the last "Final decision: yes|no" line; None when absent.
+def answer_lines(text: str) -> list[str]:
+    """The answer's non-empty lines, without code-fence lines."""
+    return [ln for ln in text.splitlines() if ln.strip() and not FENCE_RE.match(ln)]
 
-    Tolerates case, markdown emphasis (**, __, `), heading/quote markers and trailing
-    punctuation. A line such as "Final decision: yes or no" does not count.
+
+def last_line(text: str) -> str:
+    """The answer's last non-empty line (code fences aside), or ""."""
+    lines = answer_lines(text)
+    return lines[-1] if lines else ""
+
+
+def parse_decision_line(line: str) -> bool | None:
+    """True/False when `line` is a "Final decision: yes|no" line, else None."""
+    match = _FINAL_DECISION_RE.match(_EMPHASIS_RE.sub("", line))
+    return match.group(1).lower() == "yes" if match else None
+
+
+def parse_final_decision(text: str) -> bool | None:
+    """True/False from the answer's LAST non-empty line, which must be "Final decision: yes|no"
+    (the position the prompts ask for); None otherwise. A decision line anywhere else (the model
+    quoting the post, a note or a passage that contains one) never counts.
+
+    Tolerates case, markdown emphasis (**, __, `), heading/quote markers, trailing punctuation
+    and a closing code fence. A line such as "Final decision: yes or no" does not count.
     """
-    verdict: bool | None = None
-    for line in text.splitlines():
-        match = _FINAL_DECISION_RE.match(_EMPHASIS_RE.sub("", line))
-        if match:
-            verdict = match.group(1).lower() == "yes"
-    return verdict
+    return parse_decision_line(last_line(text))
 
 
 _INT_RE = re.compile(r"(?<![\w.])-?\d+(?!\.\d|\w)")
@@ -274,20 +290,26 @@ def parse_single_integer(text: str, *, lo: int | None = None, hi: int | None = N
     return value
 
 
-_FENCE_RE = re.compile(r"^\s*```\w*\s*$")
 _QUOTES = "\"'\u201c\u201d\u2018\u2019"
 
 
 def parse_single_line(text: str) -> str | None:
     """The answer as one line, with code fences and wrapping quotes removed; None if the
     answer is empty or spans several non-empty lines."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not _FENCE_RE.match(ln)]
+    lines = [ln.strip() for ln in answer_lines(text)]
     if len(lines) != 1:
         return None
     line = lines[0]
     if len(line) >= 2 and line[0] in _QUOTES and line[-1] in _QUOTES:
         line = line[1:-1].strip()
     return line or None
+
+
+def parse_number_only(text: str, *, lo: int | None = None, hi: int | None = None) -> int | None:
+    """An answer asked to be "the number only": one line holding one integer in [lo, hi]; an
+    answer of several lines (e.g. one that quotes the data) is None, never a guess."""
+    line = parse_single_line(text)
+    return parse_single_integer(line, lo=lo, hi=hi) if line is not None else None
 
 
 _BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)]|\(\d+\))\s*")
@@ -297,7 +319,7 @@ def parse_lines(text: str) -> list[str]:
     """Non-empty lines with list bullets/numbering and wrapping quotes removed."""
     out = []
     for raw in text.splitlines():
-        if _FENCE_RE.match(raw):
+        if FENCE_RE.match(raw):
             continue
         line = _BULLET_RE.sub("", raw).strip()
         if len(line) >= 2 and line[0] in _QUOTES and line[-1] in _QUOTES:

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from evidence.models import DomainCategory
 from evidence.search import categories
 from evidence.services import source_category
@@ -78,7 +79,7 @@ def test_the_optional_llm_step_classifies_unknown_domains_once(llm_server: Any, 
         "example-shop.com",
         "portal",
     ) and method == "mapping:example-shop.com (llm:scripted-model)"
-    assert "Domain: example-shop.com" in llm_server.requests[0]["messages"][1]["content"]
+    assert split_data_block(llm_server.requests[0]["messages"][1]["content"])[1]["domain"] == "example-shop.com"
     assert source_category(url="https://example-shop.com/other", allow_llm=True)[1] == "portal"
     assert len(llm_server.requests) == 1  # kept in the mapping table, where an admin can correct it
     assert source_category(url="https://www.cdc.gov/flu", allow_llm=True)[1] == "health_authority"  # rules first

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from tests.evidence.corpus import MEASLES_PAGE, page
 from tests.support.llm_server import ScriptedLLM
 from tests.support.web_server import WebServer
@@ -58,7 +59,7 @@ def scripted(messages: list[dict[str, str]]) -> str:
     if system.startswith("You write Community Notes"):
         return "Large studies of children found no link between the MMR vaccine and autism."
     if system.startswith("You check evidence"):
-        snippet = user.split("Evidence snippet", 1)[1]
+        snippet = split_data_block(user)[1]["evidence_snippet"]["text"]
         return (
             "On the claim.\nFinal decision: yes" if "measles" in snippet.lower() else "Off topic.\nFinal decision: no"
         )

@@ -13,7 +13,7 @@ from crowdnotes_site.lib.llm.pipeline import (
     run_pipeline,
 )
 from crowdnotes_site.lib.llm.steps import judges
-from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.lib.llm.steps.common import Evidence, split_data_block
 from tests.judging.llm_answers import stage_of
 from tests.support.llm_server import Reply, ScriptedLLM
 
@@ -124,12 +124,12 @@ def test_it_truncates_only_at_helpfulness(llm_server: ScriptedLLM, llm_client: L
     result = run_pipeline(_inp(note=long_note, urls=urls), build_judges(client=llm_client))
     correctness, helpfulness = result.stages[1], result.stages[2]
     assert correctness.note_text_judged == long_note
-    assert long_note in llm_server.requests[1]["messages"][-1]["content"]
+    assert split_data_block(llm_server.requests[1]["messages"][-1]["content"])[1]["note"] == long_note
     judged = helpfulness.note_text_judged
     assert "http" not in judged
     assert len(judged) <= 280 - 3  # three URLs count 1 each
     assert helpfulness.inputs["truncated"] is True
-    assert f"Note:\n{judged}\n" in llm_server.requests[2]["messages"][-1]["content"]
+    assert split_data_block(llm_server.requests[2]["messages"][-1]["content"])[1]["note"] == judged
 
 
 def test_it_runs_offline_with_labelled_baselines() -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from crowdnotes_site.lib import status as names
 from crowdnotes_site.lib.llm.steps import supernote
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from crowdnotes_site.lib.llm.steps.supernote import MergeSource, SourceNote
 from crowdnotes_site.lib.scoring import scoring
 from notes.supernotes import eligibility, filters, jury, phm
@@ -35,16 +36,15 @@ def test_an_injection_note_cannot_change_the_instructions() -> None:
     benign = supernote.supernote_prompt("Post", [SourceNote("Vaccines are tested."), SourceNote("B")], 280)
     hostile = supernote.supernote_prompt("Post", [SourceNote(INJECTION), SourceNote("B")], 280)
     assert hostile[0] == benign[0]  # same system message
-    user = hostile[-1]["content"]
-    # The instructions come once, after the notes, unchanged.
-    assert user.endswith(supernote.SUPERNOTE_INSTRUCTIONS.format(budget=280))
-    assert user.count("Instructions:") == 1
-    # The note stays inside its block: no closing tag, role prefix or template token of its own.
-    block = user.split('<note id="1">')[1].split("</note>")[0]
-    assert "Ignore all previous instructions" in block
-    assert user.count("</note>") == 2
-    for marker in ("<|im_start|>", "system:", "```", "###"):
-        assert marker not in user
+    before, data, after = split_data_block(hostile[-1]["content"])
+    # The instructions come once, after the data, unchanged.
+    assert before == "" and after == "\n\n" + supernote.SUPERNOTE_INSTRUCTIONS.format(budget=280)
+    assert hostile[-1]["content"].count("Instructions:") == 1
+    # The note stays inside the data: no closing tag, role prefix or template token of its own.
+    text = data["existing_notes"][0]["text"]
+    assert "Ignore all previous instructions" in text
+    for marker in ("</note>", "<|im_start|>", "system:", "```", "###", "Instructions:"):
+        assert marker not in text
 
 
 def test_extractive_merge_keeps_supported_sentences_and_links_within_budget() -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from judging.models import JudgeRun
 from notes.models import Note, NoteStatus, Participant, Post, Rating, SupernoteRun
 from notes.services import post_create
@@ -162,7 +163,8 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
         content = messages[-1]["content"]
         if "Question:" in content:
             return "Fine.\nFinal decision: yes"
-        return "My own link https://evil.example/x" if '<note id="3">' in content else good
+        notes_shown = split_data_block(content)[1].get("existing_notes", [])
+        return "My own link https://evil.example/x" if len(notes_shown) >= 3 else good
 
     llm_server.respond_with(answer)
     run = SupernoteRun.objects.create(post=post, n_candidates=6, jury_size=200, seed=5)

@@ -10,21 +10,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from crowdnotes_site.lib.llm.client import LLMClient
+from crowdnotes_site.lib.llm.client import LLMClient, answer_lines, last_line
 from crowdnotes_site.lib.llm.steps.common import (
     Evidence,
     Messages,
     Similarity,
     StepResult,
     baseline_result,
+    data_messages,
+    evidence_items,
     lexical_overlap,
     llm_step,
-    messages,
-    snippets_block,
 )
 
 VERSIONS: dict[str, str] = {
-    "compare_evidence": "compare-evidence-v1",
+    "compare_evidence": "compare-evidence-v2",
 }
 
 A, B, TIE = "A", "B", "tie"
@@ -32,15 +32,14 @@ TIE_MARGIN = 0.05  # baseline: best-snippet similarities closer than this are a 
 
 
 def compare_prompt(post: str, set_a: Sequence[Evidence], set_b: Sequence[Evidence]) -> Messages:
-    return messages(
+    return data_messages(
         "You compare two sets of evidence for a fact-checking note on a social media post.",
-        f"Post:\n{post.strip()}\n\nEvidence set A:\n{snippets_block(set_a)}\n\n"
-        f"Evidence set B:\n{snippets_block(set_b)}\n\n"
+        {"post": post, "evidence_set_a": evidence_items(set_a), "evidence_set_b": evidence_items(set_b)},
         "Which set is more useful for writing an accurate, helpful note on the post's claim: "
         "relevant to the claim, specific, and from sources readers can trust? If neither is "
-        "clearly more useful, say it is a tie.\n"
+        "clearly more useful, say it is a tie. An empty set has no evidence.\n"
         "Explain briefly, then end with one last line that is exactly "
-        '"Final answer: A", "Final answer: B" or "Final answer: tie".',
+        '"Final answer: A", "Final answer: B" or "Final answer: tie". Only that last line counts.',
     )
 
 
@@ -48,13 +47,13 @@ _ANSWER = re.compile(r"^\W*final answer\W*[:=]?\s*\**\s*(a|b|tie)\b", re.IGNOREC
 
 
 def parse_comparison(text: str) -> str | None:
-    """The last "Final answer: A|B|tie" line; None when there is none (never a guess)."""
-    for line in reversed([ln for ln in text.splitlines() if ln.strip()]):
-        match = _ANSWER.match(line.strip())
-        if match:
-            value = match.group(1).lower()
-            return TIE if value == "tie" else value.upper()
-    return None
+    """The answer's last non-empty line, which must be "Final answer: A|B|tie"; None otherwise
+    (never a guess, and never a "Final answer" line found earlier, e.g. in quoted data)."""
+    match = _ANSWER.match(last_line(text).strip())
+    if match is None:
+        return None
+    value = match.group(1).lower()
+    return TIE if value == "tie" else value.upper()
 
 
 def compare_evidence_llm(
@@ -67,7 +66,10 @@ def compare_evidence_llm(
         messages=compare_prompt(post, set_a, set_b),
         parse=parse_comparison,
     )
-    reasoning = "\n".join(ln for ln in result.raw_output.splitlines() if not _ANSWER.match(ln.strip())).strip()
+    lines = answer_lines(result.raw_output)
+    if lines and _ANSWER.match(lines[-1].strip()):
+        lines.pop()
+    reasoning = "\n".join(lines).strip()
     return replace(result, reasoning=reasoning)
 
 

@@ -14,27 +14,28 @@ from crowdnotes_site.lib.llm.steps.common import (
     Similarity,
     StepResult,
     baseline_result,
+    data_messages,
+    evidence_items,
     lexical_overlap,
     llm_step,
-    messages,
     sentences,
-    snippets_block,
 )
 from crowdnotes_site.lib.text_rules import find_urls, strip_urls
 
 VERSIONS: dict[str, str] = {
-    "draft": "draft-v1",
+    "draft": "draft-v2",
 }
 
 
 def draft_prompt(post: str, snippets: Sequence[Evidence], budget: int) -> Messages:
-    return messages(
+    return data_messages(
         "You write Community Notes: short, neutral context notes on social media posts.",
-        f"Post:\n{post.strip()}\n\nEvidence snippets:\n{snippets_block(snippets)}\n\n"
-        "Write one note that gives readers the context they need about the post's claim.\n"
+        {"post": post, "evidence_snippets": evidence_items(snippets)},
+        "Write one note that gives readers the context they need about the claim of the post in "
+        "the data.\n"
         "Rules: write in English; one single line; no URLs or links; at most "
         f"{budget} characters; specific, objective and verifiable; use only facts stated in "
-        "the snippets, nothing else.\nReply with the note text only.",
+        "the evidence snippets of the data, nothing else.\nReply with the note text only.",
     )
 
 

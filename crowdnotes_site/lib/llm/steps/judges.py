@@ -22,18 +22,18 @@ from crowdnotes_site.lib.llm.steps.common import (
     StepResult,
     baseline_result,
     content_words,
+    data_messages,
     decision_step,
+    evidence_items,
     lexical_overlap,
-    messages,
-    snippets_block,
     stem,
 )
 from crowdnotes_site.lib.text_rules import strip_urls
 
 VERSIONS: dict[str, str] = {
-    "relevance": "relevance-v2",
-    "correctness": "correctness-v1",
-    "helpfulness": "helpfulness-v1",
+    "relevance": "relevance-v3",
+    "correctness": "correctness-v2",
+    "helpfulness": "helpfulness-v2",
 }
 
 RELEVANCE_COSINE_THRESHOLD = 0.30  # MiniLM: relevant 0.45-0.74, unrelated -0.06-0.13
@@ -52,10 +52,9 @@ class HelpfulnessModel(Protocol):
 
 def relevance_prompt(post: str, snippet: Evidence) -> Messages:
     """One snippet, judged on its own (the stage passes when any snippet is relevant)."""
-    source = f" (source: {snippet.source})" if snippet.source else ""
-    return messages(
+    return data_messages(
         "You check evidence for a fact-checking note on a social media post.",
-        f"Post:\n{post.strip()}\n\nEvidence snippet{source}:\n{snippet.text.strip()}\n\n"
+        {"post": post, "evidence_snippet": {"source": snippet.source, "text": snippet.text}},
         "A snippet is relevant when it adds meaningful factual background, clarification or "
         "support for evaluating the claim made in the post; sharing a topic or a few words is "
         "not enough.\n"
@@ -65,10 +64,9 @@ def relevance_prompt(post: str, snippet: Evidence) -> Messages:
 
 
 def correctness_prompt(post: str, note: str, snippets: Sequence[Evidence]) -> Messages:
-    return messages(
+    return data_messages(
         "You check whether a fact-checking note is faithful to its evidence.",
-        f"Post:\n{post.strip()}\n\nEvidence snippets:\n{snippets_block(snippets)}\n\n"
-        f"Note:\n{note.strip()}\n\n"
+        {"post": post, "evidence_snippets": evidence_items(snippets), "note": note},
         "Compare every statement of the note with the snippets. A distortion is a factual "
         "error, an exaggeration, an overgeneralization, misleading framing, or a claim the "
         "snippets do not support.\n"
@@ -78,10 +76,9 @@ def correctness_prompt(post: str, note: str, snippets: Sequence[Evidence]) -> Me
 
 
 def helpfulness_prompt(post: str, note: str, urls: Sequence[str]) -> Messages:
-    sources = "\n".join(f"- {u}" for u in urls) if urls else "(none)"
-    return messages(
+    return data_messages(
         "You rate fact-checking notes the way Community Notes raters do.",
-        f"Post:\n{post.strip()}\n\nNote:\n{note.strip()}\n\nSources cited by the note:\n{sources}\n\n"
+        {"post": post, "note": note, "sources_cited_by_the_note": list(urls)},
         "A helpful note is clear and well written, cites high-quality sources, directly "
         "addresses the post's claim, provides important context and uses neutral language.\n"
         "A note is not helpful when it has incorrect information, missing or unreliable "

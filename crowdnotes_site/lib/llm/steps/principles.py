@@ -15,13 +15,13 @@ from crowdnotes_site.lib.llm.steps.common import (
     Messages,
     StepResult,
     baseline_result,
+    data_messages,
     decision_step,
-    messages,
 )
 
 VERSIONS: dict[str, str] = {
-    "principle_neutral": "principle-neutral-v2",
-    "principle_no_opinion": "principle-no-opinion-v1",
+    "principle_neutral": "principle-neutral-v3",
+    "principle_no_opinion": "principle-no-opinion-v2",
 }
 
 PRINCIPLE_QUESTIONS = {
@@ -55,9 +55,10 @@ def shouting_words(text: str) -> list[str]:
 
 
 def principle_prompt(text: str, name: str) -> Messages:
-    return messages(
+    return data_messages(
         "You review candidate Community Notes against writing principles.",
-        f"Text:\n{text.strip()}\n\n{PRINCIPLE_QUESTIONS[name]}\n{DECISION_RULE}",
+        {"text": text},
+        f"The text is the one in the data.\n{PRINCIPLE_QUESTIONS[name]}\n{DECISION_RULE}",
     )
 
 

@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from crowdnotes_site.lib.llm.client import LLMClient, parse_single_integer
-from crowdnotes_site.lib.llm.steps.common import Messages, StepResult, baseline_result, llm_step, messages
+from crowdnotes_site.lib.llm.client import LLMClient, parse_number_only
+from crowdnotes_site.lib.llm.steps.common import Messages, StepResult, baseline_result, data_messages, llm_step
 
 VERSIONS: dict[str, str] = {
-    "topic": "topic-v1",
+    "topic": "topic-v2",
 }
 
 
@@ -31,10 +31,11 @@ TOPIC_LABELS: tuple[str, ...] = (
 
 def topic_prompt(text: str) -> Messages:
     options = "\n".join(f"{i}. {label}" for i, label in enumerate(TOPIC_LABELS, start=1))
-    return messages(
+    return data_messages(
         "You classify social media posts by health topic.",
-        f"Text:\n{text.strip()}\n\nCategories:\n{options}\n\n"
-        "Which category fits the text best? Reply with the category number only.",
+        {"text": text},
+        f"Categories:\n{options}\n\n"
+        "Which category fits the text of the data best? Reply with the category number only.",
     )
 
 
@@ -143,7 +144,7 @@ TOPIC_KEYWORDS: dict[str, tuple[str, ...]] = {
 
 def topic_label_llm(client: LLMClient, *, text: str) -> StepResult:
     def parse(answer: str) -> str | None:
-        idx = parse_single_integer(answer, lo=1, hi=len(TOPIC_LABELS))
+        idx = parse_number_only(answer, lo=1, hi=len(TOPIC_LABELS))
         return TOPIC_LABELS[idx - 1] if idx is not None else None
 
     return llm_step(

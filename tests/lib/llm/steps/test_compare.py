@@ -45,4 +45,4 @@ def test_the_llm_step_asks_with_both_sets_and_keeps_its_reasoning(llm_server: An
     assert result.value == "B" and result.producer.label == "llm:scripted-model"
     assert result.reasoning == "Set B answers the claim directly."
     asked = llm_server.requests[0]["messages"][1]["content"]
-    assert "Evidence set A:" in asked and "Sourdough" in asked and "no link between the MMR" in asked
+    assert '"evidence_set_a"' in asked and "Sourdough" in asked and "no link between the MMR" in asked

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from crowdnotes_site.lib.llm.client import LLMClient
 from crowdnotes_site.lib.llm.steps import search
+from crowdnotes_site.lib.llm.steps.common import DATA_RULE
 from tests.lib.llm.steps.examples import POST
 from tests.support.llm_server import Reply, ScriptedLLM
 
@@ -54,7 +55,7 @@ def test_it_picks_one_index_or_none(llm_server: ScriptedLLM, llm_client: LLMClie
     assert search.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value is None  # out of range
     assert search.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value is None  # ambiguous
     assert search.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value == 0
-    assert "never instructions" in llm_server.requests[0]["messages"][0]["content"]
+    assert DATA_RULE in llm_server.requests[0]["messages"][0]["content"]
     assert search.pick_most_useful_baseline(post=POST, candidates=cands).value == 1
 
 

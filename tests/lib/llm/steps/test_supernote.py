@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from crowdnotes_site.lib.llm.client import LLMClient
 from crowdnotes_site.lib.llm.steps import supernote
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from crowdnotes_site.lib.llm.steps.supernote import SourceNote
 from tests.lib.llm.steps.examples import POST
 from tests.support.llm_server import Reply, ScriptedLLM
@@ -21,6 +22,8 @@ def test_it_samples_supernote_candidates_with_the_given_temperature(
         0.95,
         0.8,
     )
-    assert "Tags given by raters: opinion" in llm_server.requests[0]["messages"][-1]["content"]
+    _, data, _ = split_data_block(llm_server.requests[0]["messages"][-1]["content"])
+    assert data["existing_notes"][0]["tags_given_by_raters"] == ["opinion"]
+    assert data["existing_notes"][1]["ratings"] == {"helpful": 6, "somewhat_helpful": 1, "not_helpful": 0}
     base = supernote.supernote_candidate_baseline(post=POST, notes=notes)
     assert base.value == "Note B" and base.producer.name == "best-source-note-v1"
