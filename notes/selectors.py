@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
 from django.db.models import (
     BigIntegerField,
@@ -30,7 +31,7 @@ from django.shortcuts import get_object_or_404
 
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
-from evidence.snippets import snippet_is_confirmed, snippet_refining
+from evidence.snippets import snippet_is_confirmed, snippet_refining, snippets_ahead
 from notes import pgcopy, scoring
 from notes.models import (
     DraftJob,
@@ -100,6 +101,12 @@ class DraftGate:
     refresh_seconds: int | None = None
     # Some of this draft's work is stored in the outbox but the broker has not taken it yet.
     queue_waiting: bool = False
+    # Queued snippet id -> how many sources' turns on the CPU queue come before it.
+    ahead: dict[int, int] = field(default_factory=dict)
+    # Ready snippets whose best passage is below EVIDENCE_RELEVANCE_FLOOR: "this page may not
+    # address the post" (a mark, never a block), and the floor itself.
+    weak: set[int] = field(default_factory=set)
+    floor: float = 0.0
 
     @property
     def urls(self) -> list[str]:
@@ -136,7 +143,12 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
         keys = [outbox_key("evidence.tasks.snippet_process", [s.pk]) for s in processing]
         keys.append(outbox_key("notes.tasks.draft_generate", [job.pk]))
         queue_waiting = bool(outbox_waiting(keys))
+    floor = settings.EVIDENCE_RELEVANCE_FLOOR
+    weak = {s.pk for s in ready if floor > 0 and s.similarity is not None and s.similarity < floor}
     return DraftGate(
+        weak=weak,
+        floor=floor,
+        ahead=snippets_ahead(snippets=processing),
         queue_waiting=queue_waiting,
         can_draft=not reasons,
         reasons=reasons,
