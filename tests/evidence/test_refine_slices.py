@@ -37,7 +37,7 @@ def test_the_plan_takes_unscored_passages_in_prerank_order_within_top_k() -> Non
     assert snippets.refine_plan(scores=[0.1, 0.2], order=[1, 0], top_k=0) == []
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_refine_runs_in_slices_and_ends_on_the_exhaustive_best(
     contributor: Any, web_server: WebServer, settings: Any
 ) -> None:
@@ -73,7 +73,7 @@ def test_a_refine_runs_in_slices_and_ends_on_the_exhaustive_best(
     assert row.similarity == pytest.approx(row.scores[best])
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_top_k_refines_only_the_prerank_top_k(contributor: Any, web_server: WebServer, settings: Any) -> None:
     settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
     settings.EVIDENCE_PREFILTER_K = 1
@@ -91,7 +91,7 @@ def test_top_k_refines_only_the_prerank_top_k(contributor: Any, web_server: WebS
     assert "97 percent" in row.passage.text
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_slice_whose_worker_was_lost_resumes_from_the_stored_slices(
     contributor: Any, web_server: WebServer, settings: Any
 ) -> None:
@@ -164,7 +164,7 @@ def test_two_users_slices_interleave_on_a_real_worker(
     assert None not in a_row.scores and "97 percent" in a_row.passage.text
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_head_start_embeds_a_long_page_in_slices(contributor: Any, web_server: WebServer, settings: Any) -> None:
     from evidence import prefetch
     from evidence.models import Passage, Prefetch
