@@ -139,9 +139,7 @@ def _request_one(*, user: User, url: str) -> PrefetchStatus:
 
 
 def _enqueue(prefetch_id: int, owner: int | None) -> None:
-    from evidence.tasks import prefetch_url  # the tasks module imports this one
-
-    enqueue_on_commit(prefetch_url, prefetch_id, owner=owner)
+    enqueue_on_commit("evidence.tasks.prefetch_url", prefetch_id, owner=owner)
 
 
 def prefetch_claim(*, prefetch_id: int) -> bool:

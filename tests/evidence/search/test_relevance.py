@@ -17,7 +17,7 @@ from evidence.index import store
 from evidence.models import AutomationRun
 from evidence.search import flow, services
 from evidence.search.pool import Candidate
-from judging.steps.search import key_term_queries, key_terms, search_queries_baseline
+from crowdnotes_site.lib.llm.steps.search import key_term_queries, key_terms, search_queries_baseline
 from tests.notes.factories import make_job, make_post
 from tests.support.web_server import WebServer
 
