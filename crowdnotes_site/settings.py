@@ -314,8 +314,8 @@ EVIDENCE_PREFILTER_K = env_int("EVIDENCE_PREFILTER_K", 2, minimum=1)
 EVIDENCE_REFINE = env_bool("EVIDENCE_REFINE", True)
 # Relevance floor: the cosine of the post with a source's best passage (EMBEDDING_MODEL's scale)
 # below which automation never proposes the source and a contributor's own source is marked
-# "this page may not address the post" (not blocked). 0 turns both off. Chosen on
-# bench/data/evidence_labelled.json for all-mpnet-base-v2 (bench/README.md, "Relevance floor").
+# "this page may not address the post" (not blocked). 0 turns both off. Provisional for
+# all-mpnet-base-v2: bench/bench_evidence_automation.py chooses it on the labelled set (not run yet).
 EVIDENCE_RELEVANCE_FLOOR = env_float("EVIDENCE_RELEVANCE_FLOOR", 0.35)
 # The refine runs in slices of at most this many passages, each its own task queued at the back
 # (in the contributor's fair turn), so a long document never holds a CPU worker for minutes.

@@ -25,6 +25,13 @@ FILLER = MEASLES[2:] * 8
 LONG_DOC = [*FILLER, MEASLES[1], *FILLER]
 
 
+def long_doc(tag: str, copies: int = 1) -> str:
+    """LONG_DOC as a page whose passages no other test embedded (the matcher caches vectors by
+    text hash across tests, and a page whose passages are all cached is matched exhaustively)."""
+    paragraphs = [f"{p} ({tag} {i})" for i, p in enumerate(LONG_DOC * copies)]
+    return article(paragraphs, title="Notes")
+
+
 def _refine_messages() -> int:
     return OutboxMessage.objects.filter(task_name=REFINE).count()
 
@@ -44,7 +51,7 @@ def test_a_refine_runs_in_slices_and_ends_on_the_exhaustive_best(
     settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
     settings.EVIDENCE_PREFILTER_K = 1
     settings.EVIDENCE_SLICE_PASSAGES = 3
-    url = web_server.add("/long", article(LONG_DOC, title="Notes").encode())
+    url = web_server.add("/long", long_doc("slices").encode())
     (snippet,) = snippets.snippets_add(
         job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
     )
@@ -79,7 +86,7 @@ def test_top_k_refines_only_the_prerank_top_k(contributor: Any, web_server: WebS
     settings.EVIDENCE_PREFILTER_K = 1
     settings.EVIDENCE_SLICE_PASSAGES = 50
     settings.EVIDENCE_REFINE_TOP_K = 4
-    url = web_server.add("/long", article(LONG_DOC, title="Notes").encode())
+    url = web_server.add("/long", long_doc("topk").encode())
     (snippet,) = snippets.snippets_add(
         job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
     )
@@ -102,7 +109,7 @@ def test_a_slice_whose_worker_was_lost_resumes_from_the_stored_slices(
     settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
     settings.EVIDENCE_PREFILTER_K = 1
     settings.EVIDENCE_SLICE_PASSAGES = 3
-    url = web_server.add("/long", article(LONG_DOC, title="Notes").encode())
+    url = web_server.add("/long", long_doc("lost").encode())
     (snippet,) = snippets.snippets_add(
         job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
     )
@@ -146,7 +153,7 @@ def test_two_users_slices_interleave_on_a_real_worker(
     is read between two of A's slices, long before A's refine ends."""
     env = {"PASSAGE_TOKENS": "48", "PASSAGE_OVERLAP": "8", "EVIDENCE_PREFILTER_K": "1", "EVIDENCE_SLICE_PASSAGES": "2"}
     other = _make_user("bea", CONTRIBUTOR)
-    long_url = web_server.add("/long", article(LONG_DOC * 2, title="Notes").encode())
+    long_url = web_server.add("/long", long_doc("worker", copies=2).encode())
     b_url = web_server.add("/b", article(MEASLES, title="Measles").encode())
     worker = worker_factory(queues="cpu", extra_env=env)
     (a,) = snippets.snippets_add(
@@ -172,7 +179,7 @@ def test_a_head_start_embeds_a_long_page_in_slices(contributor: Any, web_server:
     settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
     settings.EVIDENCE_SLICE_PASSAGES = 3
     settings.EVIDENCE_ALLOWED_LOCAL = [f"127.0.0.1:{web_server.port}"]
-    url = web_server.add("/long", article([f"{p} Note {i}." for i, p in enumerate(LONG_DOC)], title="Notes").encode())
+    url = web_server.add("/long", long_doc("prefetch").encode())
     prefetch.prefetch_request(user=contributor, urls=[url])
     row = Prefetch.objects.get(url=url)
     tasks = 0

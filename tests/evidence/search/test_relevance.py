@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from crowdnotes_site.lib.llm.steps.search import key_term_queries, key_terms, search_queries_baseline
 from evidence import snippets
 from evidence.index import store
 from evidence.models import AutomationRun
 from evidence.search import flow, services
 from evidence.search.pool import Candidate
-from crowdnotes_site.lib.llm.steps.search import key_term_queries, key_terms, search_queries_baseline
 from tests.notes.factories import make_job, make_post
 from tests.support.web_server import WebServer
 
