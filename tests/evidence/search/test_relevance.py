@@ -6,6 +6,7 @@ not address, and the weak mark on a contributor's own source. Real PostgreSQL, t
 from __future__ import annotations
 
 import io
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,9 @@ from ..conftest import MEASLES, article
 
 ADDRESSED = "The MMR vaccine causes autism in children, measles is harmless anyway"
 WHO = "https://www.who.int/news-room/fact-sheets/detail/measles"
-# Shares a word with the volcano page ("airlines"), but nothing in the index addresses it.
-UNADDRESSED = "Airlines secretly spray fluoride into cabin air to weaken passengers"
+# One key term ("bakers") is in the sourdough page, so the search finds it; nothing in the index
+# is about voting.
+UNADDRESSED = "Bakers who vote early live longer, a new election study shows"
 FLOOR = 0.45  # MiniLM's scale (the test matcher); production's mpnet floor is in settings
 
 
@@ -102,8 +104,12 @@ def test_only_candidates_over_the_floor_are_chosen_and_the_prior_only_breaks_tie
     chosen = [state.pool[c.pool_index] for c in state.active]
     assert chosen and chosen[0].url in (WHO, "https://undated.example/measles-myths")
     assert all(c.relevance is not None and c.relevance >= FLOOR for c in chosen)
-    below = [c for c in state.pool if c.screened and c.relevance is not None and c.relevance < FLOOR]
-    assert below and not {c.url for c in below} & {c.url for c in chosen}  # never lifted by a prior
+    below = {c.url for c in state.pool if c.screened and c.relevance is not None and c.relevance < FLOOR}
+    assert not below & {c.url for c in chosen}  # never lifted by a prior
+    # Relevance first: each proposal's best passage is at least as close as the next one's, up to
+    # the prior's tie-breaking margin (0.05 x the largest prior, 1.0).
+    scores = [c.relevance or 0.0 for c in chosen]
+    assert all(a >= b - 0.05 for a, b in itertools.pairwise(scores))
     assert "Best passage's relevance" in state.active[0].reason
 
 
