@@ -113,7 +113,7 @@ def part_end_to_end(posts: list[tuple[str, str]]) -> list[str]:
                 started = time.perf_counter()
                 state = find_evidence(post_text=post, tau=3)
                 times.append(time.perf_counter() - started)
-                assert len(state.active) == 3
+                assert len(state.active) <= 3  # fewer when few candidates clear the relevance floor
         rows.append(
             f"| {name} | {len(times)} | {statistics.median(times):.2f} | {pct(times, 0.95):.2f} | {max(times):.2f} |"
         )

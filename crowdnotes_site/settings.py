@@ -331,6 +331,16 @@ EVIDENCE_CACHE_HOURS = env_int("EVIDENCE_CACHE_HOURS", 24, minimum=0)
 EVIDENCE_MATCH_STRATEGY = env_choice("EVIDENCE_MATCH_STRATEGY", "prefilter", ("prefilter", "exhaustive"))
 EVIDENCE_PREFILTER_K = env_int("EVIDENCE_PREFILTER_K", 2, minimum=1)
 EVIDENCE_REFINE = env_bool("EVIDENCE_REFINE", True)
+# Relevance floor: the cosine of the post with a source's best passage (EMBEDDING_MODEL's scale)
+# below which automation never proposes the source and a contributor's own source is marked
+# "this page may not address the post" (not blocked). 0 turns both off. Provisional for
+# all-mpnet-base-v2: bench/bench_evidence_automation.py chooses it on the labelled set (not run yet).
+EVIDENCE_RELEVANCE_FLOOR = env_float("EVIDENCE_RELEVANCE_FLOOR", 0.35)
+# The refine runs in slices of at most this many passages, each its own task queued at the back
+# (in the contributor's fair turn), so a long document never holds a CPU worker for minutes.
+EVIDENCE_SLICE_PASSAGES = env_int("EVIDENCE_SLICE_PASSAGES", 32, minimum=1)
+# 0: the refine embeds every passage (exhaustive); K > 0: only the pre-rank's top K of a document.
+EVIDENCE_REFINE_TOP_K = env_int("EVIDENCE_REFINE_TOP_K", 0, minimum=0)
 EVIDENCE_FETCH_RETRIES = env_int("EVIDENCE_FETCH_RETRIES", 2, minimum=0)  # transient network errors only
 EVIDENCE_RETRY_BACKOFF = env_float("EVIDENCE_RETRY_BACKOFF", 5.0)  # seconds, doubled per retry
 # Head start (evidence.prefetch): a URL typed into the contribute form is fetched and its passages
@@ -464,7 +474,11 @@ SEARCH_RANK_ORDER = env_bool("SEARCH_RANK_ORDER", False)
 SEARCH_UNDATED = env_choice("SEARCH_UNDATED", "exclude", ("exclude", "include"))
 # Offline utility baseline: relevance (MiniLM cosine, or word overlap) + weight x prior(category).
 SEARCH_BASELINE_SIMILARITY = env_choice("SEARCH_BASELINE_SIMILARITY", "embedding", ("embedding", "lexical"))
-SEARCH_PRIOR_WEIGHT = env_float("SEARCH_PRIOR_WEIGHT", 0.2)
+# The prior only breaks near-ties between candidates that cleared EVIDENCE_RELEVANCE_FLOOR: it
+# moves a score by at most 0.05 x 1.0.
+SEARCH_PRIOR_WEIGHT = env_float("SEARCH_PRIOR_WEIGHT", 0.05)
+# Candidates whose best passage is checked against the floor (most promising first, 3 per task).
+SEARCH_SCREEN_LIMIT = env_int("SEARCH_SCREEN_LIMIT", 8, minimum=1)
 SEARCH_RELIABILITY_PRIOR = env_str("SEARCH_RELIABILITY_PRIOR", "")  # e.g. "social=0,news=0.6" over the defaults
 SEARCH_LOCAL_RERANK = env_bool("SEARCH_LOCAL_RERANK", True)  # by stored passage embeddings
 SEARCH_HTTP_TIMEOUT_S = env_float("SEARCH_HTTP_TIMEOUT_S", 10.0)

@@ -137,8 +137,12 @@ def _request_one(*, user: User, url: str) -> PrefetchStatus:
         row.state, row.requested_by, row.updated_at = Prefetch.State.QUEUED, user, now
         row.error_code = row.error_message = ""
         row.save(update_fields=["state", "requested_by", "updated_at", "error_code", "error_message"])
-    enqueue_on_commit("evidence.tasks.prefetch_url", row.pk, owner=user.pk)
+    _enqueue(row.pk, user.pk)
     return _status(row)
+
+
+def _enqueue(prefetch_id: int, owner: int | None) -> None:
+    enqueue_on_commit("evidence.tasks.prefetch_url", prefetch_id, owner=owner)
 
 
 def prefetch_claim(*, prefetch_id: int) -> bool:
@@ -172,7 +176,21 @@ def prefetch_run(*, prefetch_id: int) -> None:
     except (FetchError, ExtractionError) as exc:
         prefetch_fail(prefetch_id=prefetch_id, error_code=exc.error_code, message=exc.message, timings=run.timings_ms)
         return
-    run.timings_ms["embedded"] = services.passages_embed(source=source, matcher=matcher, timings=run.timings_ms)
+    # At most one slice of passages per task (EVIDENCE_SLICE_PASSAGES), like the refine: a long
+    # document goes back to the queue between slices instead of holding the CPU worker.
+    computed, left = services.passages_embed(
+        source=source, matcher=matcher, timings=run.timings_ms, limit=settings.EVIDENCE_SLICE_PASSAGES
+    )
+    timings = {**row.timings_ms, **run.timings_ms}
+    timings["embedded"] = int(row.timings_ms.get("embedded", 0)) + computed
+    timings["embed_passages"] = int(row.timings_ms.get("embed_passages", 0)) + run.timings_ms.get("embed_passages", 0)
+    if left:
+        with transaction.atomic():
+            Prefetch.objects.filter(pk=prefetch_id).update(
+                state=Prefetch.State.QUEUED, source=source, timings_ms=timings, updated_at=timezone.now()
+            )
+            _enqueue(prefetch_id, row.requested_by_id)
+        return
     Prefetch.objects.filter(pk=prefetch_id).update(
-        state=Prefetch.State.READY, source=source, timings_ms=run.timings_ms, updated_at=timezone.now()
+        state=Prefetch.State.READY, source=source, timings_ms=timings, updated_at=timezone.now()
     )

@@ -120,17 +120,21 @@ def source_obtain(*, url: str, matcher: Matcher, run: PipelineResult, on_stage: 
     return source_store(url=url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=run.timings_ms)
 
 
-def passages_embed(*, source: EvidenceSource, matcher: Matcher, timings: dict[str, int]) -> int:
-    """Embed and store every passage of the source that has no stored embedding yet (they do not
-    depend on the post). Returns how many the model computed."""
+def passages_embed(
+    *, source: EvidenceSource, matcher: Matcher, timings: dict[str, int], limit: int | None = None
+) -> tuple[int, int]:
+    """Embed and store the source's passages that have no stored embedding yet (they do not
+    depend on the post): at most `limit` of them (None: all), in order. Returns (how many the
+    model computed, how many are still missing)."""
     passages = passages_for(source=source, matcher=matcher)
     label = matcher.model_label()
-    missing = [p.text for p in passages if matcher.cache.get((label, p.text_hash)) is None]
+    missing = [i for i, p in enumerate(passages) if matcher.cache.get((label, p.text_hash)) is None]
+    batch = missing if limit is None else missing[:limit]
     with timed(timings, "embed_passages"):
-        if missing:
-            matcher.embed(missing)
+        if batch:
+            matcher.embed([passages[i].text for i in batch])
         passage_vectors_store(matcher=matcher, passages=passages, indices=list(range(len(passages))))
-    return len(missing)
+    return len(batch), len(missing) - len(batch)
 
 
 def source_category(*, url: str, title: str = "", allow_llm: bool = False) -> tuple[str, str, str]:

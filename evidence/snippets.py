@@ -22,10 +22,11 @@ from django.utils import timezone
 
 from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.lib.hashing import sha256_hex
-from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.models import OutboxMessage
+from crowdnotes_site.queue import enqueue_on_commit, outbox_key
 from evidence import pipeline, services
 from evidence.errors import ExtractionError, FetchError
-from evidence.matching import Matcher
+from evidence.matching import Matcher, prerank
 from evidence.models import AutomationRun, Passage, Snippet
 
 if TYPE_CHECKING:
@@ -90,6 +91,40 @@ def snippets_cap_refusal(*, user: User, adding: int) -> str | None:
         f"{cap} may wait at once so that everyone's pages get their turn. Add "
         f"{'at most ' + str(cap - waiting) if waiting < cap else 'more'} once those are done."
     )
+
+
+def _broker_honours_priority() -> bool:
+    return settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+
+
+def snippets_ahead(*, snippets: list[Snippet]) -> dict[int, int]:
+    """For each queued snippet of `snippets`: how many sources' turns come before its own on the
+    CPU queue. A turn is a first reading (a queued snippet's `snippet_process`) or one refine
+    slice of a ready snippet; messages run in the broker's order: by fair priority, then first
+    in (queue.py; a broker without priorities is first in, first out). The source being worked
+    on now is not counted."""
+    queued = [s.pk for s in snippets if s.state == Snippet.State.QUEUED]
+    if not queued:
+        return {}
+    process, refine = "evidence.tasks.snippet_process", "evidence.tasks.snippet_refine"
+    waiting = list(Snippet.objects.filter(state=Snippet.State.QUEUED).values_list("pk", flat=True))
+    slices = list(
+        Snippet.objects.filter(state=Snippet.State.READY, refine_pending=True, lease_until__isnull=True).values_list(
+            "pk", flat=True
+        )
+    )
+    keys = {outbox_key(process, [pk]): ("p", pk) for pk in waiting}
+    keys.update({outbox_key(refine, [pk]): ("r", pk) for pk in slices})
+    latest: dict[tuple[str, int], tuple[int, object]] = {}
+    rows = OutboxMessage.objects.filter(key__in=list(keys)).values_list("key", "priority", "created_at")
+    for key, priority, created_at in rows:
+        item = keys[key]
+        rank = (priority or 0) if _broker_honours_priority() else 0
+        if item not in latest or created_at > latest[item][1]:  # type: ignore[operator]
+            latest[item] = (rank, created_at)
+    order = sorted(latest.items(), key=lambda entry: (entry[1][0], entry[1][1], entry[0][1]))
+    position = {item: i for i, (item, _) in enumerate(order)}
+    return {pk: position[("p", pk)] for pk in queued if ("p", pk) in position}
 
 
 def snippet_in_context(*, snippet: Snippet, margin: int = 2000) -> dict[str, object]:
@@ -383,39 +418,95 @@ def snippet_refine_claim(*, snippet_id: int) -> bool:
 
 
 def snippet_refine(*, snippet_id: int) -> None:
-    """Embed the passages the pre-filter skipped, so every score is stored and the best passage is
-    the exhaustive one. A passage the contributor already reviewed is kept; only scores change.
-    Runs under a lease with a heartbeat (a lost worker's refine is re-queued by the sweeper); it
-    ends with `refine_pending` cleared, also on an error, so a failing refine is not retried forever."""
+    """One slice of the refine: embed at most EVIDENCE_SLICE_PASSAGES of the passages the
+    pre-filter skipped (best pre-ranked first), keep the best passage so far, and queue the next
+    slice at the back of the queue, in the contributor's fair turn (queue.py). So a 200-passage
+    document never holds a worker for minutes: every other user's next job runs between two of
+    its slices. A passage the contributor already reviewed is kept; only scores change.
+
+    Each slice runs under a lease with a heartbeat; the scores are stored at the end of every
+    slice, so a lost worker's refine is re-queued by the sweeper and resumes from the last stored
+    slice. `refine_pending` stays set between slices and is cleared when the last one ends (also
+    on an error, so a failing refine is not retried forever)."""
     if not snippet_refine_claim(snippet_id=snippet_id):
         log.info("snippet %s refine already claimed or done", snippet_id)
         return
+    more = False
     try:
         with heartbeat(Snippet, snippet_id):
-            _refine_claimed(snippet_id=snippet_id)
+            more = _refine_slice(snippet_id=snippet_id)
     finally:
-        Snippet.objects.filter(pk=snippet_id, refine_pending=True).update(refine_pending=False, lease_until=None)
+        if more:
+            with transaction.atomic():
+                # The lease is given back with the slice; the next slice is a new message.
+                if Snippet.objects.filter(pk=snippet_id, refine_pending=True).update(lease_until=None):
+                    owner = Snippet.objects.filter(pk=snippet_id).values_list("draft_job__contributor_id", flat=True)
+                    _enqueue_refine(snippet_id, owner.first())
+        else:
+            Snippet.objects.filter(pk=snippet_id, refine_pending=True).update(refine_pending=False, lease_until=None)
 
 
-def _refine_claimed(*, snippet_id: int) -> None:
+def refine_plan(*, scores: list[float | None], order: list[int], top_k: int) -> list[int]:
+    """The passages a refine still has to embed, in the order it embeds them: those without a
+    score, in pre-rank order, limited to the pre-rank's top_k when top_k > 0 (0: every passage)."""
+    allowed = order[:top_k] if top_k > 0 else order
+    return [i for i in allowed if scores[i] is None]
+
+
+def _refine_slice(*, snippet_id: int) -> bool:
+    """Embed the next slice; True when passages remain for another slice."""
     snippet = Snippet.objects.select_related("post", "source").filter(pk=snippet_id, state=Snippet.State.READY).first()
     if snippet is None or snippet.source is None:
-        return
+        return False
     matcher = services.get_matcher()
     passages = services.passages_for(source=snippet.source, matcher=matcher)
     if not passages:
-        return
+        return False
+    started = time.perf_counter()
+    texts = [p.text for p in passages]
+    stored = list(snippet.scores or [])
+    scores: list[float | None] = stored if len(stored) == len(passages) else [None] * len(passages)
+    if None not in scores:
+        return False
+    order = matching_order(post=snippet.post.text, texts=texts, scores=scores, matcher=matcher)
+    todo = refine_plan(scores=scores, order=order, top_k=settings.EVIDENCE_REFINE_TOP_K)
+    batch = todo[: settings.EVIDENCE_SLICE_PASSAGES]
+    current = [i for i, s in enumerate(scores) if s is not None]
+    best_so_far = max(current, key=lambda i: scores[i] or 0.0) if current else None
+    # The slice and the best passage so far go through the same match as the first pick (its
+    # embedding is cached, so it costs nothing), so both are judged by the same rule.
+    subset = sorted({*batch, *([best_so_far] if best_so_far is not None else [])})
     run = pipeline.PipelineResult()
-    result = pipeline.match(snippet.post.text, [p.text for p in passages], run, matcher=matcher, strategy="exhaustive")
-    services.passage_vectors_store(matcher=matcher, passages=passages, indices=result.embedded)
-    timings = {**snippet.timings_ms, "refine": run.timings_ms["match"]}
-    fields: dict[str, object] = {"scores": result.scores, "timings_ms": timings, "updated_at": timezone.now()}
+    result = pipeline.match(snippet.post.text, [texts[i] for i in subset], run, matcher=matcher, strategy="exhaustive")
+    services.passage_vectors_store(matcher=matcher, passages=passages, indices=subset)
+    for position, i in enumerate(subset):
+        scores[i] = result.scores[position]
+    best = subset[result.best_index]
+    remaining = len(todo) - len(batch)
+    elapsed = int((time.perf_counter() - started) * 1000)
+    timings = {
+        **snippet.timings_ms,
+        "refine": int(snippet.timings_ms.get("refine", 0)) + elapsed,
+        "refine_slices": int(snippet.timings_ms.get("refine_slices", 0)) + 1,
+    }
+    fields: dict[str, object] = {"scores": scores, "timings_ms": timings, "updated_at": timezone.now()}
     pending = Snippet.objects.filter(
         pk=snippet_id, state=Snippet.State.READY, confirmation=Snippet.Confirmation.PENDING
     )
-    chosen = passages[result.best_index]
+    chosen = passages[best]
     sentence: dict[str, int | None] = {}
     if chosen.pk != snippet.passage_id or snippet.sentence_start is None:
         sentence = sentence_fields(matcher=matcher, post=snippet.post.text, passage=chosen)
-    if not pending.update(passage=chosen, similarity=result.best_score, **sentence, **fields):
+    if not pending.update(passage=chosen, similarity=scores[best], **sentence, **fields):
         Snippet.objects.filter(pk=snippet_id, state=Snippet.State.READY).update(**fields)
+    return remaining > 0
+
+
+def matching_order(*, post: str, texts: list[str], scores: list[float | None], matcher: Matcher) -> list[int]:
+    """Passage indices, most promising first by the matcher's cheap pre-rank (BM25 + static
+    vectors), so the first slices are likely to hold the best passage. Few left: document order."""
+    unscored = sum(score is None for score in scores)
+    if unscored <= settings.EVIDENCE_SLICE_PASSAGES and settings.EVIDENCE_REFINE_TOP_K == 0:
+        return list(range(len(texts)))
+    pre = prerank(matcher.model, matcher.config.model_name, post, texts, matcher.config.cache_dir)
+    return sorted(range(len(texts)), key=lambda i: (-pre[i], i))

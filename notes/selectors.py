@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from django.conf import settings
 from django.db import connection
 from django.db.models import (
     BigIntegerField,
@@ -33,7 +34,7 @@ from crowdnotes_site.lib.scoring import pgcopy, scoring
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from evidence.search.selectors import automation_running
-from evidence.snippets import snippet_is_confirmed, snippet_refining
+from evidence.snippets import snippet_is_confirmed, snippet_refining, snippets_ahead
 from judging.selectors import judging_for_notes
 from notes.models import (
     DraftJob,
@@ -109,6 +110,12 @@ class DraftGate:
     refresh_seconds: int | None = None
     # Some of this draft's work is stored in the outbox but the broker has not taken it yet.
     queue_waiting: bool = False
+    # Queued snippet id -> how many sources' turns on the CPU queue come before it.
+    ahead: dict[int, int] = field(default_factory=dict)
+    # Ready snippets whose best passage is below EVIDENCE_RELEVANCE_FLOOR: "this page may not
+    # address the post" (a mark, never a block), and the floor itself.
+    weak: set[int] = field(default_factory=set)
+    floor: float = 0.0
 
     @property
     def urls(self) -> list[str]:
@@ -143,7 +150,12 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
         keys = [outbox_key("evidence.tasks.snippet_process", [s.pk]) for s in processing]
         keys.append(outbox_key("notes.tasks.draft_generate", [job.pk]))
         queue_waiting = bool(outbox_waiting(keys))
+    floor = settings.EVIDENCE_RELEVANCE_FLOOR
+    weak = {s.pk for s in ready if floor > 0 and s.similarity is not None and s.similarity < floor}
     return DraftGate(
+        weak=weak,
+        floor=floor,
+        ahead=snippets_ahead(snippets=processing),
         queue_waiting=queue_waiting,
         can_draft=not reasons,
         reasons=reasons,

@@ -89,9 +89,45 @@ def ensure_schema(connection: Any = None) -> None:
                 cursor.execute(f"INSERT INTO {FTS}({FTS}) VALUES ('rebuild')")
 
 
+# Words the query parser drops (PostgreSQL's english configuration drops them too; FTS5 would
+# otherwise require them).
+_STOPWORDS = frozenset(
+    "a an and are as at be been but by can could did do does for from had has have he her his how i if in into "
+    "is it its just of on or our she so than that the their them then there these they this to was we were "
+    "what when which who why will with you your".split()
+)
+_PHRASE = re.compile(r'"([^"]*)"')
+
+
 def query_terms(text: str, limit: int = 24) -> list[str]:
-    """The words of a search query, lower-cased and de-duplicated (no operators pass through)."""
-    return list(dict.fromkeys(w.lower() for w in _WORD.findall(text) if len(w) > 1))[:limit]
+    """The words of a search query, lower-cased and de-duplicated (no operators pass through);
+    stop words are dropped, digits kept ("type 2 diabetes")."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return list(dict.fromkeys(w for w in words if (len(w) > 1 or w.isdigit()) and w not in _STOPWORDS))[:limit]
+
+
+def query_groups(text: str, limit: int = 12) -> list[str]:
+    """What a document must contain to match: every group, where a group is one word of the
+    query or a quoted phrase (its words in that order, next to each other). Stop words alone are
+    not groups. Each database parses a group with its own document parser (so "covid-19" matches
+    however the engine splits it)."""
+    groups = [" ".join(phrase.split()) for phrase in _PHRASE.findall(text) if _WORD.search(phrase)]
+    for token in _PHRASE.sub(" ", text).split():
+        token = token.strip("\"'’.,;:!?()[]{}")
+        words = [w.lower() for w in _WORD.findall(token)]
+        if words and any((len(w) > 1 or w.isdigit()) and w not in _STOPWORDS for w in words):
+            groups.append(token.lower())
+    return list(dict.fromkeys(groups))[:limit]
+
+
+def _pg_tsquery(groups: list[str]) -> tuple[str, list[str]]:
+    """SQL for the AND of the groups (phrases keep their word order), and its parameters."""
+    parts = ["phraseto_tsquery('english', %s)" if " " in g else "plainto_tsquery('english', %s)" for g in groups]
+    return " && ".join(parts), groups
+
+
+def _fts_match(groups: list[str]) -> str:
+    return " AND ".join('"' + " ".join(_WORD.findall(g.replace('"', ""))) + '"' for g in groups)
 
 
 def search(
@@ -103,15 +139,16 @@ def search(
     snippets: bool = True,
     connection: Any = None,
 ) -> list[IndexHit]:
-    """Indexed documents matching the query's words, best first: those with every word, then
-    (when fewer than k) those with any of them, each group by rank (more and rarer words first).
-    With a cutoff, only documents published before it; the undated ones follow `undated`
-    ("exclude": unknown dates could be later; "include"). snippets=False leaves them empty (see
-    `with_snippets`: the backend asks for them after its rerank, for the hits it keeps)."""
+    """Indexed documents that contain every word and quoted phrase of the query (AND semantics:
+    a document with one common word of the query is not a match), best first by rank (rarer and
+    more frequent matches first). With a cutoff, only documents published before it; the undated
+    ones follow `undated` ("exclude": unknown dates could be later; "include"). snippets=False
+    leaves them empty (see `with_snippets`: the backend asks for them after its rerank, for the
+    hits it keeps)."""
     if undated not in UNDATED_RULES:
         raise ValueError(f"undated rule must be one of {UNDATED_RULES}")
-    terms = query_terms(query)
-    if not terms or k <= 0:
+    groups = query_groups(query)
+    if not groups or k <= 0:
         return []
     connection = connection or default_connection
     date_sql, date_params = "", []
@@ -119,35 +156,24 @@ def search(
         date_sql = " AND (s.published_at < %s" + (" OR s.published_at IS NULL)" if undated == "include" else ")")
         date_params = [cutoff]
     columns = "s.id, s.url, s.final_url, s.title, s.published_at, s.content_hash, s.domain, s.category, s.language, s.copy_url"
-
-    def run(every: bool, limit: int) -> list[tuple[Any, ...]]:
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                tsquery = (" & " if every else " | ").join(t.replace("'", "") for t in terms)
-                cursor.execute(
-                    f"SELECT {columns}, r.rank, '' FROM (SELECT s.id, ts_rank(s.search_vector, q, 1) AS rank "
-                    f"FROM {TABLE} s, to_tsquery('english', %s) q WHERE s.indexed_at IS NOT NULL "
-                    f"AND s.search_vector @@ q{date_sql} ORDER BY rank DESC, s.id LIMIT %s) r "
-                    f"JOIN {TABLE} s ON s.id = r.id ORDER BY r.rank DESC, s.id",
-                    [tsquery, *date_params, limit],
-                )
-            else:
-                match = (" AND " if every else " OR ").join('"' + t.replace('"', "") + '"' for t in terms)
-                cursor.execute(
-                    f"SELECT {columns}, -bm25({FTS}, 4.0, 1.0) AS rank, '' "
-                    f"FROM {FTS} JOIN {TABLE} s ON s.id = {FTS}.rowid "
-                    f"WHERE {FTS} MATCH %s AND s.indexed_at IS NOT NULL{date_sql} ORDER BY rank DESC, s.id LIMIT %s",
-                    [match, *date_params, limit],
-                )
-            return list(cursor.fetchall())
-
-    # Documents with every word first (the inverted index makes that cheap at any size); only
-    # when they are fewer than k, documents with any of the words (ranking those reads every
-    # matching row, which grows with the index).
-    rows = run(True, k) if len(terms) > 1 else []
-    if len(rows) < k:
-        seen = {row[0] for row in rows}
-        rows += [row for row in run(False, k + len(rows)) if row[0] not in seen][: k - len(rows)]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            tsquery, params = _pg_tsquery(groups)
+            cursor.execute(
+                f"SELECT {columns}, r.rank, '' FROM (SELECT s.id, ts_rank(s.search_vector, t.q, 1) AS rank "
+                f"FROM {TABLE} s, (SELECT {tsquery} AS q) t WHERE s.indexed_at IS NOT NULL "
+                f"AND s.search_vector @@ t.q{date_sql} ORDER BY rank DESC, s.id LIMIT %s) r "
+                f"JOIN {TABLE} s ON s.id = r.id ORDER BY r.rank DESC, s.id",
+                [*params, *date_params, k],
+            )
+        else:
+            cursor.execute(
+                f"SELECT {columns}, -bm25({FTS}, 4.0, 1.0) AS rank, '' "
+                f"FROM {FTS} JOIN {TABLE} s ON s.id = {FTS}.rowid "
+                f"WHERE {FTS} MATCH %s AND s.indexed_at IS NOT NULL{date_sql} ORDER BY rank DESC, s.id LIMIT %s",
+                [_fts_match(groups), *date_params, k],
+            )
+        rows = list(cursor.fetchall())
     hits = [
         IndexHit(
             source_id=row[0],

@@ -26,6 +26,10 @@ from evidence.search.pool import Candidate, build_pool
 Categorize = Callable[[str], tuple[str, str]]
 # Adds what is known about URLs fetched before (final URL, content hash) to web results.
 Enrich = Callable[[list[SearchHit]], list[SearchHit]]
+# (post, candidate) -> cosine of the post with the document's best passage, None when unreadable.
+Relevance = Callable[[str, Candidate], float | None]
+
+NO_RELEVANT = "No source in the index addresses this claim; add your own URLs."
 
 
 @dataclass(frozen=True)
@@ -40,8 +44,13 @@ class SearchConfig:
     pool_limit: int = 40
     pick_attempts: int = 2
     prior: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RELIABILITY_PRIOR))
-    prior_weight: float = 0.2
+    prior_weight: float = 0.05
     snippet_chars: int = 300
+    # A candidate is eligible only when its best passage's cosine with the post reaches the floor
+    # (checked for at most screen_limit candidates, most promising first, screen_batch per step).
+    relevance_floor: float = 0.0
+    screen_limit: int = 8
+    screen_batch: int = 3
 
 
 @dataclass
@@ -51,6 +60,7 @@ class Deps:
     similarity: Similarity | None = None
     categorize: Categorize | None = None
     enrich: Enrich | None = None
+    relevance: Relevance | None = None
 
 
 @dataclass
@@ -93,17 +103,35 @@ class SearchState:
     choices: list[Choice] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     pooled: bool = False
+    screen_done: bool = False
+    floor: float | None = None  # the relevance floor the screen applied (None: no screen)
 
     @property
     def active(self) -> list[Choice]:
         return [c for c in self.choices if not c.dropped]
 
+    def eligible(self, index: int) -> bool:
+        """Cleared the relevance floor (or no screen ran: the ablation and the no-model paths)."""
+        candidate = self.pool[index]
+        if self.floor is None:
+            return True
+        return candidate.relevance is not None and candidate.relevance >= self.floor
+
     def remaining(self) -> list[int]:
         taken = {c.pool_index for c in self.choices}
-        return [i for i in range(len(self.pool)) if i not in taken]
+        return [i for i in range(len(self.pool)) if i not in taken and self.eligible(i)]
+
+    @property
+    def relevant_count(self) -> int:
+        return sum(self.eligible(i) for i in range(len(self.pool))) if self.screen_done else 0
+
+    @property
+    def no_relevant(self) -> bool:
+        """The screen ran and nothing in the pool addresses the post."""
+        return self.screen_done and self.floor is not None and self.relevant_count == 0
 
     def done_choosing(self, cfg: SearchConfig) -> bool:
-        return self.pooled and (len(self.active) >= cfg.tau or not self.remaining())
+        return self.pooled and self.screen_done and (len(self.active) >= cfg.tau or not self.remaining())
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -211,6 +239,51 @@ def make_pool(state: SearchState, cfg: SearchConfig, deps: Deps) -> None:
     state.pooled = True
     if not state.pool:
         state.warnings.append("The search found nothing: no source to propose.")
+        state.screen_done = True
+
+
+def _screen_order(state: SearchState, deps: Deps) -> list[int]:
+    """Unchecked candidates, most promising first: title + snippet similarity to the post (one
+    batch), else search rank order."""
+    todo = [i for i, c in enumerate(state.pool) if not c.screened]
+    if deps.similarity is None:
+        return todo
+    texts = {i: f"{state.pool[i].title}. {state.pool[i].snippet}" for i in todo}
+    prime = getattr(deps.similarity, "prime", None)
+    if prime is not None:
+        prime([state.post, *texts.values()])
+    scores = {i: float(deps.similarity(state.post, texts[i])) for i in todo}
+    return sorted(todo, key=lambda i: (-scores[i], i))
+
+
+def screen(state: SearchState, cfg: SearchConfig, deps: Deps) -> int:
+    """Check up to cfg.screen_batch more candidates against the relevance floor: the cosine of the
+    post with each document's best passage (deps.relevance). The screen ends when cfg.screen_limit
+    candidates were checked, when τ + 2 cleared the floor (enough for the prior to break ties), or
+    when none is left. Without deps.relevance (or with the rank-order ablation) nothing is
+    screened and every candidate is eligible. Returns how many were checked now."""
+    if deps.relevance is None or cfg.rank_order:
+        state.screen_done = True
+        return 0
+    state.floor = cfg.relevance_floor
+    checked = sum(c.screened for c in state.pool)
+    order = _screen_order(state, deps)[: max(0, min(cfg.screen_batch, cfg.screen_limit - checked))]
+    for i in order:
+        candidate = state.pool[i]
+        candidate.relevance = deps.relevance(state.post, candidate)
+        candidate.screened = True
+    checked += len(order)
+    passing = sum(c.screened and state.eligible(i) for i, c in enumerate(state.pool))
+    if checked >= min(cfg.screen_limit, len(state.pool)) or passing >= cfg.tau + 2:
+        state.screen_done = True
+        if passing == 0:
+            state.warnings.append(NO_RELEVANT)
+        elif passing < cfg.tau:
+            state.warnings.append(
+                f"Only {passing} of the {checked} sources checked address this claim closely enough "
+                f"(best passage similarity at least {cfg.relevance_floor:.2f}); fewer than {cfg.tau} are proposed."
+            )
+    return len(order)
 
 
 def choose_one(state: SearchState, cfg: SearchConfig, deps: Deps) -> Round:
@@ -220,6 +293,7 @@ def choose_one(state: SearchState, cfg: SearchConfig, deps: Deps) -> Round:
     number = len(state.rounds) + 1
     shown = [state.pool[i] for i in remaining]
     items = [(c.title, c.snippet[: cfg.snippet_chars], c.url) for c in shown]
+    screened = [c.relevance for c in shown]
     if cfg.rank_order:
         first = state.pool[remaining[0]]
         why = f"Rank-order ablation: the highest-ranked remaining result (rank {first.best_rank})."
@@ -244,13 +318,16 @@ def choose_one(state: SearchState, cfg: SearchConfig, deps: Deps) -> Round:
                 break
             errors.append(f"attempt {attempts}: no valid index in {result.raw_output[:200]!r}")
     if record is None:
+        relevance = [float(r) for r in screened if r is not None]
+        known = len(relevance) == len(shown)  # every candidate screened: its best passage decides
         prime = getattr(deps.similarity, "prime", None)
-        if prime is not None:  # one batch instead of one model call per candidate
+        if prime is not None and not known:  # one batch instead of one model call per candidate
             prime([state.post, *(f"{t}. {s}" for t, s, _ in items)])
         priors = [(c.category or OTHER, cfg.prior.get(c.category or OTHER, 0.0)) for c in shown]
         result = steps.pick_most_useful_baseline(
-            post=state.post, candidates=items, similarity=deps.similarity, priors=priors, prior_weight=cfg.prior_weight
-        )
+            post=state.post, candidates=items, similarity=deps.similarity, priors=priors,
+            prior_weight=cfg.prior_weight, relevance=relevance if known else None,
+        )  # fmt: skip
         record = Round(
             number, remaining, remaining[result.value], result.producer.label, result.reasoning,
             result.prompt_version, attempts=attempts or 1, fallback=deps.client is not None, error="; ".join(errors),
@@ -276,6 +353,8 @@ def run_all(state: SearchState, cfg: SearchConfig, deps: Deps) -> SearchState:
     write_queries(state, cfg, deps)
     run_searches(state, cfg, deps)
     make_pool(state, cfg, deps)
+    while not state.screen_done:
+        screen(state, cfg, deps)
     while not state.done_choosing(cfg):
         choose_one(state, cfg, deps)
     return state

@@ -61,6 +61,10 @@ class Candidate:
     source_id: int | None = None
     copy_url: str = ""
     duplicates: list[str] = field(default_factory=list)  # other spellings merged into this one, and why
+    # Cosine of the post with the document's best passage (the screen stage); None: not checked,
+    # or the document could not be read.
+    relevance: float | None = None
+    screened: bool = False
 
     def keys(self) -> set[str]:
         keys = {"url:" + url_key(self.url)}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from evidence.models import AutomationRun
 from evidence.search.categories import CATEGORY_LABELS
-from evidence.search.flow import SearchState
+from evidence.search.flow import NO_RELEVANT, SearchState
 from evidence.search.pool import Candidate
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class AutomationView:
     pool: list[PoolRow] = field(default_factory=list)
     chosen: list[ChosenRow] = field(default_factory=list)
     rounds: list[Any] = field(default_factory=list)
+    no_relevant_text: str = NO_RELEVANT
 
 
 def automation_running(*, job: DraftJob) -> bool:
@@ -67,11 +68,21 @@ def automation_view(*, job: DraftJob) -> AutomationView | None:
     at = order.index(Stage(run.stage)) if run.stage in order else 0
     failed = run.state == AutomationRun.State.FAILED
     backends = sorted({s["backend"] for s in state.searched})
+    checked = sum(c.screened for c in state.pool)
+    if state.pooled and not state.screen_done:
+        choosing = f"Checking the candidates' best passages against the post: {checked} checked"
+    elif state.floor is not None:
+        choosing = (
+            f"{state.relevant_count} of {checked} checked candidates address the post; "
+            f"choosing {min(len(state.active), run.tau)} of {min(run.tau, state.relevant_count)}"
+        )
+    else:
+        choosing = f"Choosing {min(len(state.active), run.tau)} of {run.tau}"
     labels = [
         f"{len(state.queries)} search queries written" if state.queries else "Writing search queries",
         f"Searched {', '.join(backends)}" if backends else "Searching",
         f"Pool of {len(state.pool)} candidates" if state.pooled else "Building the pool",
-        f"Choosing {min(len(state.active), run.tau)} of {run.tau}",
+        choosing,
         "Fetching the chosen sources",
         f"{len(state.active)} source(s) proposed for your review"
         if run.state == AutomationRun.State.DONE

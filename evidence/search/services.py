@@ -29,7 +29,7 @@ from evidence.models import AutomationRun, EvidenceSource, UtilityRound
 from evidence.search import flow
 from evidence.search.backends import Backend, BraveBackend, HttpJson, SearchHit, SearxngBackend
 from evidence.search.categories import parse_prior
-from evidence.search.pool import url_key
+from evidence.search.pool import Candidate, url_key
 from evidence.snippets import snippets_propose
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ def search_config(
         pick_attempts=settings.SEARCH_PICK_ATTEMPTS,
         prior=parse_prior(settings.SEARCH_RELIABILITY_PRIOR),
         prior_weight=settings.SEARCH_PRIOR_WEIGHT,
+        relevance_floor=settings.EVIDENCE_RELEVANCE_FLOOR,
+        screen_limit=settings.SEARCH_SCREEN_LIMIT,
     )
 
 
@@ -146,6 +148,43 @@ def enrich_known(hits: list[SearchHit]) -> list[SearchHit]:
     return enriched
 
 
+def candidate_source(candidate: Candidate) -> EvidenceSource:
+    """The candidate's stored source: the index document, a fresh cached fetch, or fetched now
+    through the safe fetcher. Raises FetchError or ExtractionError."""
+    matcher = services.get_matcher()
+    source = None
+    if candidate.source_id is not None:
+        source = EvidenceSource.objects.filter(pk=candidate.source_id).first()
+    if source is None:
+        source = services.source_fresh(url=candidate.url, model_label=matcher.model_label())
+    if source is None:
+        run = pipeline.PipelineResult()
+        pipeline.retrieve(candidate.url, run, policy=services.fetch_policy(), min_words=settings.EVIDENCE_MIN_WORDS)
+        assert run.fetched is not None and run.extracted is not None
+        source = services.source_store(
+            url=candidate.url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings={}
+        )
+    return source
+
+
+def candidate_relevance(post: str, candidate: Candidate) -> float | None:
+    """Cosine of the post with the document's best passage, by the snippet's own first pick
+    (pre-filter top-k, or exhaustive when every passage's embedding is stored), so the floor
+    judges what the contributor will be shown. The embeddings are stored for the snippet. None
+    when the document cannot be read."""
+    matcher = services.get_matcher()
+    try:
+        source = candidate_source(candidate)
+    except (FetchError, ExtractionError):
+        return None
+    passages = services.passages_for(source=source, matcher=matcher)
+    if not passages:
+        return None
+    result = pipeline.match(post, [p.text for p in passages], pipeline.PipelineResult(), matcher=matcher)
+    services.passage_vectors_store(matcher=matcher, passages=passages, indices=result.embedded)
+    return result.best_score
+
+
 def search_deps() -> flow.Deps:
     return flow.Deps(
         backends=search_backends(),
@@ -153,6 +192,7 @@ def search_deps() -> flow.Deps:
         similarity=_similarity(),
         categorize=categorize,
         enrich=enrich_known,
+        relevance=candidate_relevance if settings.EVIDENCE_RELEVANCE_FLOOR > 0 else None,
     )
 
 
@@ -254,6 +294,11 @@ def automation_run_step(*, run_id: int) -> str | None:
     elif stage == Stage.POOL:
         flow.make_pool(state, cfg, flow.Deps(backends=[], categorize=categorize))
         following = Stage.FETCHING if state.done_choosing(cfg) else Stage.CHOOSING
+    elif stage == Stage.CHOOSING and not state.screen_done:
+        # A few candidates per delivery (each a best-passage match), so a run never holds the
+        # CPU worker for long: the next batch is queued at the back, like a refine slice.
+        flow.screen(state, cfg, search_deps())
+        following = Stage.FETCHING if state.done_choosing(cfg) else Stage.CHOOSING
     elif stage == Stage.CHOOSING:
         new_round = flow.choose_one(state, cfg, search_deps())
         following = Stage.FETCHING if state.done_choosing(cfg) else Stage.CHOOSING
@@ -327,29 +372,15 @@ def _fetch_chosen(state: flow.SearchState, cfg: flow.SearchConfig) -> bool:
     are fetched through the safe fetcher), and drop a choice whose final URL or content turns
     out to be one already chosen, or that cannot be fetched. True when a replacement round is
     needed (fewer than τ left and candidates remain)."""
-    matcher = services.get_matcher()
     seen: dict[str, str] = {}
     for choice in state.active:
         candidate = state.pool[choice.pool_index]
-        source = None
-        if candidate.source_id is not None:
-            source = EvidenceSource.objects.filter(pk=candidate.source_id).first()
-        if source is None:
-            source = services.source_fresh(url=candidate.url, model_label=matcher.model_label())
-        if source is None:
-            run = pipeline.PipelineResult()
-            try:
-                pipeline.retrieve(
-                    candidate.url, run, policy=services.fetch_policy(), min_words=settings.EVIDENCE_MIN_WORDS
-                )
-            except (FetchError, ExtractionError) as exc:
-                choice.dropped = f"could not be fetched ({exc.error_code})"
-                state.warnings.append(f"{candidate.url} {choice.dropped}; another candidate replaces it.")
-                continue
-            assert run.fetched is not None and run.extracted is not None
-            source = services.source_store(
-                url=candidate.url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings={}
-            )
+        try:
+            source = candidate_source(candidate)
+        except (FetchError, ExtractionError) as exc:
+            choice.dropped = f"could not be fetched ({exc.error_code})"
+            state.warnings.append(f"{candidate.url} {choice.dropped}; another candidate replaces it.")
+            continue
         candidate.final_url = source.final_url or candidate.url
         candidate.content_hash = source.content_hash
         keys = {"url:" + url_key(candidate.final_url), "content:" + source.content_hash}

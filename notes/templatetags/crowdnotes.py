@@ -62,6 +62,12 @@ def scored_count(scores: list[float | None] | None) -> int:
 
 
 @register.filter
+def get_item(mapping: dict[object, object] | None, key: object) -> object:
+    """mapping[key], or None (a template cannot index a dict by a variable)."""
+    return (mapping or {}).get(key)
+
+
+@register.filter
 def can_be_rated_by(note: Note, participant: Participant | None) -> bool:
     """`Note.can_be_rated_by` for templates (a template cannot pass an argument to a method)."""
     return note.can_be_rated_by(participant)

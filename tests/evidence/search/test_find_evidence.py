@@ -46,7 +46,8 @@ def test_a_post_whose_answer_is_in_the_index_gets_it_proposed(indexed: None) -> 
 
 def test_tau_larger_than_the_pool_proposes_the_whole_pool(indexed: None) -> None:
     state = find_evidence(post_text=POST, tau=50)
-    assert len(state.active) == len(state.pool) < 50
+    # Every candidate that clears the relevance floor is proposed, and only those.
+    assert 0 < len(state.active) == state.relevant_count <= len(state.pool) < 50
     assert len({c.pool_index for c in state.active}) == len(state.active)
     urls = [c.url for c in state.pool]
     assert len(urls) == len(set(urls))

@@ -162,36 +162,136 @@ def drop_near_duplicates(
     return kept, dropped
 
 
+# Words that end a key term: grammar, hedges and the post's tone. What is left between them are
+# the claim's subjects ("intermittent fasting", "type 2 diabetes", "covid 19").
+_BREAK = frozenset(
+    (
+        "a about above after again against all almost also am an and any are as at be because been before being "
+        "below between both but by can cannot could did do does doing don done down during each even ever every "
+        "few for from further had has have having he her here hers him his how i if in into is it its itself just "
+        "let like may me might more most much must my never no nor not now of off on once only or other ought our "
+        "out over own same shall she should since so some such than that the their them then there these they "
+        "this those through to too under until up upon us very via was we were what when where whether which "
+        "while who whom whose why will with within without would yet you your yours one's really actually "
+        "literally totally completely simply still already instead there's it's that's isn't aren't doesn't "
+        "didn't can't won't wouldn't shouldn't couldn't i'm you're they're we're"
+    ).split()
+)
+# Words that are never the subject of a health claim on their own: who says it, when, vague nouns.
+_GENERIC = frozenset(
+    (
+        "people person everyone anyone someone nobody doctors doctor experts expert scientists scientist "
+        "researchers study studies research government media news fact facts thing things way ways lot lots "
+        "time times day days week weeks month months year years today now new old big huge tiny know knew "
+        "want wants need needs tell tells told say says said think believe see look hide hiding hidden secret "
+        "truth real proof proves proven prove true false fake right wrong good bad best worst better worse "
+        "amazing incredible miracle instantly immediately quickly fast forever"
+    ).split()
+)
+# The verbs of health claims (what the subject does), so "vaccines contain 5g" gives two terms.
+_CLAIM_VERBS = frozenset(
+    (
+        "contain contains containing cause causes causing caused prevent prevents preventing prevented reduce "
+        "reduces reducing lower lowers lowering raise raises raising increase increases increasing boost boosts "
+        "boosting burn burns kill kills killing treat treats treating reverse reverses reversing stop stops "
+        "protect protects protecting block blocks blocking work works help helps helping lead leads linked "
+        "tied associated spread spreads damage damages harm harms destroy destroys weaken weakens strengthen "
+        "strengthens improve improves fight fights heal heals remove removes flush flushes alter alters change "
+        "changes melt melts wear wears wearing use uses using avoid avoids give gives giving put puts placed "
+        "skip skipping eat eats drink drinks breathe breathes become becomes turn turns beat beats dissolve "
+        "dissolves shrink shrinks rewrite rewrites infect infects poison poisons"
+    ).split()
+)
+_NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten hundred thousand million billion".split())
+_TOKEN = re.compile(r"[\w][\w'’-]*", re.UNICODE)
+_CLAUSE = re.compile(r"[.,;:!?()\[\]\"“”…]|\s[-–—]\s")
+
+
+def _is_number(word: str) -> bool:
+    return word.isdigit() or word in _NUMBER_WORDS
+
+
+def key_terms(text: str, *, limit: int = 4) -> list[str]:
+    """The claim's key terms, most important first: runs of words between grammar and tone words,
+    so noun phrases and the numbers inside them stay whole ("type 2 diabetes", "covid 19", "5g");
+    a run of numbers and vague words only ("two weeks", "doctors") is not a key term. Ranked by
+    YAKE's keyword scores (the best-scored word of each run), then by position."""
+    text = _HASHTAG.sub(r"; \1 ;", strip_urls(text)).strip()  # a hashtag is a term of its own
+    runs: list[list[str]] = []
+    for clause in _CLAUSE.split(text):
+        run: list[str] = []
+        for token in _TOKEN.findall(clause):
+            word = token.lower().strip("'’-").replace("’", "'")
+            if not word or word in _BREAK or word in _HYPE or word in _CLAIM_VERBS:
+                if run:
+                    runs.append(run)
+                run = []
+                continue
+            run.append(word)
+        if run:
+            runs.append(run)
+    terms: list[str] = []
+    for run in runs:
+        while run and (run[0] in _GENERIC or (len(run[0]) == 1 and not run[0].isdigit())):
+            run = run[1:]
+        while run and run[-1] in _GENERIC:
+            run = run[:-1]
+        if not run or all(_is_number(w) or w in _GENERIC for w in run):
+            continue
+        terms.append(" ".join(run[:4]))
+    terms = list(dict.fromkeys(terms))
+    if len(terms) > 1:
+        scores = _word_scores(text)
+        position = {term: i for i, term in enumerate(terms)}
+
+        def rank(term: str) -> tuple[float, int]:
+            words = [w for w in term.split() if not _is_number(w)]
+            return (min((scores.get(w, 1.0) for w in words), default=1.0), position[term])
+
+        terms.sort(key=rank)
+    return terms[:limit]
+
+
+def _word_scores(text: str) -> dict[str, float]:
+    """YAKE's score of each single word of the text (lower is more important)."""
+    import yake
+
+    extractor = yake.KeywordExtractor(lan="en", n=1, top=40, dedupLim=1.0)
+    return {word.lower(): float(score) for word, score in extractor.extract_keywords(text)}
+
+
+def quoted(term: str) -> str:
+    """A key term as a search phrase: multi-word terms in double quotes (kept together)."""
+    return f'"{term}"' if " " in term else term
+
+
+def key_term_queries(terms: Sequence[str], n: int) -> list[str]:
+    """Queries made of key terms only (search requires every term of a query): all of them
+    together first, then the strongest term with each other one, then each term alone, so a
+    source that addresses part of the claim is still found."""
+    if not terms:
+        return []
+    candidates = [terms[:3], *([terms[0], other] for other in terms[1:]), *([term] for term in terms)]
+    queries = [" ".join(quoted(t) for t in group) for group in candidates]
+    return list(dict.fromkeys(queries))[:n]
+
+
 def search_queries_baseline(*, post: str, n: int, similarity: Similarity | None = None) -> StepResult:
-    """Diverse queries without an LLM, each a different angle on the claim: its keyphrases (YAKE),
-    the claim restated as a question, the main entity with "health authority guidance", a
-    fact-check variant, a research variant and the remaining keyphrases; near-duplicates dropped."""
+    """Queries without an LLM, from the claim's key terms (`key_terms`: noun phrases and numbers
+    kept whole, quoted when they have several words): all key terms together, the strongest with
+    each other one, then each alone. The search requires every term of a query, so each query is
+    precise and together they still find a source that addresses only part of the claim."""
     started = time.monotonic()
-    text = _HASHTAG.sub(r"\1", strip_urls(post)).strip()
-    phrases = _keyphrases(text) or [" ".join(content_words(text)[:6])]
-    phrases = [p for p in phrases if p.strip()]
-    if not phrases:
-        return baseline_result("diverse-keyphrases-v1", VERSIONS["search_queries"], None, "No words.", started)
-    core = " ".join(list(dict.fromkeys(w for p in phrases[:3] for w in p.split()))[:8])
-    # The entity: the two strongest single keywords (the subject of the claim, not its verbs).
-    entity = " ".join([w for w in _keyphrases(text, n=1, top=10) if len(w) > 2][:2]) or phrases[0]
-    claim = " ".join(w for w in _claim(text).lower().split() if w not in ("breaking", "rt", "wow", "omg"))
-    angles = [
-        ("keyphrases", core),
-        ("question", f"is it true that {claim}" if claim else ""),
-        ("authority", f"{entity} health authority guidance"),
-        ("fact check", f"{core} myth fact check"),
-        ("research", f"{entity} scientific evidence systematic review"),
-        ("more keyphrases", " ".join(phrases[3:6])),
-    ]
-    queries, dropped = drop_near_duplicates([q for _, q in angles if q.strip()], similarity=similarity)
-    kinds = {q: kind for kind, q in angles}
-    chosen = queries[:n]
-    reasoning = "Angles: " + "; ".join(f"{kinds.get(q, '?')}: {q}" for q in chosen)
-    if dropped:
-        reasoning += f". Dropped as near-duplicates: {', '.join(dropped)}"
+    terms = key_terms(post)
+    if not terms:
+        words = content_words(_HASHTAG.sub(r"\1", strip_urls(post)))[:4]
+        terms = [" ".join(words)] if words else []
+    if not terms:
+        return baseline_result("key-terms-v2", VERSIONS["search_queries"], None, "No words.", started)
+    queries, dropped = drop_near_duplicates(key_term_queries(terms, n), similarity=None)
+    reasoning = f"Key terms of the claim: {'; '.join(terms)}. Queries: all together, pairs, then each alone."
     return baseline_result(
-        "diverse-keyphrases-v1", VERSIONS["search_queries"], chosen or None, reasoning, started, dropped=dropped
+        "key-terms-v2", VERSIONS["search_queries"], queries[:n] or None, reasoning, started, dropped=dropped
     )
 
 
@@ -216,24 +316,31 @@ def pick_most_useful_baseline(
     similarity: Similarity | None = None,
     priors: Sequence[tuple[str, float]] | None = None,
     prior_weight: float = 0.0,
+    relevance: Sequence[float] | None = None,
 ) -> StepResult:
-    """Relevance of title + snippet to the post (embedding cosine, else word overlap) plus
-    prior_weight x the source-reliability prior of each candidate's category (priors: one
-    (category, prior) per candidate). The reasoning shows both terms of the winner."""
+    """Relevance to the post plus prior_weight x the source-reliability prior of each candidate's
+    category (priors: one (category, prior) per candidate). Relevance is the given one (the
+    cosine of the post with each document's best passage, when the flow screened them), else
+    title + snippet (embedding cosine, else word overlap). The reasoning shows both terms."""
     started = time.monotonic()
-    name = "embedding-relevance+prior-v1" if similarity else "lexical-relevance+prior-v1"
+    if relevance is not None:
+        name = "passage-relevance+prior-v2"
+    else:
+        name = "embedding-relevance+prior-v1" if similarity else "lexical-relevance+prior-v1"
     if not candidates:
         return baseline_result(name, VERSIONS["pick_useful"], None, "No candidates.", started)
-    relevance = [
-        float(similarity(post, f"{t}. {s}")) if similarity else lexical_overlap(post, f"{t} {s}")
-        for t, s, _ in candidates
-    ]
+    if relevance is None:
+        relevance = [
+            float(similarity(post, f"{t}. {s}")) if similarity else lexical_overlap(post, f"{t} {s}")
+            for t, s, _ in candidates
+        ]
     prior = [p for _, p in priors] if priors else [0.0] * len(candidates)
     scores = [r + prior_weight * p for r, p in zip(relevance, prior, strict=True)]
     best = max(range(len(candidates)), key=lambda i: (scores[i], -i))
     category = priors[best][0] if priors else ""
+    what = "Best passage's relevance" if name.startswith("passage") else "Relevance"
     reasoning = (
-        f"Relevance to the post {relevance[best]:.3f} + {prior_weight:g} × reliability prior "
+        f"{what} to the post {relevance[best]:.3f} + {prior_weight:g} × reliability prior "
         f"{prior[best]:.2f}{f' ({category})' if category else ''} = {scores[best]:.3f}, the highest of "
         f"{len(candidates)} candidates."
     )

@@ -1,0 +1,347 @@
+"""Issue 25 (items 3, 4, 6): automation's relevance on the labelled set, and evidence latency
+under two concurrent users, one with the 211-passage WHO PDF, on a real worker.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/cn_ev_automation_bench REDIS_URL=redis://127.0.0.1:6379/4 \
+        flock /tmp/heavy.lock .venv/bin/python bench/bench_evidence_automation.py [--parts index,automation,concurrency,topk]
+
+The database is wiped first (part index). Default settings: EMBEDDING_MODEL=all-mpnet-base-v2
+(the floor's scale), offline baselines (no LLM), the local index of ../shared/data/webpages.
+
+Parts (each prints a table):
+- automation: for every case of bench/data/evidence_labelled.json (38 posts with acceptable pages)
+  and its 10 unaddressed claims, the real flow (key-term queries, AND lexical search, pool) and the
+  best-passage relevance of the candidates the screen checks (`services.candidate_relevance`,
+  cached per post and URL); then the screen and the utility rounds replayed for each floor of a
+  grid (pure `flow.screen` / `flow.choose_one` on the cached relevances, τ = 3). Per floor:
+  recall@3 (cases with an acceptable page among the proposals), share of proposals that are
+  acceptable, proposals in total on the unaddressed claims.
+- concurrency: a real cpu worker (solo pool, like the demo's). User A submits the WHO IPC PDF
+  (211 passages) for its labelled post; when A's first pick is ready, user B submits a Mayo
+  Clinic page for its post. Times from submit: A's first pick, A's final pick (last refine slice),
+  B's first pick, and how far B's evidence was behind (B ready - B submitted). Once with slices of
+  EVIDENCE_SLICE_PASSAGES=32 and once with one unsliced refine (EVIDENCE_SLICE_PASSAGES=100000),
+  on the same machine in the same run.
+- topk: for the labelled cases whose document has more than K passages, the refine over the
+  pre-rank's top K vs exhaustive: same best passage (agreement), and passage hit@1 of each (the
+  passage contains a quoted sentence).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdnotes_site.settings")
+os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+os.environ.setdefault("DEBUG", "1")
+os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+DATA = ROOT.parent / "shared" / "data" / "webpages"
+if not DATA.is_dir():
+    DATA = Path("/work/shared/data/webpages")
+LABELLED = ROOT / "bench" / "data" / "evidence_labelled.json"
+FLOORS = [0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5]
+PDF_CASE_FILE = "pdf/who.int__9789241549929-eng_IPC-core-components.pdf"
+B_CASE_FILE = "health/mayoclinic.org__symptoms-causes-syc-20371444.html"
+
+
+def _wipe_postgres(url: str) -> None:
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def labelled() -> dict[str, Any]:
+    return json.loads(LABELLED.read_text(encoding="utf-8"))
+
+
+def file_of() -> dict[str, str]:
+    """Indexed source URL -> corpus file (the manifest's copy URL ends with the file's path)."""
+    from evidence.models import EvidenceSource
+
+    return {
+        url: copy.split("127.0.0.1:8001/", 1)[-1]
+        for url, copy in EvidenceSource.objects.filter(indexed_at__isnull=False).values_list("url", "copy_url")
+    }
+
+
+def part_index() -> list[str]:
+    from evidence.index.services import documents_index_folder
+
+    started = time.perf_counter()
+    outcomes = documents_index_folder(folder=DATA, manifest=DATA / "manifest.tsv", base_url="http://127.0.0.1:8001/")
+    return [f"indexed {dict(outcomes)} in {time.perf_counter() - started:.0f} s"]
+
+
+# --- automation ---------------------------------------------------------------------------------
+
+
+def collect(posts: list[str], cache_path: Path) -> dict[str, Any]:
+    """Per post: queries, pool (as JSON) and the relevance of every candidate the screen would
+    check at floor 0 without its early stop (the first SEARCH_SCREEN_LIMIT in screen order)."""
+    from django.conf import settings
+
+    from evidence.search import flow, services
+
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    for n, post in enumerate(posts, start=1):
+        if post in cache:
+            continue
+        started = time.perf_counter()
+        cfg = services.search_config(tau=3)
+        deps = services.search_deps()
+        state = flow.SearchState(post=post)
+        flow.write_queries(state, cfg, deps)
+        flow.run_searches(state, cfg, deps)
+        flow.make_pool(state, cfg, deps)
+        order = flow._screen_order(state, deps)[: settings.SEARCH_SCREEN_LIMIT]
+        relevance = {state.pool[i].url: services.candidate_relevance(post, state.pool[i]) for i in order}
+        cache[post] = {"state": state.to_json(), "relevance": relevance, "s": time.perf_counter() - started}
+        cache_path.write_text(json.dumps(cache))
+        print(
+            f"  {n}/{len(posts)} pool {len(state.pool)} checked {len(relevance)} {cache[post]['s']:.0f} s", flush=True
+        )
+    return cache
+
+
+def replay(entry: dict[str, Any], floor: float, tau: int = 3) -> list[str]:
+    """The screen and the offline utility rounds on the cached relevances: the proposed URLs."""
+    from evidence.search import flow, services
+
+    state = flow.SearchState.from_json(entry["state"])
+    cfg = flow.SearchConfig(**{**services.search_config(tau=tau).__dict__, "relevance_floor": floor})
+    relevance = entry["relevance"]
+    deps = flow.Deps(backends=[], relevance=lambda post, c: relevance.get(c.url))
+    while not state.screen_done:
+        flow.screen(state, cfg, deps)
+    while not state.done_choosing(cfg):
+        flow.choose_one(state, cfg, deps)
+    return [state.pool[c.pool_index].url for c in state.active]
+
+
+def part_automation(cache_path: Path) -> list[str]:
+    data = labelled()
+    cases, unaddressed = data["cases"], data["unaddressed"]
+    cache = collect([c["post"] for c in cases] + [u["post"] for u in unaddressed], cache_path)
+    files = file_of()
+    rows = [
+        "| floor | recall@3 (cases with an acceptable page proposed) | proposals acceptable | proposals on the 10 unaddressed claims | proposals per case |",
+        "|---|---|---|---|---|",
+    ]
+    for floor in FLOORS:
+        hits = acceptable = proposed = 0
+        for case in cases:
+            ok = {case["file"], *case.get("also", [])}
+            urls = replay(cache[case["post"]], floor)
+            got = [files.get(u, u) in ok for u in urls]
+            hits += any(got)
+            acceptable += sum(got)
+            proposed += len(urls)
+        off = sum(len(replay(cache[u["post"]], floor)) for u in unaddressed)
+        share = f"{acceptable}/{proposed} = {acceptable / proposed:.0%}" if proposed else "none proposed"
+        rows.append(
+            f"| {floor:.2f} | {hits}/{len(cases)} = {hits / len(cases):.0%} | {share} | {off} | {proposed / len(cases):.2f} |"
+        )
+    checked = [r for e in cache.values() for r in e["relevance"].values() if r is not None]
+    pools = [len(e["state"]["pool"]) for e in cache.values()]
+    secs = [e["s"] for e in cache.values()]
+    rows.append(
+        f"\n{len(cache)} posts; pool size median {sorted(pools)[len(pools) // 2]}; {len(checked)} candidates "
+        f"checked; collection {sum(secs):.0f} s (median {sorted(secs)[len(secs) // 2]:.1f} s per post)."
+    )
+    # Where the acceptable and the other checked candidates fall (to choose the floor).
+    good, other = [], []
+    for case in cases:
+        ok = {case["file"], *case.get("also", [])}
+        for url, rel in cache[case["post"]]["relevance"].items():
+            if rel is not None:
+                (good if files.get(url, url) in ok else other).append(rel)
+    none = [r for u in unaddressed for r in cache[u["post"]]["relevance"].values() if r is not None]
+    for name, values in (("acceptable", good), ("other (labelled cases)", other), ("unaddressed claims", none)):
+        if values:
+            values.sort()
+            rows.append(
+                f"- {name}: n={len(values)}, min {values[0]:.3f}, median {values[len(values) // 2]:.3f}, max {values[-1]:.3f}"
+            )
+    return rows
+
+
+# --- concurrency ----------------------------------------------------------------------------------
+
+
+def _case(file: str) -> dict[str, Any]:
+    return next(c for c in labelled()["cases"] if c["file"] == file)
+
+
+def part_concurrency(unsliced: bool) -> list[str]:
+    from django.contrib.auth.models import User
+
+    from evidence import snippets
+    from evidence.models import EvidenceSource, Passage, Snippet
+    from notes.models import DraftJob
+    from tests.notes.factories import make_job, make_post
+    from tests.support.web_server import WebServer
+    from tests.support.worker import Worker, purge_broker
+
+    web = WebServer()
+    a_case, b_case = _case(PDF_CASE_FILE), _case(B_CASE_FILE)
+    a_url = web.add("/who-ipc.pdf", (DATA / PDF_CASE_FILE).read_bytes(), content_type="application/pdf")
+    b_url = web.add("/mayo.html", (DATA / B_CASE_FILE).read_bytes(), content_type="text/html; charset=utf-8")
+    users = [User.objects.get_or_create(username=f"bench-{n}")[0] for n in ("a", "b")]
+    rows = [
+        "| refine | A: first pick (s) | A: final pick (s) | A: slices | B: first pick after B's submit (s) | A's refine still running when B was ready |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, slice_size in (("slices of 32 passages", "32"), ("one unsliced task", "100000"))[: 2 if unsliced else 1]:
+        Snippet.objects.all().delete()
+        DraftJob.objects.all().delete()
+        # Neither page cached: both are fetched, read and matched as a contributor's would be.
+        EvidenceSource.objects.filter(url__in=[a_url, b_url]).delete()
+        Passage.objects.filter(source__indexed_at__isnull=True).delete()
+        purge_broker()
+        env = {
+            "EVIDENCE_SLICE_PASSAGES": slice_size,
+            "EVIDENCE_ALLOWED_LOCAL": f"127.0.0.1:{web.port}",
+            "CELERY_BROKER_URL": os.environ.get("CELERY_BROKER_URL", ""),
+        }
+        env = {k: v for k, v in env.items() if v}
+        worker = Worker(queues="cpu", extra_env=env, name=f"bench-{slice_size}")
+        try:
+            a_job = make_job(users[0], make_post(a_case["post"]))
+            started = time.monotonic()
+            (a,) = snippets.snippets_add(job=a_job, urls=[a_url])
+            a_first = _wait(lambda pk=a.pk: _state(pk).state in ("ready", "failed"), 600)
+            b_job = make_job(users[1], make_post(b_case["post"]))
+            b_started = time.monotonic()
+            (b,) = snippets.snippets_add(job=b_job, urls=[b_url])
+            _wait(lambda pk=b.pk: _state(pk).state in ("ready", "failed"), 900)
+            b_ready = time.monotonic() - b_started
+            a_running = Snippet.objects.get(pk=a.pk).refine_pending
+            _wait(lambda pk=a.pk: not _state(pk).refine_pending, 900)
+            a_final = time.monotonic() - started
+            a_row = Snippet.objects.get(pk=a.pk)
+            rows.append(
+                f"| {label} | {a_first - started:.1f} | {a_final:.1f} | {a_row.timings_ms.get('refine_slices', 0)} | "
+                f"{b_ready:.1f} | {'yes' if a_running else 'no'} |"
+            )
+            print(rows[-1], flush=True)
+        finally:
+            worker.stop()
+    web.close()
+    return rows
+
+
+def _state(pk: int) -> Any:
+    from evidence.models import Snippet
+
+    return Snippet.objects.get(pk=pk)
+
+
+def _wait(predicate: Any, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return time.monotonic()
+        time.sleep(0.2)
+    raise TimeoutError("condition not met")
+
+
+# --- top-K vs exhaustive ------------------------------------------------------------------------------
+
+
+def part_topk(ks: tuple[int, ...] = (32, 64)) -> list[str]:
+    import numpy as np
+
+    from evidence import services
+    from evidence.matching import prerank
+    from evidence.models import EvidenceSource
+
+    matcher = services.get_matcher()
+    files = {f: u for u, f in file_of().items()}
+    rows = [
+        "| K | long-document cases (> K passages) | top-K agrees with exhaustive | passage hit@1 top-K | passage hit@1 exhaustive |",
+        "|---|---|---|---|---|",
+    ]
+    per_case = []
+    for case in labelled()["cases"]:
+        source = EvidenceSource.objects.get(url=files[case["file"]], indexed_at__isnull=False)
+        passages = services.passages_for(source=source, matcher=matcher)
+        if len(passages) <= min(ks):
+            continue
+        texts = [p.text for p in passages]
+        started = time.perf_counter()
+        vectors = matcher.embed(texts)
+        services.passage_vectors_store(matcher=matcher, passages=passages, indices=list(range(len(passages))))
+        sims = vectors @ matcher.embed([case["post"]])[0]
+        pre = prerank(matcher.model, matcher.config.model_name, case["post"], texts, matcher.config.cache_dir)
+        quotes = [_norm(q) for q in case["quotes"]]
+
+        def hit(i: int, quotes: list[str] = quotes, texts: list[str] = texts) -> bool:
+            return any(q in _norm(texts[i]) for q in quotes)
+
+        best = int(np.argmax(sims))
+        per_case.append((len(texts), best, hit(best), pre, sims, hit))
+        print(f"  {case['id']}: {len(texts)} passages, {time.perf_counter() - started:.0f} s", flush=True)
+    for k in ks:
+        long = [c for c in per_case if c[0] > k]
+        agree = hits_k = hits_all = 0
+        for _, best, best_hit, pre, sims, hit in long:
+            top = np.argsort(-pre, kind="stable")[:k]
+            pick = int(top[int(np.argmax(sims[top]))])
+            agree += pick == best
+            hits_k += hit(pick)
+            hits_all += best_hit
+        n = len(long)
+        if n:
+            rows.append(f"| {k} | {n} | {agree}/{n} | {hits_k}/{n} | {hits_all}/{n} |")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--parts", default="index,automation,concurrency,topk")
+    parser.add_argument("--cache", default=str(ROOT / "artifacts" / "ev-automation-bench-cache.json"))
+    parser.add_argument("--unsliced", action="store_true", help="concurrency: also one unsliced refine")
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    url = os.environ.get("DATABASE_URL", "")
+    if "index" in parts and url.startswith("postgres"):
+        _wipe_postgres(url)
+        Path(args.cache).unlink(missing_ok=True)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    for name, run in (
+        ("index", part_index),
+        ("automation", lambda: part_automation(Path(args.cache))),
+        ("concurrency", lambda: part_concurrency(args.unsliced)),
+        ("topk", part_topk),
+    ):
+        if name in parts:
+            print(f"\n## {name}", flush=True)
+            for row in run():
+                print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
