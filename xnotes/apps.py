@@ -8,4 +8,6 @@ class XnotesConfig(AppConfig):
     verbose_name = "Connect to X"
 
     def ready(self) -> None:
-        from xnotes import signals  # noqa: F401  (the pre-flight asks X's evaluator too)
+        from xnotes import panels, signals  # noqa: F401  (signals: the pre-flight asks X's evaluator too)
+
+        panels.register_all()
