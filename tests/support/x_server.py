@@ -128,8 +128,9 @@ class FakeX:
             self.scripted: dict[str, deque[Scripted]] = {}
             self.closed_until = 0.0  # a 429 answered: no request may come before this
             self.window_limit = 90
+            self.window_s = 900.0
             self.window_used = 0
-            self.window_reset = int(time.time()) + 900
+            self.window_reset = time.time() + self.window_s
             self.written_page_size = 100
             self.live_allowed = False
 
@@ -141,6 +142,12 @@ class FakeX:
     def script(self, path: str, *answers: Scripted) -> None:
         with self.lock:
             self.scripted.setdefault(path, deque()).extend(answers)
+
+    def set_window(self, *, limit: int, seconds: float) -> None:
+        """X's fixed window: `limit` requests per `seconds`, starting now."""
+        with self.lock:
+            self.window_limit, self.window_s = limit, seconds
+            self.window_used, self.window_reset = 0, time.time() + seconds
 
     def rate_limit_next(self, path: str, *, reset_in_s: float) -> None:
         """The next request to `path` gets a 429 whose x-rate-limit-reset is `reset_in_s` ahead."""
@@ -206,10 +213,10 @@ class FakeX:
         now = time.time()
         if now >= self.window_reset:
             self.window_used = 0
-            self.window_reset = int(now) + 900
+            self.window_reset = now + self.window_s
         return {"x-rate-limit-limit": str(self.window_limit),
                 "x-rate-limit-remaining": str(max(0, self.window_limit - self.window_used)),
-                "x-rate-limit-reset": str(self.window_reset)}  # fmt: skip
+                "x-rate-limit-reset": f"{self.window_reset:.3f}"}  # fmt: skip
 
     def _dispatch(self, method: str, path: str, params: dict[str, str], raw: bytes, headers: dict[str, str],
                   raw_path: str) -> tuple[int, dict[str, Any], dict[str, str], float]:  # fmt: skip
@@ -229,7 +236,12 @@ class FakeX:
             if auth is None:
                 seen.status = 401
                 return 401, {"title": "Unauthorized", "detail": "signature or token invalid"}, {}, 0
+            rate = self._rate_headers()
             self.window_used += 1
+            if self.window_used > self.window_limit:  # X's own limit: the window is spent
+                seen.status = 429
+                self.closed_until = self.window_reset
+                return 429, {"title": "Too Many Requests"}, {**rate, "x-rate-limit-remaining": "0"}, 0
             rate = self._rate_headers()
             queue = self.scripted.get(path)
             if queue:

@@ -123,3 +123,20 @@ def test_secrets_never_reach_the_logs(x_api: FakeX, caplog: pytest.LogCaptureFix
     ):
         assert secret not in text
     assert "posts_eligible_for_notes" in text
+
+
+def test_the_budget_keeps_a_long_run_inside_xs_window(x_api: FakeX, db: None) -> None:
+    """X allows 3 requests per 1.5 s here: 7 requests wait twice for the reset and never get a 429."""
+    x_api.set_window(limit=3, seconds=1.5)
+    client = XClient()
+    waits = 0
+    for _ in range(7):
+        while True:
+            try:
+                client.eligible_posts(test_mode=True, max_results=10)
+                break
+            except RateLimited as limited:
+                waits += 1
+                time.sleep(limited.wait_s())
+    assert [r.status for r in x_api.requests] == [200] * 7
+    assert waits == 2
