@@ -79,6 +79,9 @@ class XProposal(models.Model):
     trustworthy_sources = models.BooleanField(default=False)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # A sender owns the row until then; past it (a lost worker) the send may be taken over, and
+    # it asks notes_written first because the lost one may have reached X.
+    claimed_until = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     x_note_id = models.CharField(max_length=20, blank=True, db_index=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -147,6 +150,7 @@ class XFetchRun(models.Model):
     wait_until = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -95,7 +95,8 @@ def parse_posts(payload: dict[str, Any]) -> list[ParsedPost]:
         for key in (tweet.get("attachments") or {}).get("media_keys") or []:
             m = media.get(str(key))
             if m:
-                url = m.get("url") or m.get("preview_image_url") or ""
+                url = str(m.get("url") or m.get("preview_image_url") or "")
+                url = url if url.startswith(("https://", "http://")) else ""  # shown as a link: never javascript:
                 items.append(
                     {"type": str(m.get("type", "")), "url": str(url), "alt_text": str(m.get("alt_text") or "")}
                 )

@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# How long a sender owns a proposal: longer than one POST with its timeout, shorter than the
+# broker's visibility timeout (a lost worker's task is redelivered and takes the row over).
+PROPOSAL_LEASE_S = 120
+# A fetch run not saved for this long (running) or this long past its wait (waiting) lost its worker.
+FETCH_RUN_STALE_S = 600
+
 # Source categories whose links X is told are trustworthy (`trustworthy_sources`).
 TRUSTWORTHY_CATEGORIES = (HEALTH_AUTHORITY, RESEARCH)
 
@@ -55,9 +61,22 @@ def fetch_run_create(*, user: User | None = None, max_results: int | None = None
     )
 
 
+def fetch_runs_expire(*, now: dt.datetime | None = None) -> int:
+    """Fail the runs whose worker was lost, so the next beat run or button press can start."""
+    now = now or timezone.now()
+    stale = now - dt.timedelta(seconds=FETCH_RUN_STALE_S)
+    lost = Q(state__in=[XFetchRun.State.QUEUED, XFetchRun.State.RUNNING], updated_at__lt=stale) | Q(
+        state=XFetchRun.State.WAITING, wait_until__lt=stale
+    )
+    return XFetchRun.objects.filter(lost).update(
+        state=XFetchRun.State.FAILED, error="The worker was lost; the next fetch starts again.", finished_at=now
+    )
+
+
 @transaction.atomic
 def fetch_run_request(*, user: User) -> tuple[XFetchRun, bool]:
     """The admin's "Fetch from X now": one run at a time (asking again returns the active one)."""
+    fetch_runs_expire()
     active = XFetchRun.objects.select_for_update().filter(state__in=XFetchRun.ACTIVE).first()
     if active is not None:
         return active, False
@@ -188,8 +207,10 @@ def hydrate_candidates(*, limit: int, now: dt.datetime | None = None) -> tuple[l
     X_NOT_FOUND_RETRY_DAYS (their count is the second value)."""
     now = now or timezone.now()
     recent_error = Q(xpost__lookup_error_at__gte=now - dt.timedelta(days=settings.X_NOT_FOUND_RETRY_DAYS))
-    skipped = _posts_without_text().filter(recent_error).count()
-    posts = list(_posts_without_text().exclude(recent_error).order_by("id")[:limit])
+    # Found before but left without text (its text is another post's, which holds it): never again.
+    done = Q(xpost__hydrated_at__isnull=False)
+    skipped = _posts_without_text().filter(recent_error | done).count()
+    posts = list(_posts_without_text().exclude(recent_error).exclude(done).order_by("id")[:limit])
     return posts, skipped
 
 
@@ -455,13 +476,18 @@ def proposal_send(*, proposal_id: int, client: XClient) -> XProposal:
     post" answer is recorded as DUPLICATE, not retried. RateLimited / XTransientError propagate
     with the row back in QUEUED / UNCERTAIN, for the task to retry later."""
     claimable = [XProposal.State.QUEUED, XProposal.State.UNCERTAIN]
+    now = timezone.now()
     with transaction.atomic():
         proposal = XProposal.objects.select_for_update().get(pk=proposal_id)
-        if proposal.state not in claimable:
+        lost = proposal.state == XProposal.State.SENDING and (
+            proposal.claimed_until is None or proposal.claimed_until < now
+        )
+        if proposal.state not in claimable and not lost:
             return proposal
-        previous = proposal.state
+        previous = XProposal.State.UNCERTAIN if lost else proposal.state
         proposal.state = XProposal.State.SENDING
-        proposal.save(update_fields=["state"])
+        proposal.claimed_until = now + dt.timedelta(seconds=PROPOSAL_LEASE_S)
+        proposal.save(update_fields=["state", "claimed_until"])
     try:
         if previous == XProposal.State.UNCERTAIN or proposal.attempts > 0:
             found = _find_written(client, x_post_id=proposal.x_post_id, test_mode=proposal.test_mode)

@@ -25,6 +25,7 @@ def x_fetch_eligible(self: Any, run_id: int | None = None) -> dict[str, Any] | N
     if not is_configured():
         return None
     if run_id is None:
+        services.fetch_runs_expire()
         if XFetchRun.objects.filter(state__in=XFetchRun.ACTIVE).exists():
             return None  # one pull at a time
         run_id = services.fetch_run_create().pk

@@ -161,3 +161,22 @@ def test_hydrate_command(x_api: FakeX, db: None) -> None:
     out = io.StringIO()
     call_command("x_hydrate_posts", "--limit", "2", "--json", stdout=out)
     assert json.loads(out.getvalue()) == {"requests": 1, "looked_up": 2, "hydrated": 1, "not_found": 1, "skipped": 0}
+
+
+def test_a_lost_fetch_run_is_failed_so_the_next_one_starts(x_api: FakeX, admin_user: Any, db: None) -> None:
+    lost = services.fetch_run_create()
+    XFetchRun.objects.filter(pk=lost.pk).update(
+        state=XFetchRun.State.RUNNING, updated_at=timezone.now() - dt.timedelta(minutes=11)
+    )
+    run, created = services.fetch_run_request(user=admin_user)
+    assert created and run.pk != lost.pk
+    lost.refresh_from_db()
+    assert lost.state == XFetchRun.State.FAILED and "worker was lost" in lost.error
+
+
+def test_only_web_media_urls_are_kept(x_api: FakeX, db: None) -> None:
+    from xnotes import rules
+
+    payload = {"data": [tweet("5", "t", attachments={"media_keys": ["1"]})],
+               "includes": {"media": [{"media_key": "1", "type": "photo", "url": "javascript:alert(1)"}]}}  # fmt: skip
+    assert rules.parse_posts(payload)[0].media == [{"type": "photo", "url": "", "alt_text": ""}]

@@ -225,3 +225,25 @@ def test_tasks_do_nothing_without_credentials(no_x_credentials: None, db: None) 
     assert tasks.x_fetch_eligible.apply().result is None
     assert tasks.x_hydrate_posts.apply().result is None
     assert tasks.x_sync_written.apply().result is None
+
+
+def test_a_lost_sender_is_taken_over_and_checks_x_first(x_api: FakeX, db: None) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    note = proposable_note()
+    proposal, _ = services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    # A worker claimed the row, sent the note, and died before recording the answer.
+    x_api.notes.append(
+        {"id": "1950000000000000009", "info": {"post_id": proposal.x_post_id}, "status": "needs_more_ratings"}
+    )
+    XProposal.objects.filter(pk=proposal.pk).update(state=XProposal.State.SENDING, attempts=1,
+                                                    claimed_until=timezone.now() + dt.timedelta(seconds=60))  # fmt: skip
+    assert (
+        services.proposal_send(proposal_id=proposal.pk, client=XClient()).state == XProposal.State.SENDING
+    )  # still owned
+    XProposal.objects.filter(pk=proposal.pk).update(claimed_until=timezone.now() - dt.timedelta(seconds=1))
+    done = services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    assert (done.state, done.x_note_id) == (XProposal.State.SENT, "1950000000000000009")
+    assert x_api.of("/2/notes", "POST") == []
