@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.support import x_server
+from tests.support.worker import Worker, purge_broker
 from tests.support.x_server import FakeX
 
 
@@ -43,3 +44,17 @@ def x_api(_x_session: FakeX, settings: Any) -> Iterator[FakeX]:
 def no_x_credentials(settings: Any) -> None:
     for name in ("X_API_KEY", "X_API_KEY_SECRET", "X_ACCESS_TOKEN", "X_ACCESS_TOKEN_SECRET", "X_BEARER_TOKEN"):
         setattr(settings, name, "")
+
+
+@pytest.fixture
+def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
+    """A worker on the default queue whose X settings point at the fake (no model needed)."""
+    purge_broker()
+    worker = Worker(queues="default", name="xnotes", extra_env={
+        "X_API_BASE_URL": x_api.base_url, "X_API_KEY": x_server.CONSUMER_KEY,
+        "X_API_KEY_SECRET": x_server.CONSUMER_SECRET, "X_ACCESS_TOKEN": x_server.ACCESS_TOKEN,
+        "X_ACCESS_TOKEN_SECRET": x_server.ACCESS_TOKEN_SECRET, "X_BEARER_TOKEN": x_server.BEARER_TOKEN,
+        "X_API_BACKOFF_S": "0.05", "TOPICS_CLASSIFY_NEW_POSTS": "0",
+    })  # fmt: skip
+    yield worker
+    worker.stop()
