@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from celery import current_app
+from celery.canvas import Signature
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -41,6 +43,11 @@ FETCH_RUN_STALE_S = 600
 
 # Source categories whose links X is told are trustworthy (`trustworthy_sources`).
 TRUSTWORTHY_CATEGORIES = (HEALTH_AUTHORITY, RESEARCH)
+
+
+def task(name: str) -> Signature:
+    """A task by its name (xnotes.tasks imports this module, so it is not imported here)."""
+    return current_app.signature(name)
 
 
 class XFlowError(Exception):
@@ -80,10 +87,8 @@ def fetch_run_request(*, user: User) -> tuple[XFetchRun, bool]:
     active = XFetchRun.objects.select_for_update().filter(state__in=XFetchRun.ACTIVE).first()
     if active is not None:
         return active, False
-    from xnotes.tasks import x_fetch_eligible
-
     run = fetch_run_create(user=user)
-    enqueue_on_commit(x_fetch_eligible, run.pk)
+    enqueue_on_commit(task("xnotes.tasks.x_fetch_eligible"), run.pk)
     return run, True
 
 
@@ -427,7 +432,6 @@ def proposal_request(*, note: Note, user: User | None, classification: str, tags
     if reasons:
         raise XFlowError(" ".join(reasons))
     tags = _check_choice(classification, tags)
-    from xnotes.tasks import x_propose_note
 
     try:
         with transaction.atomic():
@@ -440,7 +444,7 @@ def proposal_request(*, note: Note, user: User | None, classification: str, tags
                 misleading_tags=tags, trustworthy_sources=trustworthy_sources(note),
             )  # fmt: skip
             if enqueue:
-                enqueue_on_commit(x_propose_note, proposal.pk, owner=user.pk if user else None)
+                enqueue_on_commit(task("xnotes.tasks.x_propose_note"), proposal.pk, owner=user.pk if user else None)
     except IntegrityError:  # another request proposed this post meanwhile
         return XProposal.objects.get(post_id=note.post_id), False
     return proposal, True

@@ -9,6 +9,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from notes.models import Post
 from xnotes import services
 from xnotes.budget import RateLimited
 from xnotes.client import XClient, XNotConfigured, XTransientError, is_configured
@@ -91,8 +92,6 @@ def x_propose_note(self: Any, proposal_id: int) -> str | None:
 @shared_task(name="xnotes.tasks.x_evaluate", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)
 def x_evaluate(self: Any, post_id: int, text: str) -> float | None:
     """X's evaluator on a pre-flight's text (cached per post and text hash)."""
-    from notes.models import Post
-
     post = Post.objects.filter(pk=post_id).first()
     if post is None or not is_configured():
         return None
