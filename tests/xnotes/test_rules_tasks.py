@@ -80,3 +80,33 @@ def test_fetch_task_requeues_itself_with_the_reset_as_countdown(
         tasks.x_fetch_eligible.run(run.pk)
     assert len(x_api.requests) == 1
     assert calls[1]["countdown"] <= calls[0]["countdown"]
+
+
+def test_propose_task_retries_an_unanswered_send_with_backoff(
+    x_api: FakeX, monkeypatch: pytest.MonkeyPatch, db: None
+) -> None:
+    from tests.support.x_server import Scripted
+    from tests.xnotes.factories import proposable_note
+    from xnotes import services
+    from xnotes.models import XProposal
+
+    note = proposable_note()
+    proposal, _ = services.proposal_request(note=note, user=None, classification=rules.NOT_MISLEADING, tags=[])
+    x_api.script("/2/notes", Scripted(503, {"title": "Service Unavailable"}))
+    calls: list[dict[str, Any]] = []
+
+    def fake_retry(**kwargs: Any) -> Retry:
+        calls.append(kwargs)
+        return Retry("re-queued")
+
+    monkeypatch.setattr(tasks.x_propose_note, "retry", fake_retry)
+    with pytest.raises(Retry):
+        tasks.x_propose_note.run(proposal.pk)
+    assert calls[0]["args"] == [proposal.pk] and calls[0]["countdown"] == pytest.approx(0.05)
+    assert XProposal.objects.get().state == XProposal.State.UNCERTAIN
+    assert tasks.x_propose_note.run(proposal.pk) == XProposal.State.SENT  # checked X first, then sent once
+    assert len(x_api.of("/2/notes", "POST")) == 2 and len(x_api.notes) == 1
+
+
+def test_propose_task_does_nothing_without_credentials(no_x_credentials: None, db: None) -> None:
+    assert tasks.x_propose_note.run(1) is None
