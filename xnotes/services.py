@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from celery import current_app
 from celery.canvas import Signature
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 PROPOSAL_LEASE_S = 120
 # A fetch run not saved for this long (running) or this long past its wait (waiting) lost its worker.
 FETCH_RUN_STALE_S = 600
+
+# pg_advisory_xact_lock key of the daily quota check (one proposal request at a time decides).
+QUOTA_LOCK_KEY = 0x0C_0A_17_23
 
 # Source categories whose links X is told are trustworthy (`trustworthy_sources`).
 TRUSTWORTHY_CATEGORIES = (HEALTH_AUTHORITY, RESEARCH)
@@ -410,6 +413,12 @@ def quota(*, test_mode: bool | None = None, now: dt.datetime | None = None) -> Q
     return Quota(used, settings.X_DAILY_NOTE_CAP, None if test_mode else writing_limit_now(now=now))
 
 
+def _lock_quota() -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [QUOTA_LOCK_KEY])
+
+
 def _check_choice(classification: str, tags: Sequence[str]) -> list[str]:
     if classification not in rules.CLASSIFICATIONS:
         raise XFlowError(f"Classification must be one of {', '.join(rules.CLASSIFICATIONS)}, not {classification!r}.")
@@ -435,6 +444,7 @@ def proposal_request(*, note: Note, user: User | None, classification: str, tags
 
     try:
         with transaction.atomic():
+            _lock_quota()  # two requests at once cannot both take the last one
             refusal = quota().refusal()
             if refusal:
                 raise XFlowError(refusal)
