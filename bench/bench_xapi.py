@@ -57,7 +57,7 @@ def _cleanup() -> None:
 
 
 def _imported(n: int, offset: int) -> list[str]:
-    from crowdnotes_site.hashing import sha256_hex
+    from crowdnotes_site.lib.hashing import sha256_hex
     from notes.models import Post
 
     ids = [str(4200000000000000000 + offset + i) for i in range(n)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,18 +21,20 @@ from django.db.models import Q
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.lib.llm import classifier as clf
+from crowdnotes_site.lib.llm import pipeline
+from crowdnotes_site.lib.llm.pipeline import JudgeInput, PipelineResult, StageResult
+from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
-from judging import classifier as clf
-from judging import pipeline
-from judging.llm import LLMClient, LLMConfig
+from evidence.embedding import MINILM, cosine, encoder
 from judging.models import JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
-from judging.pipeline import JudgeInput, PipelineResult, StageResult
 from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
-from judging.steps.common import Evidence
-from notes.models import Note
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+    from notes.models import Note  # type hints only: a Note is reached through JudgeRun.note
 
 logger = logging.getLogger(__name__)
 
@@ -41,26 +42,8 @@ logger = logging.getLogger(__name__)
 # --- Judge configuration --------------------------------------------------------------------
 
 
-def llm_client() -> LLMClient | None:
-    """The configured LLM client, or None when LLM_BASE_URL is unset (offline baselines)."""
-    config = LLMConfig.from_settings(settings, environ=os.environ)
-    if not config.configured:
-        return None
-    # Building the SDK client loads the TLS trust store (~30 ms): once per configuration.
-    key = repr(config)
-    client = _clients.get(key)
-    if client is None:
-        client = _clients[key] = LLMClient(config)
-    return client
-
-
-_clients: dict[str, LLMClient] = {}
-
-
 @functools.lru_cache(maxsize=4)
 def _load_classifier(directory: str, version: str) -> clf.HelpfulnessClassifier | None:
-    from evidence.embedding import encoder
-
     model = clf.load(Path(directory), version=version)
     if model is not None:
         model.embed = encoder(model.embedding_model)
@@ -89,8 +72,6 @@ def judges_from_settings() -> dict[str, pipeline.Judge]:
         client is None and backends[pipeline.RELEVANCE] == "auto"
     )
     if needs_baseline_relevance and settings.JUDGE_BASELINE_SIMILARITY == "embedding":
-        from evidence.embedding import MINILM, cosine
-
         similarity, similarity_name = cosine, MINILM
     return pipeline.build_judges(
         client=client, backends=backends, similarity=similarity, classifier=model, similarity_name=similarity_name
@@ -133,9 +114,7 @@ def judge_run_retry(*, run: JudgeRun) -> bool:
 
 
 def _enqueue_after_commit(run_id: int) -> None:
-    from judging.tasks import judge_run_step
-
-    enqueue_on_commit(judge_run_step, run_id)
+    enqueue_on_commit("judging.tasks.judge_run_step", run_id)
 
 
 def judge_run_claim(*, run_id: int) -> bool:
@@ -295,9 +274,7 @@ def preflight_request(
         urls=list(urls),
         snippets=[{"text": ev.text, "source": ev.source} for ev in evidence],
     )
-    from judging.tasks import preflight_check
-
-    enqueue_on_commit(preflight_check, check.pk)
+    enqueue_on_commit("judging.tasks.preflight_check", check.pk)
     return check
 
 

@@ -10,19 +10,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from celery import current_app
-from celery.canvas import Signature
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.lib import text_rules
+from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence.search.categories import HEALTH_AUTHORITY, RESEARCH, category_by_rules
 from evidence.snippets import snippet_is_confirmed
 from judging.models import JudgeRun
-from notes import text_rules
 from notes.models import Note, Post
 from notes.services import post_create, post_text_supply
 from xnotes import rules
@@ -46,11 +44,6 @@ QUOTA_LOCK_KEY = 0x0C_0A_17_23
 
 # Source categories whose links X is told are trustworthy (`trustworthy_sources`).
 TRUSTWORTHY_CATEGORIES = (HEALTH_AUTHORITY, RESEARCH)
-
-
-def task(name: str) -> Signature:
-    """A task by its name (xnotes.tasks imports this module, so it is not imported here)."""
-    return current_app.signature(name)
 
 
 class XFlowError(Exception):
@@ -91,7 +84,7 @@ def fetch_run_request(*, user: User) -> tuple[XFetchRun, bool]:
     if active is not None:
         return active, False
     run = fetch_run_create(user=user)
-    enqueue_on_commit(task("xnotes.tasks.x_fetch_eligible"), run.pk)
+    enqueue_on_commit("xnotes.tasks.x_fetch_eligible", run.pk)
     return run, True
 
 
@@ -454,7 +447,7 @@ def proposal_request(*, note: Note, user: User | None, classification: str, tags
                 misleading_tags=tags, trustworthy_sources=trustworthy_sources(note),
             )  # fmt: skip
             if enqueue:
-                enqueue_on_commit(task("xnotes.tasks.x_propose_note"), proposal.pk, owner=user.pk if user else None)
+                enqueue_on_commit("xnotes.tasks.x_propose_note", proposal.pk, owner=user.pk if user else None)
     except IntegrityError:  # another request proposed this post meanwhile
         return XProposal.objects.get(post_id=note.post_id), False
     return proposal, True

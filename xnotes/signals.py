@@ -25,4 +25,4 @@ def preflight_evaluate(sender: Any, instance: PreflightCheck, created: bool, **_
     cached = services.evaluation_cached(post=post, text=instance.note_text)
     if cached is not None and cached.claim_opinion_score is not None:
         return
-    enqueue_on_commit(services.task("xnotes.tasks.x_evaluate"), post.pk, instance.note_text)
+    enqueue_on_commit("xnotes.tasks.x_evaluate", post.pk, instance.note_text)

@@ -14,8 +14,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from crowdnotes_site.lib.llm.steps import supernote as supernote_step
+from crowdnotes_site.lib.text_rules import find_urls
+from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
-from judging.steps import supernote as supernote_step
+from evidence import embedding
+from evidence.errors import FetchError
+from evidence.fetch import fetch
+from evidence.services import fetch_policy
+from judging.services import judge_run_request
 from notes.models import (
     Note,
     NoteStatusChange,
@@ -27,12 +34,11 @@ from notes.models import (
 )
 from notes.supernotes import candidates as cand
 from notes.supernotes import comparison, filters, jury, selectors
-from notes.text_rules import find_urls
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from notes.supernotes import phm
+    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
 # `notes.supernotes.phm` imports torch: it is imported inside the functions below, which run in
 # workers and commands, so that serving a page (this module is imported by notes.views) loads no
@@ -56,17 +62,15 @@ def phm_dir() -> Path:
 
 def embedder(name: str) -> Embed:
     """The text embedding a PHM was trained with: the shipped MiniLM, or the hashing baseline."""
-    from notes.supernotes import phm
+    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
     if name == phm.HASHING:
         return phm.hashing_embed
-    from evidence import embedding
-
     return embedding.encoder(name)
 
 
 def phm_latest() -> phm.PHM | None:
-    from notes.supernotes import phm
+    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
     path = phm.latest(phm_dir())
     return phm.load(path) if path else None
@@ -74,7 +78,7 @@ def phm_latest() -> phm.PHM | None:
 
 def phm_train_from_db(*, embedder_name: str, epochs: int = 8, max_ratings: int | None = None, seed: int = 0) -> phm.PHM:
     """Train the PHM on every rating whose rater has scorer parameters; store it under PHM_DIR."""
-    from notes.supernotes import phm
+    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
     rows = selectors.phm_training_rows(max_ratings=max_ratings)
     if len(rows.label) == 0:
@@ -105,8 +109,6 @@ def supernote_run_start(
     stratified: bool = False,
 ) -> SupernoteRun:  # fmt: skip
     """Queue a Supernote run for a stuck post (refused when the post is not stuck or a run is going)."""
-    from notes.tasks import supernote_run_execute
-
     if not selectors.post_is_stuck(post=post):
         raise SupernoteError("This post is not stuck: it needs two misleading notes that Need More Ratings.")
     if post.supernote_runs.filter(state__in=[SupernoteRun.State.QUEUED, SupernoteRun.State.RUNNING]).exists():
@@ -120,7 +122,7 @@ def supernote_run_start(
         seed=int(np.random.default_rng().integers(0, 2**31)),
         stage="Queued",
     )
-    enqueue_on_commit(supernote_run_execute, run.pk)
+    enqueue_on_commit("notes.tasks.supernote_run_execute", run.pk)
     return run
 
 
@@ -140,10 +142,6 @@ def _progress(run: SupernoteRun, stage: str, progress: int) -> None:
 
 
 def _reachable(url: str) -> str | None:
-    from evidence.errors import FetchError
-    from evidence.fetch import fetch
-    from evidence.services import fetch_policy
-
     try:
         fetch(url, fetch_policy())
     except FetchError as exc:
@@ -169,8 +167,6 @@ def supernote_run_execute(*, run_id: int, embed: Embed | None = None) -> None:
 
 
 def _execute(run: SupernoteRun, embed: Embed | None) -> None:
-    from judging.services import llm_client
-
     rng = np.random.default_rng(run.seed)
     notes = selectors.note_summaries(post=run.post)
     if len(notes) < cand.MIN_SUBSET:
@@ -256,8 +252,6 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
 
 def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) -> Note:
     """The chosen candidate as a note with origin supernote; it goes through the judges."""
-    from judging.services import judge_run_request
-
     links = [u for u in find_urls(row.text, web_only=True)]
     note = Note.objects.create(
         post=run.post, author=None, text=row.text, origin=Note.Origin.SUPERNOTE, evidence_urls=links,

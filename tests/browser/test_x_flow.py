@@ -33,7 +33,7 @@ def _login(page: Any, live_server: Any, user: Any) -> None:
 
 
 def _note_on(post: Post, author: Any) -> Any:
-    from crowdnotes_site.hashing import sha256_hex
+    from crowdnotes_site.lib.hashing import sha256_hex
     from evidence.models import EvidenceSource, Passage, Snippet
     from judging.models import JudgeRun
     from notes.models import Note

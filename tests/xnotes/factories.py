@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.lib.hashing import sha256_hex
 from evidence.models import EvidenceSource, Passage, Snippet
 from judging.models import JudgeRun
 from notes.models import Note, Post

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.lib.hashing import sha256_hex
 from notes.models import Post
 from tests.support.x_server import FakeX, Scripted
 from tests.xnotes.factories import tweet

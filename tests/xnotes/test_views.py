@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group
 
-from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.models import OutboxMessage
 from judging.models import PreflightCheck
 from notes.models import DraftJob, Post, Topic
