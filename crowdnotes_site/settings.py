@@ -53,6 +53,8 @@ INSTALLED_APPS = [
     "notes",
     "evidence",
     "judging",
+    # Connect to X (issue 23): a feature above notes; nothing imports it but urls and settings.
+    "xnotes",
 ]
 
 MIDDLEWARE = [
@@ -454,7 +456,12 @@ LOGGING = {
     "formatters": {"json": {"()": "crowdnotes_site.logs.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context"], "formatter": "json"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Their DEBUG lines print OAuth headers (consumer key, access token): never below WARNING.
+        "oauthlib": {"level": "WARNING"},
+        "requests_oauthlib": {"level": "WARNING"},
+    },
 }
 
 # --- Automation: "find evidence for me" (evidence/search, evidence/index) -------------------
@@ -492,3 +499,36 @@ SEARCH_CLAIM_LEASE_S = env_int("SEARCH_CLAIM_LEASE_S", CELERY_TASK_TIME_LIMIT + 
 SEARCH_MAX_CLAIMS = env_int("SEARCH_MAX_CLAIMS", 30, minimum=1)
 # Ask the LLM for the category of domains the rules do not know (kept in the admin's mapping table).
 SOURCE_CATEGORY_LLM = env_bool("SOURCE_CATEGORY_LLM", False)
+
+# --- X API (xnotes/: the Community Notes API as an AI Note Writer) ---------------------------
+# Without the four OAuth 1.0a values the X features are off and the pages say how to turn them on.
+# Secrets are read here only; they are never logged, shown or stored in the database.
+X_API_BASE_URL = env_str("X_API_BASE_URL", "https://api.x.com").rstrip("/")
+X_API_KEY = env_str("X_API_KEY", "")
+X_API_KEY_SECRET = env_str("X_API_KEY_SECRET", "")
+X_ACCESS_TOKEN = env_str("X_ACCESS_TOKEN", "")
+X_ACCESS_TOKEN_SECRET = env_str("X_ACCESS_TOKEN_SECRET", "")
+X_BEARER_TOKEN = env_str("X_BEARER_TOKEN", "")  # app-only: GET /2/tweets (else user context)
+X_TEST_MODE = env_bool("X_TEST_MODE", True)  # live only when an admin sets it to false
+X_API_TIMEOUT_S = env_float("X_API_TIMEOUT_S", 15.0)
+X_API_MAX_RETRIES = env_int("X_API_MAX_RETRIES", 3, minimum=0)  # on 5xx and timeouts (never on POST /2/notes)
+X_API_BACKOFF_S = env_float("X_API_BACKOFF_S", 1.0)  # doubled per retry
+# The documented limits: 90 requests per 15 minutes across the Community Notes endpoints, 250 notes a day.
+X_API_WINDOW_REQUESTS = env_int("X_API_WINDOW_REQUESTS", 90, minimum=1)
+X_API_WINDOW_S = env_int("X_API_WINDOW_S", 900, minimum=1)
+X_DAILY_NOTE_CAP = env_int("X_DAILY_NOTE_CAP", 250, minimum=0)
+X_FETCH_MAX_RESULTS = env_int("X_FETCH_MAX_RESULTS", 100, minimum=1)
+X_FETCH_PAGE_LIMIT = env_int("X_FETCH_PAGE_LIMIT", 10, minimum=1)  # pages per beat run
+X_HYDRATE_BATCH_LIMIT = env_int("X_HYDRATE_BATCH_LIMIT", 1000, minimum=1)  # ids per beat run
+X_NOT_FOUND_RETRY_DAYS = env_int("X_NOT_FOUND_RETRY_DAYS", 7, minimum=1)
+X_FETCH_INTERVAL_S = env_int("X_FETCH_INTERVAL_S", 1800, minimum=0)  # 0 = no beat task
+X_HYDRATE_INTERVAL_S = env_int("X_HYDRATE_INTERVAL_S", 3600, minimum=0)
+X_SYNC_INTERVAL_S = env_int("X_SYNC_INTERVAL_S", 3600, minimum=0)
+CELERY_TASK_ROUTES["xnotes.tasks.*"] = {"queue": "default"}
+for _name, _task, _every in (
+    ("x-fetch-eligible", "xnotes.tasks.x_fetch_eligible", X_FETCH_INTERVAL_S),
+    ("x-hydrate-posts", "xnotes.tasks.x_hydrate_posts", X_HYDRATE_INTERVAL_S),
+    ("x-sync-written", "xnotes.tasks.x_sync_written", X_SYNC_INTERVAL_S),
+):
+    if _every:
+        CELERY_BEAT_SCHEDULE[_name] = {"task": _task, "schedule": _every}

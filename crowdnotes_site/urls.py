@@ -17,5 +17,6 @@ urlpatterns = [
     path("judging/", include("judging.urls")),
     path("analytics/", include("notes.analytics.urls")),
     path("evidence/", include("evidence.urls")),
+    path("x/", include("xnotes.urls")),
     path("", include("notes.urls")),
 ]

@@ -7,6 +7,8 @@ from typing import Any
 CONTRIBUTOR = "Contributor"
 RATER = "Rater"
 ADMIN = "Admin"
+# Contributors an admin marks as AI Note Writers for X (xnotes: propose a note to X).
+X_WRITER = "X writer"
 
 ROLE_PERMISSIONS: dict[str, list[str]] = {
     CONTRIBUTOR: [
@@ -26,8 +28,9 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         # The blind comparison of a Supernote with the best existing note (notes/supernotes/comparison.py).
         "notes.add_supernotecomparison",
     ],
-    # Admins audit and moderate: every permission of the three apps.
-    ADMIN: ["notes.*", "evidence.*", "judging.*"],
+    # Admins audit and moderate: every permission of the apps.
+    ADMIN: ["notes.*", "evidence.*", "judging.*", "xnotes.*"],
+    X_WRITER: ["xnotes.propose_xnote"],
 }
 
 SIGNUP_ROLES = (CONTRIBUTOR, RATER)

@@ -15,7 +15,7 @@ from notes.roles import ADMIN, CONTRIBUTOR, RATER, ROLE_PERMISSIONS
 from notes.services import post_create
 
 ROLES = [None, CONTRIBUTOR, RATER, ADMIN]
-OUR_APPS = ("notes", "evidence", "judging", "crowdnotes_site")
+OUR_APPS = ("notes", "evidence", "judging", "crowdnotes_site", "xnotes")
 
 
 def _our_patterns(resolver: URLResolver | None = None, prefix: str = "") -> list[tuple[str, URLPattern]]:

@@ -56,7 +56,11 @@ def test_it_processes_every_source_even_when_one_fails_and_one_is_slow(
     for ready in (good, pdf):
         assert ready.state == "ready", (ready.error_code, ready.error_message)
         assert "97 percent" in ready.passage.text
-        assert ready.similarity == pytest.approx(max(s for s in ready.scores if s is not None))
+        # The shown passage is the best after the prose demotion (evidence/prose.py), so its raw
+        # similarity is one of the stored scores, not necessarily the largest.
+        scored = [s for s in ready.scores if s is not None]
+        assert any(ready.similarity == pytest.approx(s) for s in scored)
+        assert ready.similarity >= max(scored) * 0.5
         assert {"fetch", "extract", "match", "total"} <= set(ready.timings_ms)
     assert good.source.title == "Measles"
     assert len(good.scores) > 2  # several passages at 96 tokens

@@ -1,0 +1,60 @@
+"""The loopback fake X API (tests/support/x_server.py), configured as the app's X API per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support import x_server
+from tests.support.worker import Worker, purge_broker
+from tests.support.x_server import FakeX
+
+
+@pytest.fixture(scope="session")
+def _x_session() -> Iterator[FakeX]:
+    server = FakeX()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def x_api(_x_session: FakeX, settings: Any) -> Iterator[FakeX]:
+    """The fake X API, emptied, with CrowdNotes' X settings pointing at it and a fresh budget."""
+    from xnotes import budget
+
+    _x_session.reset()
+    settings.X_API_BASE_URL = _x_session.base_url
+    settings.X_API_KEY = x_server.CONSUMER_KEY
+    settings.X_API_KEY_SECRET = x_server.CONSUMER_SECRET
+    settings.X_ACCESS_TOKEN = x_server.ACCESS_TOKEN
+    settings.X_ACCESS_TOKEN_SECRET = x_server.ACCESS_TOKEN_SECRET
+    settings.X_BEARER_TOKEN = x_server.BEARER_TOKEN
+    settings.X_TEST_MODE = True
+    settings.X_API_TIMEOUT_S = 1.0
+    settings.X_API_BACKOFF_S = 0.05
+    budget.clear()
+    yield _x_session
+    budget.clear()
+    assert _x_session.violations == [], _x_session.violations
+
+
+@pytest.fixture
+def no_x_credentials(settings: Any) -> None:
+    for name in ("X_API_KEY", "X_API_KEY_SECRET", "X_ACCESS_TOKEN", "X_ACCESS_TOKEN_SECRET", "X_BEARER_TOKEN"):
+        setattr(settings, name, "")
+
+
+@pytest.fixture
+def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
+    """A worker on the default queue whose X settings point at the fake (no model needed)."""
+    purge_broker()
+    worker = Worker(queues="default", name="xnotes", extra_env={
+        "X_API_BASE_URL": x_api.base_url, "X_API_KEY": x_server.CONSUMER_KEY,
+        "X_API_KEY_SECRET": x_server.CONSUMER_SECRET, "X_ACCESS_TOKEN": x_server.ACCESS_TOKEN,
+        "X_ACCESS_TOKEN_SECRET": x_server.ACCESS_TOKEN_SECRET, "X_BEARER_TOKEN": x_server.BEARER_TOKEN,
+        "X_API_BACKOFF_S": "0.05", "TOPICS_CLASSIFY_NEW_POSTS": "0",
+    })  # fmt: skip
+    yield worker
+    worker.stop()

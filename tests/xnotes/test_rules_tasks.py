@@ -1,0 +1,112 @@
+"""Pure rules (writing limit, admission, parsing) and the tasks' re-queue on a rate limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from celery.exceptions import Retry
+
+from tests.support.x_server import FakeX
+from tests.xnotes.factories import tweet
+from xnotes import rules, tasks
+from xnotes.models import XFetchRun
+
+CRH, CRNH, NMR = "CURRENTLY_RATED_HELPFUL", "CURRENTLY_RATED_NOT_HELPFUL", "NEEDS_MORE_RATINGS"
+
+
+def test_writing_limit_rules_in_order() -> None:
+    assert rules.writing_limit([CRNH] * 8 + [CRH] * 2, 10).limit == 2  # NH_10 ≥ 8
+    assert rules.writing_limit([NMR, CRNH, CRNH, CRNH, CRH, CRH], 6).limit == 5  # NH_5 ≥ 3 (NMR skipped)
+    assert rules.writing_limit([CRH] * 19, 19).limit == 10  # T < 20
+    # T = 40, 20 CRH then 20 NMR: HR_R = 20/20 = 1 → 200; DN_30 = 30/30 = 1 → 5; min = 5, max(5, 5) = 5.
+    wl = rules.writing_limit([CRH] * 20 + [NMR] * 20, 30)
+    assert (wl.limit, wl.hr_r, wl.hr_l, wl.dn_30) == (5, 1.0, 0.5, 1.0)
+    # DN_30 = 300/30 = 10 → 50; HR_L = (30 − 10) / 100 = 0.2 → 40; HR_R 0 → floor(min(50, 40)) = 40.
+    statuses = [NMR] * 20 + [CRH] * 30 + [CRNH] * 10 + [NMR] * 40
+    wl = rules.writing_limit(statuses, 300)
+    assert (wl.nh_5, wl.hr_r, wl.hr_l, wl.limit) == (0, 0.0, 0.2, 40)
+
+
+def test_admission_thresholds_at_the_edge() -> None:
+    def outcome(co: str, url: str = "High", ha: str = "High") -> list[dict[str, str]]:
+        return [{"evaluator_type": "ClaimOpinion", "evaluator_score_bucket": co},
+                {"evaluator_type": "UrlValidity", "evaluator_score_bucket": url},
+                {"evaluator_type": "HarassmentAbuse", "evaluator_score_bucket": ha}]  # fmt: skip
+
+    notes = (
+        [outcome("High")] * 15 + [outcome("Low")] * 15 + [outcome("Medium")] * 17 + [outcome("Medium", url="Low")] * 2
+    )
+    notes += [outcome("Medium", ha="Medium")]
+    adm = rules.admission(notes)
+    by = adm.by_name()
+    assert (by["claim_opinion_high"].share, by["claim_opinion_high"].passed) == (0.3, True)
+    assert (by["claim_opinion_low"].share, by["claim_opinion_low"].passed) == (0.3, True)
+    assert (by["url_validity_high"].share, by["url_validity_high"].passed) == (0.96, True)
+    assert (by["harassment_abuse_high"].share, by["harassment_abuse_high"].passed) == (0.98, True)
+    assert adm.eligible
+    assert not rules.admission(notes[:49]).eligible  # fewer than 50 notes
+
+
+def test_parse_posts_and_lookup_errors() -> None:
+    payload = {"data": [tweet("5", "short", note_tweet={"text": "the long one"}), {"id": "bad"}],
+               "errors": [{"resource_id": "6", "title": "Not Found Error"}, {"value": "7", "title": "Authorization Error"}]}  # fmt: skip
+    assert [p.text for p in rules.parse_posts(payload)] == ["the long one"]
+    assert rules.lookup_errors(payload) == {"6": "Not Found Error", "7": "Authorization Error"}
+    when = rules.snowflake_time("1930672414444372186")
+    assert when is not None and when.year == 2025
+
+
+def test_fetch_task_requeues_itself_with_the_reset_as_countdown(
+    x_api: FakeX, monkeypatch: pytest.MonkeyPatch, db: None
+) -> None:
+    x_api.eligible_pages = [[tweet("1900000000000000001", "x")]]
+    x_api.rate_limit_next("/2/notes/search/posts_eligible_for_notes", reset_in_s=5)
+    calls: list[dict[str, Any]] = []
+
+    def fake_retry(**kwargs: Any) -> Retry:
+        calls.append(kwargs)
+        return Retry("re-queued")
+
+    monkeypatch.setattr(tasks.x_fetch_eligible, "retry", fake_retry)
+    with pytest.raises(Retry):
+        tasks.x_fetch_eligible.run()
+    run = XFetchRun.objects.get()
+    assert run.state == XFetchRun.State.WAITING
+    assert calls[0]["args"] == [run.pk]
+    assert 4 <= calls[0]["countdown"] <= 6.5
+    # The re-queued task, run before the reset, sends nothing (budget closed) and re-queues again.
+    with pytest.raises(Retry):
+        tasks.x_fetch_eligible.run(run.pk)
+    assert len(x_api.requests) == 1
+    assert calls[1]["countdown"] <= calls[0]["countdown"]
+
+
+def test_propose_task_retries_an_unanswered_send_with_backoff(
+    x_api: FakeX, monkeypatch: pytest.MonkeyPatch, db: None
+) -> None:
+    from tests.support.x_server import Scripted
+    from tests.xnotes.factories import proposable_note
+    from xnotes import services
+    from xnotes.models import XProposal
+
+    note = proposable_note()
+    proposal, _ = services.proposal_request(note=note, user=None, classification=rules.NOT_MISLEADING, tags=[])
+    x_api.script("/2/notes", Scripted(503, {"title": "Service Unavailable"}))
+    calls: list[dict[str, Any]] = []
+
+    def fake_retry(**kwargs: Any) -> Retry:
+        calls.append(kwargs)
+        return Retry("re-queued")
+
+    monkeypatch.setattr(tasks.x_propose_note, "retry", fake_retry)
+    with pytest.raises(Retry):
+        tasks.x_propose_note.run(proposal.pk)
+    assert calls[0]["args"] == [proposal.pk] and calls[0]["countdown"] == pytest.approx(0.05)
+    assert XProposal.objects.get().state == XProposal.State.UNCERTAIN
+    assert tasks.x_propose_note.run(proposal.pk) == XProposal.State.SENT  # checked X first, then sent once
+    assert len(x_api.of("/2/notes", "POST")) == 2 and len(x_api.notes) == 1
+
+
+def test_propose_task_does_nothing_without_credentials(no_x_credentials: None, db: None) -> None:
+    assert tasks.x_propose_note.run(1) is None

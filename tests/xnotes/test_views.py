@@ -1,0 +1,142 @@
+"""The X pages and the X sections of the note, post, My notes and pre-flight pages."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib.auth.models import Group
+
+from crowdnotes_site.lib.hashing import sha256_hex
+from crowdnotes_site.models import OutboxMessage
+from judging.models import PreflightCheck
+from notes.models import DraftJob, Post, Topic
+from notes.roles import X_WRITER
+from tests.conftest import CsrfClient
+from tests.support.x_server import FakeX
+from tests.xnotes.factories import proposable_note
+from xnotes import services
+from xnotes.client import XClient
+from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
+
+
+def _xpost(x_id: str, text: str, topic: str = Topic.TREATMENTS, **kw: Any) -> XPost:
+    post = Post.objects.create(text=text, text_hash=x_id, external_id=x_id, topic=topic)
+    return XPost.objects.create(post=post, x_id=x_id, eligible=True, **kw)
+
+
+def test_pages_say_how_to_turn_x_on_without_credentials(no_x_credentials: None, admin_client: CsrfClient) -> None:
+    for url in ("/x/queue/", "/x/writer/"):
+        page = admin_client.get(url).content.decode()
+        assert "X is not connected" in page and "X_ACCESS_TOKEN_SECRET" in page
+    assert "Fetch from X now" not in admin_client.get("/x/writer/").content.decode()
+    response = admin_client.post("/x/writer/fetch/")
+    assert response.status_code == 302 and not XFetchRun.objects.exists()
+
+
+def test_queue_lists_health_posts_without_a_note(x_api: FakeX, contributor_client: CsrfClient) -> None:
+    _xpost("1900000000000000001", "Ivermectin cures COVID.", suggested_source_links=["https://www.fda.gov/x"])
+    _xpost("1900000000000000002", "My cat is cute.", topic=Topic.NOT_HEALTH)
+    _xpost("1900000000000000003", "Unclassified yet.", topic="")
+    page = contributor_client.get("/x/queue/").content.decode()
+    assert "Ivermectin cures COVID." in page and "My cat is cute." not in page
+    assert "1 more X post is waiting for topic classification" in page
+    assert "test mode" in page and "1 suggested source" in page
+
+
+def test_starting_a_note_offers_the_suggested_sources_for_review(
+    x_api: FakeX, contributor: Any, contributor_client: CsrfClient
+) -> None:
+    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.", suggested_source_links=["https://www.fda.gov/ivermectin"],
+                media=[{"type": "photo", "url": "https://pbs.twimg.com/media/a.jpg", "alt_text": "A pill bottle"}],
+                context=[{"relation": "quoted", "id": "5", "text": "Doctors say so."}])  # fmt: skip
+    page = contributor_client.get(f"/x/posts/{xp.post_id}/").content.decode()
+    assert "A pill bottle" in page and "Doctors say so." in page and "https://www.fda.gov/ivermectin" in page
+    response = contributor_client.post(f"/x/posts/{xp.post_id}/")
+    job = DraftJob.objects.get(post=xp.post, contributor=contributor)
+    assert response.status_code == 302 and response["Location"] == f"/drafts/{job.pk}/"
+    snippet = job.snippets.get()
+    assert snippet.url == "https://www.fda.gov/ivermectin" and snippet.confirmation == "pending"
+    # The post page shows the X data too.
+    assert "A pill bottle" in contributor_client.get(f"/posts/{xp.post_id}/").content.decode()
+
+
+def test_writer_page_is_for_admins_and_fetch_now_queues_one_run(x_api: FakeX, admin_client: CsrfClient,
+                                                                 contributor_client: CsrfClient) -> None:  # fmt: skip
+    assert contributor_client.get("/x/writer/").status_code == 403
+    page = admin_client.get("/x/writer/").content.decode()
+    assert (
+        "ClaimOpinion high" in page
+        and "Writing limit: <strong>10</strong>" in page
+        and "T &lt; 20 (new writer)" in page
+    )
+    admin_client.post("/x/writer/fetch/")
+    admin_client.post("/x/writer/fetch/")
+    run = XFetchRun.objects.get()
+    assert OutboxMessage.objects.filter(task_name="xnotes.tasks.x_fetch_eligible", args=[run.pk]).count() == 1
+    page = admin_client.get("/x/writer/").content.decode()
+    assert 'id="x-fetch-progress"' in page and 'hx-trigger="every 2s"' in page
+
+
+def test_only_admins_and_x_writers_propose(x_api: FakeX, make_user: Any, contributor_client: CsrfClient) -> None:
+    note = proposable_note()
+    assert contributor_client.get(f"/x/notes/{note.pk}/propose/").status_code == 403
+    writer = make_user("wendy", "Contributor")
+    writer.groups.add(Group.objects.get(name=X_WRITER))
+    client = CsrfClient()
+    client.force_login(writer)
+    page = client.get(f"/x/notes/{note.pk}/propose/").content.decode()
+    assert re.search(r'value="missing_important_context"[^>]*checked', page)
+    assert re.search(r'value="misinformed_or_potentially_misleading"[^>]*checked', page)
+    response = client.post(f"/x/notes/{note.pk}/propose/", {"classification": "misinformed_or_potentially_misleading",
+                                                           "tags": ["factual_error"]})  # fmt: skip
+    assert response.status_code == 302
+    proposal = XProposal.objects.get()
+    assert (proposal.requested_by, proposal.misleading_tags, proposal.test_mode) == (writer, ["factual_error"], True)
+    assert OutboxMessage.objects.filter(task_name="xnotes.tasks.x_propose_note", args=[proposal.pk]).exists()
+    services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    services.sync_written(client=XClient())
+    page = client.get(f"/x/notes/{note.pk}/propose/").content.decode()
+    assert "Proposed to X" in page and XProposal.objects.get().x_note_id in page and "UrlValidity" in page
+
+
+def test_note_page_and_my_notes_show_the_proposal(
+    x_api: FakeX, contributor: Any, contributor_client: CsrfClient
+) -> None:
+    from notes.services import participant_for_user
+
+    note = proposable_note()
+    note.author = participant_for_user(user=contributor)
+    note.save()
+    page = contributor_client.get(f"/me/notes/{note.pk}/").content.decode()
+    assert "Admins and X writers can propose" in page
+    proposal, _ = services.proposal_request(note=note, user=None, classification="not_misleading", tags=[])
+    services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    services.sync_written(client=XClient())
+    written = XWrittenNote.objects.get()
+    page = contributor_client.get(f"/me/notes/{note.pk}/").content.decode()
+    assert written.x_note_id in page and "HarassmentAbuse" in page and "test mode" in page
+    mine = contributor_client.get("/me/notes/").content.decode()
+    assert f"note {written.x_note_id}" in mine and "ClaimOpinion High" in mine
+
+
+def test_preflight_on_an_x_post_asks_xs_evaluator(
+    x_api: FakeX, contributor: Any, contributor_client: CsrfClient
+) -> None:
+    from judging.services import preflight_request
+
+    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
+    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
+    check = preflight_request(
+        user=contributor, post_text=xp.post.text, note_text="No: https://www.fda.gov/x", draft_job_id=job.pk
+    )
+    assert OutboxMessage.objects.filter(
+        task_name="xnotes.tasks.x_evaluate", args=[xp.post_id, "No: https://www.fda.gov/x"]
+    ).exists()
+    PreflightCheck.objects.filter(pk=check.pk).update(state="done", result={"stages": [], "helpful": True})
+    page = contributor_client.get(f"/judging/preflight/{check.pk}/").content.decode()
+    assert "Asked X's evaluator" in page
+    XEvaluation.objects.create(post=xp.post, text_hash=sha256_hex("No: https://www.fda.gov/x"),
+                               note_text="No: https://www.fda.gov/x", claim_opinion_score=0.81)  # fmt: skip
+    page = contributor_client.get(f"/judging/preflight/{check.pk}/").content.decode()
+    assert 'id="x-claim-opinion-score">0.81<' in page

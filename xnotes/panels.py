@@ -1,0 +1,61 @@
+"""The X sections xnotes adds to notes' and judging's pages (crowdnotes_site/panels.py slots)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from crowdnotes_site.panels import Panel, register
+from xnotes import selectors, services
+from xnotes.models import XProposal, XWrittenNote
+
+
+def _user(request: HttpRequest | None) -> Any:
+    return getattr(request, "user", None)
+
+
+def note_detail(request: HttpRequest | None, *, note: Any) -> Panel | None:
+    """The note page: its proposal to X (state, X id, mode, time, evaluator outcomes), or the
+    link to propose it for admins and X writers."""
+    x_id = services.x_post_id(note.post)
+    proposal = XProposal.objects.filter(post_id=note.post_id).first()
+    if not x_id and proposal is None:
+        return None
+    user = _user(request)
+    view = selectors.proposal_view(note=note, user=user)
+    may = bool(user and user.has_perm("xnotes.propose_xnote"))
+    return Panel("xnotes/_panel_note.html", {"note": note, "view": view, "may_propose": may, "x": selectors.x_status()})
+
+
+def my_notes_item(request: HttpRequest | None, *, note: Any) -> Panel | None:
+    proposal = XProposal.objects.filter(note_id=note.pk).first()
+    if proposal is None:
+        return None
+    written = XWrittenNote.objects.filter(x_note_id=proposal.x_note_id).first() if proposal.x_note_id else None
+    return Panel("xnotes/_panel_my_notes_item.html", {"p": proposal, "written": written})
+
+
+def post_detail(request: HttpRequest | None, *, post: Any) -> Panel | None:
+    xpost = selectors.xpost_for(post)
+    if xpost is None:
+        return None
+    return Panel("xnotes/_xpost.html", {"xpost": xpost})
+
+
+def preflight(request: HttpRequest | None, *, check: Any) -> Panel | None:
+    """Beside the judges' verdicts: X's ClaimOpinion score of the same text (asked by the
+    pre-flight's own queued task, xnotes.signals)."""
+    job = check.draft_job
+    if job is None or not services.x_post_id(job.post):
+        return None
+    x = selectors.x_status()
+    evaluation = services.evaluation_cached(post=job.post, text=check.note_text) if x.configured else None
+    return Panel("xnotes/_panel_preflight.html", {"x": x, "evaluation": evaluation})
+
+
+def register_all() -> None:
+    register("note_detail", note_detail)
+    register("my_notes_item", my_notes_item)
+    register("post_detail", post_detail)
+    register("preflight", preflight)

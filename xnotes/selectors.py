@@ -1,0 +1,148 @@
+"""What the X pages show (reads only)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, QuerySet
+from django.utils import timezone
+
+from notes.models import Note, Post, Topic
+from xnotes import budget, rules, services
+from xnotes.client import missing_settings
+from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
+
+POLL_SECONDS = 2
+
+
+@dataclass(frozen=True)
+class XStatus:
+    """Whether X is on, in which mode, and how to turn it on: every X page shows it."""
+
+    missing: list[str]
+    test_mode: bool
+
+    @property
+    def configured(self) -> bool:
+        return not self.missing
+
+
+def x_status() -> XStatus:
+    return XStatus(missing=missing_settings(), test_mode=settings.X_TEST_MODE)
+
+
+def awaiting_note() -> QuerySet[XPost]:
+    """From X: eligible posts classified as health, with no note yet (newest first)."""
+    has_note = Exists(Note.objects.filter(post_id=OuterRef("post_id")))
+    return (
+        XPost.objects.filter(eligible=True)
+        .exclude(post__topic__in=["", Topic.NOT_HEALTH])
+        .annotate(has_note=has_note)
+        .filter(has_note=False)
+        .select_related("post")
+        .order_by("-first_seen_at", "-id")
+    )
+
+
+def unclassified_count() -> int:
+    return XPost.objects.filter(eligible=True, post__topic="").count()
+
+
+def xpost_for(post: Post) -> XPost | None:
+    return XPost.objects.filter(post=post).first()
+
+
+@dataclass(frozen=True)
+class ProposalView:
+    proposal: XProposal | None
+    refusals: list[str]
+    can_propose: bool
+    written: XWrittenNote | None
+    x_id: str
+
+
+def proposal_view(*, note: Note, user: Any) -> ProposalView:
+    proposal = XProposal.objects.filter(post_id=note.post_id).first()
+    refusals = [] if proposal else services.proposal_refusals(note)
+    written = None
+    if proposal is not None and proposal.x_note_id:
+        written = XWrittenNote.objects.filter(x_note_id=proposal.x_note_id).first()
+    can = bool(user and user.has_perm("xnotes.propose_xnote")) and not refusals and proposal is None
+    return ProposalView(proposal, refusals, can, written, services.x_post_id(note.post))
+
+
+def suggested_choice(note: Note) -> tuple[str, list[str]]:
+    """What the propose form starts with: the note's own classification and, when misleading,
+    "missing important context" (the judges and the rating tags do not name X's other reasons,
+    so nothing more is guessed; the person picks)."""
+    if note.classification == Note.Classification.NOT_MISLEADING:
+        return rules.NOT_MISLEADING, []
+    return rules.MISLEADING, ["missing_important_context"]
+
+
+def evaluation_for(*, post: Post, text: str) -> XEvaluation | None:
+    return services.evaluation_cached(post=post, text=text)
+
+
+@dataclass(frozen=True)
+class WriterPage:
+    status: XStatus
+    admission: rules.Admission
+    writing_limit: rules.WritingLimit
+    quota: services.Quota
+    written_total: int
+    last_sync: dt.datetime | None
+    runs: list[XFetchRun]
+    active_run: XFetchRun | None
+    budget_notes: budget.BudgetState
+    budget_tweets: budget.BudgetState
+    without_text: int
+    not_returned: int
+
+    @property
+    def poll_seconds(self) -> int:
+        return POLL_SECONDS if self.active_run else 0
+
+    @property
+    def notes_blocked_until(self) -> dt.datetime | None:
+        blocked = self.budget_notes.blocked_until
+        return epoch(blocked) if blocked and blocked > time.time() else None
+
+    @property
+    def schedule(self) -> dict[str, str]:
+        def every(seconds: int) -> str:
+            return f"every {seconds // 60} minutes" if seconds else "never (not scheduled)"
+
+        return {"fetch": every(settings.X_FETCH_INTERVAL_S), "hydrate": every(settings.X_HYDRATE_INTERVAL_S),
+                "sync": every(settings.X_SYNC_INTERVAL_S)}  # fmt: skip
+
+
+def writer_page() -> WriterPage:
+    runs = list(XFetchRun.objects.select_related("requested_by")[:10])
+    last = XWrittenNote.objects.order_by("-synced_at").values_list("synced_at", flat=True).first()
+    return WriterPage(
+        status=x_status(),
+        admission=services.admission_now(),
+        writing_limit=services.writing_limit_now(),
+        quota=services.quota(),
+        written_total=XWrittenNote.objects.filter(test_mode=settings.X_TEST_MODE).count(),
+        last_sync=last,
+        runs=runs,
+        active_run=next((r for r in runs if r.state in XFetchRun.ACTIVE), None),
+        budget_notes=budget.state("notes"),
+        budget_tweets=budget.state("tweets"),
+        without_text=Post.objects.filter(text_available=False, external_id__regex=r"^[0-9]{1,19}$").count(),
+        not_returned=XPost.objects.exclude(lookup_error="").count(),
+    )
+
+
+def epoch(value: float | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromtimestamp(value, tz=dt.UTC)
+
+
+def now() -> dt.datetime:
+    return timezone.now()

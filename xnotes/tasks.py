@@ -1,0 +1,103 @@
+"""X tasks (default queue). A 429 or a spent budget re-queues the task with a countdown to X's
+reset (Celery `retry(countdown=…)`): nothing waits in a loop and no request goes out before it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+
+from notes.models import Post
+from xnotes import services
+from xnotes.budget import RateLimited
+from xnotes.client import XClient, XNotConfigured, XTransientError, is_configured
+from xnotes.models import XFetchRun
+
+log = logging.getLogger(__name__)
+# Rate-limit waits a task may take before it gives up (the next beat run starts again).
+MAX_RATE_LIMIT_RETRIES = 20
+
+
+@shared_task(name="xnotes.tasks.x_fetch_eligible", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)
+def x_fetch_eligible(self: Any, run_id: int | None = None) -> dict[str, Any] | None:
+    """Pull eligible posts (beat every X_FETCH_INTERVAL_S, or the admin's "Fetch from X now")."""
+    if not is_configured():
+        return None
+    if run_id is None:
+        services.fetch_runs_expire()
+        if XFetchRun.objects.filter(state__in=XFetchRun.ACTIVE).exists():
+            return None  # one pull at a time
+        run_id = services.fetch_run_create().pk
+    run = XFetchRun.objects.get(pk=run_id)
+    if run.state not in XFetchRun.ACTIVE:
+        return run.summary()
+    try:
+        run = services.fetch_eligible(run=run, client=XClient())
+    except RateLimited as limited:
+        raise self.retry(args=[run_id], countdown=limited.wait_s()) from None
+    except XTransientError as exc:
+        XFetchRun.objects.filter(pk=run_id).update(state=XFetchRun.State.FAILED, error=str(exc))
+        return None
+    return run.summary()
+
+
+@shared_task(name="xnotes.tasks.x_hydrate_posts", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)
+def x_hydrate_posts(self: Any) -> dict[str, int] | None:
+    """Give imported posts (X id, no text) their text, 100 ids a request."""
+    if not is_configured():
+        return None
+    try:
+        return services.hydrate_posts(client=XClient(), limit=settings.X_HYDRATE_BATCH_LIMIT).as_dict()
+    except RateLimited as limited:
+        raise self.retry(countdown=limited.wait_s()) from None
+    except XTransientError as exc:
+        log.warning("X hydration stopped: %s", exc)
+        return None
+
+
+@shared_task(name="xnotes.tasks.x_sync_written", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)
+def x_sync_written(self: Any) -> dict[str, int] | None:
+    """Follow the notes written (hourly)."""
+    if not is_configured():
+        return None
+    try:
+        stats = services.sync_written(client=XClient())
+    except RateLimited as limited:
+        raise self.retry(countdown=limited.wait_s()) from None
+    except XTransientError as exc:
+        log.warning("X notes_written sync stopped: %s", exc)
+        return None
+    return {"requests": stats.requests, "notes": stats.notes}
+
+
+@shared_task(name="xnotes.tasks.x_propose_note", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)
+def x_propose_note(self: Any, proposal_id: int) -> str | None:
+    """Send one proposal (queued through the outbox by services.proposal_request)."""
+    try:
+        proposal = services.proposal_send(proposal_id=proposal_id, client=XClient())
+    except XNotConfigured:
+        return None
+    except RateLimited as limited:
+        raise self.retry(args=[proposal_id], countdown=limited.wait_s()) from None
+    except XTransientError:
+        # The row is UNCERTAIN: the retry asks notes_written before sending anything again.
+        raise self.retry(
+            args=[proposal_id], countdown=settings.X_API_BACKOFF_S * 2 ** min(self.request.retries, 6)
+        ) from None
+    return proposal.state
+
+
+@shared_task(name="xnotes.tasks.x_evaluate", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)
+def x_evaluate(self: Any, post_id: int, text: str) -> float | None:
+    """X's evaluator on a pre-flight's text (cached per post and text hash)."""
+    post = Post.objects.filter(pk=post_id).first()
+    if post is None or not is_configured():
+        return None
+    try:
+        return services.evaluate(post=post, text=text, client=XClient()).claim_opinion_score
+    except RateLimited as limited:
+        raise self.retry(countdown=limited.wait_s()) from None
+    except XTransientError:
+        raise self.retry(countdown=settings.X_API_BACKOFF_S * 2 ** min(self.request.retries, 6)) from None
