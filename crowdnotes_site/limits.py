@@ -9,6 +9,7 @@ passwords is django-axes' job (settings AXES_*), not this module's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,9 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django_ratelimit.core import is_ratelimited
 from django_ratelimit.decorators import ratelimit
+from django_ratelimit.exceptions import Ratelimited
 
 # What a person was doing when the limit was hit, for the message.
 ACTIONS = {
@@ -28,6 +31,8 @@ ACTIONS = {
     "preflight": "pre-flight checks",
     "rating": "ratings",
     "prefetch": "links read ahead",
+    "supernote": "Supernote runs started by you",
+    "supernote_site": "Supernote runs started on the whole site",
 }
 
 
@@ -49,11 +54,33 @@ def limited(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return decorate
 
 
+def _site_key(group: str, request: HttpRequest) -> str:
+    return "site"
+
+
+def limited_site(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Refuse (429) the POSTs of `group` past its rate counted for everybody together: a ceiling on
+    costly work (Supernote runs) that many accounts cannot get around. Put it under `@limited`
+    (per user), so a person over their own limit does not use up the site's."""
+    if group not in ACTIONS:
+        raise ValueError(f"unknown rate-limit group {group!r}")
+
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            if is_ratelimited(request, group=group, key=_site_key, rate=_rate, method="POST", increment=True):
+                request.limit_group = group  # type: ignore[attr-defined]  # read back by `ratelimited`
+                raise Ratelimited()
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate
+
+
 def over_limit(request: HttpRequest, group: str) -> bool:
     """Count this POST against `group` and say whether it is past the rate, without refusing it:
     for background requests (the head start) whose page must not reload on a limit."""
-    from django_ratelimit.core import is_ratelimited
-
     return is_ratelimited(request, group=group, key="user_or_ip", rate=_rate, method="POST", increment=True)
 
 
@@ -70,7 +97,7 @@ def limit_message(group: str) -> str:
 def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
     """RATELIMIT_VIEW: a page that says which limit was hit. Under htmx (which swaps only 2xx
     answers) the page reloads and shows the same text as a message."""
-    group = _group_of(request)
+    group = getattr(request, "limit_group", "") or _group_of(request)
     text = limit_message(group)
     if getattr(request, "htmx", False):
         messages.error(request, text)

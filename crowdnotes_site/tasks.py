@@ -18,11 +18,23 @@ def outbox_dispatch() -> dict[str, int]:
 
 @shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
 def work_sweep() -> dict[str, list[int]]:
-    """Re-queue snippet processing, snippet refines and drafts whose worker was lost (lease expired)."""
+    """Re-queue the work whose worker was lost (lease or claim expired): snippet processing, snippet
+    refines, drafts, judge runs, automation runs, Supernote runs and scoring runs."""
+    from evidence.search.services import automation_runs_sweep
     from evidence.snippets import snippet_refines_sweep, snippets_sweep
-    from notes.services import draft_jobs_sweep
+    from judging.services import judge_runs_sweep
+    from notes.services import draft_jobs_sweep, scoring_runs_sweep
+    from notes.supernotes.services import supernote_runs_sweep
 
-    return {"snippets": snippets_sweep(), "refines": snippet_refines_sweep(), "drafts": draft_jobs_sweep()}
+    return {
+        "snippets": snippets_sweep(),
+        "refines": snippet_refines_sweep(),
+        "drafts": draft_jobs_sweep(),
+        "judge_runs": judge_runs_sweep(),
+        "automation_runs": automation_runs_sweep(),
+        "supernote_runs": supernote_runs_sweep(),
+        "scoring_runs": scoring_runs_sweep(),
+    }
 
 
 @shared_task(name="crowdnotes_site.tasks.prune_finished_work", ignore_result=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -25,8 +25,8 @@ from crowdnotes_site import leases
 from crowdnotes_site.queue import enqueue_on_commit
 from judging import classifier as clf
 from judging import pipeline
-from judging.llm import LLMClient, LLMConfig
-from judging.models import JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
+from judging.llm import CountedClient, LLMBudgetExceeded, LLMClient, LLMConfig
+from judging.models import JudgeDecision, JudgeOverride, JudgeRun, LlmUsage, PreflightCheck
 from judging.pipeline import JudgeInput, PipelineResult, StageResult
 from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
 from judging.steps.common import Evidence
@@ -41,8 +41,13 @@ logger = logging.getLogger(__name__)
 # --- Judge configuration --------------------------------------------------------------------
 
 
-def llm_client() -> LLMClient | None:
-    """The configured LLM client, or None when LLM_BASE_URL is unset (offline baselines)."""
+def llm_client(*, owner: int | None = None) -> LLMClient | None:
+    """The configured LLM client, or None when LLM_BASE_URL is unset (offline baselines).
+
+    With `owner` (the user whose work this is), every call counts against that user's daily
+    budget (LLM_DAILY_CALLS_PER_USER; `llm_usage_charge`); past it a call raises LLMBudgetExceeded
+    (a permanent error: the run fails visibly, saying why). Work of nobody in particular (the
+    periodic Supernote job, commands, the benchmark) is not counted."""
     config = LLMConfig.from_settings(settings, environ=os.environ)
     if not config.configured:
         return None
@@ -51,10 +56,32 @@ def llm_client() -> LLMClient | None:
     client = _clients.get(key)
     if client is None:
         client = _clients[key] = LLMClient(config)
-    return client
+    if owner is None:
+        return client
+    return CountedClient(client, charge=functools.partial(llm_usage_charge, user_id=owner))
 
 
 _clients: dict[str, LLMClient] = {}
+
+
+def llm_usage_charge(*, user_id: int) -> int:
+    """Count one LLM call for the user today (UTC) and return the day's count; refuse it
+    (LLMBudgetExceeded, nothing counted) once the day's LLM_DAILY_CALLS_PER_USER are used. One
+    atomic upsert, so concurrent workers never lose a count."""
+    budget = settings.LLM_DAILY_CALLS_PER_USER
+    day = timezone.now().date()
+    table = connection.ops.quote_name(LlmUsage._meta.db_table)
+    # The WHERE makes the update a no-op at the budget: no row comes back, nothing is counted.
+    # The table name comes from the model, never from input.
+    sql = f"INSERT INTO {table} (user_id, day, calls) VALUES (%s, %s, 1) ON CONFLICT (user_id, day) DO UPDATE SET calls = {table}.calls + 1 WHERE %s = 0 OR {table}.calls < %s RETURNING calls"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [user_id, day, budget, budget])
+        row = cursor.fetchone()
+    if row is None:
+        raise LLMBudgetExceeded(
+            f"the daily LLM budget of {budget} calls for this user is used up; it starts again at 00:00 UTC"
+        )
+    return int(row[0])
 
 
 @functools.lru_cache(maxsize=4)
@@ -74,13 +101,13 @@ def helpfulness_classifier() -> clf.HelpfulnessClassifier | None:
     return _load_classifier(str(directory), version) if version else None
 
 
-def judges_from_settings() -> dict[str, pipeline.Judge]:
+def judges_from_settings(*, owner: int | None = None) -> dict[str, pipeline.Judge]:
     backends = {
         pipeline.RELEVANCE: settings.JUDGE_BACKEND_RELEVANCE,
         pipeline.CORRECTNESS: settings.JUDGE_BACKEND_CORRECTNESS,
         pipeline.HELPFULNESS: settings.JUDGE_BACKEND_HELPFULNESS,
     }
-    client = llm_client()
+    client = llm_client(owner=owner)
     model = None
     if backends[pipeline.HELPFULNESS] == "classifier" or (client is None and backends[pipeline.HELPFULNESS] == "auto"):
         model = helpfulness_classifier()
@@ -118,7 +145,7 @@ def judge_run_request(*, note: Note) -> JudgeRun:
         note=note, content_hash=content_hash, defaults={"stage": pipeline.RELEVANCE}
     )
     if created:
-        _enqueue_after_commit(run.pk)
+        _enqueue_after_commit(run.pk, owner=note.author.user_id if note.author else None)
     return run
 
 
@@ -132,16 +159,23 @@ def judge_run_retry(*, run: JudgeRun) -> bool:
     return bool(updated)
 
 
-def _enqueue_after_commit(run_id: int) -> None:
+def _enqueue_after_commit(run_id: int, owner: int | None = None) -> None:
     from judging.tasks import judge_run_step
 
-    enqueue_on_commit(judge_run_step, run_id)
+    if owner is None:
+        owner = JudgeRun.objects.filter(pk=run_id).values_list("note__author__user_id", flat=True).first()
+    enqueue_on_commit(judge_run_step, run_id, owner=owner)
+
+
+def judge_runs_sweep() -> list[int]:
+    """Re-queue the judge runs whose worker stopped renewing the claim (beat: work_sweep)."""
+    return leases.runs_sweep(JudgeRun, _enqueue_after_commit)
 
 
 def judge_run_claim(*, run_id: int) -> bool:
     """Take the run if it is queued, or running under an expired claim (its worker was lost).
     Exactly one of several concurrent callers wins."""
-    return leases.run_claim(JudgeRun, run_id=run_id, lease_s=settings.JUDGE_CLAIM_LEASE_S)
+    return leases.run_claim(JudgeRun, run_id=run_id)
 
 
 def judge_run_release(*, run_id: int, error: str = "") -> None:
@@ -164,7 +198,12 @@ def judge_run_step(*, run_id: int) -> str | None:
     JUDGE_PARSE_ATTEMPTS is stored as verdict "error" and fails the run."""
     if not judge_run_claim(run_id=run_id):
         return None
-    run = JudgeRun.objects.select_related("note__post").get(pk=run_id)
+    with leases.heartbeat(JudgeRun, run_id, field="claimed_until"):
+        return _judge_claimed(run_id)
+
+
+def _judge_claimed(run_id: int) -> str | None:
+    run = JudgeRun.objects.select_related("note__post", "note__author").get(pk=run_id)
     if run.attempts > settings.JUDGE_MAX_CLAIMS:
         judge_run_fail(run_id=run_id, error=f"gave up after {run.attempts - 1} attempts (workers lost or retries)")
         return None
@@ -179,7 +218,7 @@ def judge_run_step(*, run_id: int) -> str | None:
         return None
     stage = pipeline.next_stage([d.verdict for d in decisions_for_run(run)])
     if stage is not None:
-        judges = judges_from_settings()
+        judges = judges_from_settings(owner=run.note.author.user_id if run.note.author else None)
         result = pipeline.run_stage(
             stage, inp, judges[stage], max_attempts=settings.JUDGE_PARSE_ATTEMPTS, raise_llm_errors=True
         )
@@ -222,7 +261,7 @@ def _advance(run: JudgeRun) -> None:
     nxt = pipeline.next_stage(verdicts)
     if nxt is not None:
         JudgeRun.objects.filter(pk=run.pk).update(state=JudgeRun.State.QUEUED, stage=nxt, claimed_until=None, error="")
-        _enqueue_after_commit(run.pk)
+        _enqueue_after_commit(run.pk, owner=run.note.author.user_id if run.note.author else None)
         return
     errored = [d for d in decisions_for_run(run) if d.verdict == JudgeDecision.Verdict.ERROR]
     JudgeRun.objects.filter(pk=run.pk).update(
@@ -261,7 +300,12 @@ def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, use
 
 
 def preflight_run(
-    *, post_text: str, note_text: str, urls: Sequence[str] = (), snippets: Sequence[str | Evidence] = ()
+    *,
+    post_text: str,
+    note_text: str,
+    urls: Sequence[str] = (),
+    snippets: Sequence[str | Evidence] = (),
+    owner: int | None = None,
 ) -> PipelineResult:
     """Run the three judges synchronously on a draft, without storing anything.
 
@@ -269,7 +313,8 @@ def preflight_run(
     reasoning, and never submits or rejects anything."""
     evidence = tuple(s if isinstance(s, Evidence) else Evidence(text=s) for s in snippets)
     inp = JudgeInput(post=post_text, note=note_text, urls=tuple(urls), snippets=evidence)
-    return pipeline.run_pipeline(inp, judges_from_settings(), max_attempts=settings.JUDGE_PARSE_ATTEMPTS)
+    judges = judges_from_settings(owner=owner)
+    return pipeline.run_pipeline(inp, judges, max_attempts=settings.JUDGE_PARSE_ATTEMPTS)
 
 
 # --- Pre-flight as background work ------------------------------------------------------------
@@ -297,7 +342,7 @@ def preflight_request(
     )
     from judging.tasks import preflight_check
 
-    enqueue_on_commit(preflight_check, check.pk)
+    enqueue_on_commit(preflight_check, check.pk, owner=user.pk)
     return check
 
 
@@ -315,19 +360,20 @@ def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
     a claim older than the lease (a lost worker) may be taken again."""
     now = timezone.now()
     claimable = Q(state=PreflightCheck.State.QUEUED) | Q(state=PreflightCheck.State.RUNNING, claimed_until__lt=now)
-    lease = now + dt.timedelta(seconds=settings.JUDGE_CLAIM_LEASE_S)
     if not PreflightCheck.objects.filter(claimable, pk=check_id).update(
-        state=PreflightCheck.State.RUNNING, claimed_until=lease
+        state=PreflightCheck.State.RUNNING, claimed_until=leases.lease_deadline()
     ):
         return None
     check = PreflightCheck.objects.get(pk=check_id)
     try:
-        result = preflight_run(
-            post_text=check.post_text,
-            note_text=check.note_text,
-            urls=check.urls,
-            snippets=[Evidence(text=s["text"], source=s.get("source", "")) for s in check.snippets],
-        )
+        with leases.heartbeat(PreflightCheck, check_id, field="claimed_until"):
+            result = preflight_run(
+                post_text=check.post_text,
+                note_text=check.note_text,
+                urls=check.urls,
+                snippets=[Evidence(text=s["text"], source=s.get("source", "")) for s in check.snippets],
+                owner=check.requested_by_id,
+            )
     except Exception as exc:
         PreflightCheck.objects.filter(pk=check_id).update(
             state=PreflightCheck.State.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=timezone.now()

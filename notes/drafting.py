@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from judging.llm import LLMClient, LLMConfig, LLMError
+from judging.llm import LLMBudgetExceeded, LLMClient, LLMConfig, LLMError
 from judging.steps.common import Evidence, sentences
 from judging.steps.drafting import draft_note_baseline, draft_note_llm
 from notes.text_rules import NOTE_MAX_CHARS, find_urls
@@ -35,13 +35,24 @@ def draft_budget(urls: Sequence[str]) -> int:
     return NOTE_MAX_CHARS - len(set(urls))
 
 
-def draft_note(*, post: str, snippets: Sequence[tuple[str, str]]) -> Draft:
+# `client` not given: the client the settings describe (the benchmark and commands, nobody charged).
+_FROM_SETTINGS: Any = object()
+
+
+def draft_note(*, post: str, snippets: Sequence[tuple[str, str]], client: LLMClient | None = _FROM_SETTINGS) -> Draft:
+    """A draft from the confirmed snippets, by `client` (None: the offline baseline). The drafting
+    service passes the contributor's client (`judging.services.llm_client(owner=...)`), which
+    charges the call to their daily LLM budget."""
     evidence = [Evidence(text=text, source=url) for url, text in snippets]
     budget = draft_budget([url for url, _ in snippets])
-    config = LLMConfig.from_settings(settings)
-    if config.configured:
+    if client is _FROM_SETTINGS:
+        config = LLMConfig.from_settings(settings)
+        client = LLMClient(config) if config.configured else None
+    if client is not None:
         try:
-            result = draft_note_llm(LLMClient(config), post=post, snippets=evidence, budget=budget)
+            result = draft_note_llm(client, post=post, snippets=evidence, budget=budget)
+        except LLMBudgetExceeded as exc:
+            raise DraftError(f"No draft: {exc}. Write the note yourself, or draft again tomorrow.") from exc
         except LLMError as exc:
             raise DraftError(f"The LLM endpoint failed ({exc}). Nothing was lost: try drafting again.") from exc
         if result.value is None:

@@ -7,6 +7,9 @@ from typing import Any
 CONTRIBUTOR = "Contributor"
 RATER = "Rater"
 ADMIN = "Admin"
+# Contributors an admin trusts with costly work: with SUPERNOTES_OPEN_TO_TRUSTED=1 they may start
+# Supernote runs (notes.supernotes.services.supernote_may_start). The group holds no permission.
+TRUSTED = "Trusted contributor"
 
 ROLE_PERMISSIONS: dict[str, list[str]] = {
     CONTRIBUTOR: [
@@ -15,8 +18,6 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "notes.add_draftjob",
         "notes.change_draftjob",
         "notes.view_draftjob",
-        # Stuck posts page and its "Generate Supernote" button.
-        "notes.add_supernoterun",
         "evidence.add_snippet",
         "evidence.change_snippet",
     ],
@@ -28,6 +29,8 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
     ],
     # Admins audit and moderate: every permission of the three apps.
     ADMIN: ["notes.*", "evidence.*", "judging.*"],
+    # Supernote runs (~300 LLM calls each) are admins' by default; see TRUSTED above.
+    TRUSTED: [],
 }
 
 SIGNUP_ROLES = (CONTRIBUTOR, RATER)

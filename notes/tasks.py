@@ -43,11 +43,13 @@ def score_notes(run_id: int | None = None) -> dict[str, Any]:
 
 
 # Routed to the "llm" queue (CELERY_TASK_ROUTES "notes.tasks.supernote_*"): mostly LLM calls.
-@shared_task(name="notes.tasks.supernote_run_execute", acks_late=True, soft_time_limit=3000, time_limit=3060)
+# One slice of a run per delivery (SUPERNOTE_SLICE_CANDIDATES candidates, or the jury at the end);
+# the service queues the next slice itself, in the starter's fair turn.
+@shared_task(name="notes.tasks.supernote_run_execute", acks_late=True)
 def supernote_run_execute(run_id: int) -> None:
     from notes.supernotes import services as supernotes
 
-    supernotes.supernote_run_execute(run_id=run_id)
+    supernotes.supernote_run_step(run_id=run_id)
 
 
 @shared_task(name="notes.tasks.supernote_runs_start_stuck")
