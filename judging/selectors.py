@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db.models import QuerySet
+from django.conf import settings
+from django.db.models import F, Q, QuerySet, Sum
+from django.utils import timezone
 
 from evidence.models import Snippet
-from judging.models import JudgeDecision, JudgeKind, JudgeRun, PreflightCheck, Stage
+from judging.models import JudgeDecision, JudgeKind, JudgeRun, LlmUsage, PreflightCheck, Stage
 from judging.pipeline import STAGES, JudgeInput
 from judging.steps.common import Evidence
 from notes.models import Note, NoteStatus
@@ -325,3 +327,41 @@ def judging_for_notes(notes: list[Note]) -> dict[int, JudgingView]:
             error=run.error,
         )
     return views
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    username: str
+    today: int
+    week: int
+    remaining: int | None  # None: no budget (LLM_DAILY_CALLS_PER_USER = 0)
+
+
+@dataclass(frozen=True)
+class LlmUsageOverview:
+    day: dt.date
+    budget: int
+    rows: list[UsageRow]
+
+
+def llm_usage(*, days: int = 7, limit: int = 200) -> LlmUsageOverview:
+    """Who used LLM calls today (UTC) and over the last `days` days, most calls today first."""
+    today = timezone.now().date()
+    since = today - dt.timedelta(days=days - 1)
+    budget = settings.LLM_DAILY_CALLS_PER_USER
+    totals = (
+        LlmUsage.objects.filter(day__gte=since)
+        .values("user_id", "user__username")
+        .annotate(today=Sum("calls", filter=Q(day=today)), week=Sum("calls"))
+        .order_by(F("today").desc(nulls_last=True), "-week", "user__username")[:limit]
+    )
+    rows = [
+        UsageRow(
+            username=row["user__username"],
+            today=row["today"] or 0,
+            week=row["week"] or 0,
+            remaining=max(budget - (row["today"] or 0), 0) if budget else None,
+        )
+        for row in totals
+    ]
+    return LlmUsageOverview(day=today, budget=budget, rows=rows)
