@@ -141,21 +141,30 @@ def _latest_versions(decisions: QuerySet[JudgeDecision]) -> QuerySet[JudgeDecisi
 
 def _real_inputs(decisions: QuerySet[JudgeDecision]) -> set[tuple[int, str]]:
     """(note id, content hash) of versions judged with real inputs: the relevance judge saw
-    evidence snippets and the post's own text (not an import placeholder)."""
-    rows = decisions.filter(stage=Stage.RELEVANCE, note__post__text_available=True).values_list(
-        "note_id", "content_hash", "inputs"
-    )
-    return {(note_id, h) for note_id, h, inputs in rows if (inputs or {}).get("snippets")}
+    evidence snippets and the post's own text (not an import placeholder). Decided in SQL on the
+    stored inputs, so the (large) inputs JSON of every decision is not sent to Python and parsed
+    on each audit page."""
+    with_snippets = Q(inputs__has_key="snippets") & ~Q(inputs__snippets=[]) & ~Q(inputs__snippets=None)
+    rows = decisions.filter(with_snippets, stage=Stage.RELEVANCE, note__post__text_available=True)
+    return set(rows.values_list("note_id", "content_hash"))
+
+
+def _judged(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], set[int]]:
+    """note id -> verdicts of its latest judged version, for notes judged with real inputs, and
+    the ids of the judged notes left out because they were not."""
+    base = _latest_versions(decisions)
+    per_note = {k: v for k, v in _verdicts_by_note(base).items() if Stage.RELEVANCE in v}
+    real = _real_inputs(base)
+    kept = {note_id: v for (note_id, h), v in per_note.items() if (note_id, h) in real}
+    excluded = {note_id for (note_id, h) in per_note if (note_id, h) not in real}
+    return kept, excluded
 
 
 def judged_notes(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], int]:
     """note id -> verdicts of its latest judged version, for notes judged with real inputs,
     and how many judged notes were left out because they were not."""
-    base = _latest_versions(decisions)
-    per_note = {k: v for k, v in _verdicts_by_note(base).items() if Stage.RELEVANCE in v}
-    real = _real_inputs(base)
-    kept = {note_id: v for (note_id, h), v in per_note.items() if (note_id, h) in real}
-    return kept, len(per_note) - len(kept)
+    kept, excluded = _judged(decisions)
+    return kept, len(excluded)
 
 
 def funnel_of(per_note: Iterable[Verdicts], n_excluded: int = 0) -> Funnel:
@@ -193,11 +202,13 @@ class CrowdAgreement:
 def crowd_agreement() -> list[CrowdAgreement]:
     """For crowd-Helpful and crowd-Not-Helpful notes judged with real inputs: how many the
     judges fail at R and C (the source study: 11.7% of crowd-Helpful notes failed relevance,
-    14.0% correctness)."""
+    14.0% correctness). The judged notes of both statuses are read in one pass."""
+    statuses = (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL)
+    kept, excluded = _judged(JudgeDecision.objects.filter(note__status__in=statuses))
+    status_of = dict(Note.objects.filter(pk__in=[*kept, *excluded]).values_list("pk", "status"))
     rows = []
-    for status in (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL):
-        by_note, excluded = judged_notes(JudgeDecision.objects.filter(note__status=status))
-        per_note = list(by_note.values())
+    for status in statuses:
+        per_note = [v for note_id, v in kept.items() if status_of.get(note_id) == status]
         rows.append(
             CrowdAgreement(
                 status=str(status.label),
@@ -207,7 +218,7 @@ def crowd_agreement() -> list[CrowdAgreement]:
                     1 for v in per_note if v[Stage.RELEVANCE] == "yes" and v.get(Stage.CORRECTNESS, "yes") != "yes"
                 ),
                 judged_helpful=sum(1 for v in per_note if all(v.get(s) == "yes" for s in STAGES)),
-                n_excluded=excluded,
+                n_excluded=sum(1 for note_id in excluded if status_of.get(note_id) == status),
             )
         )
     return rows
