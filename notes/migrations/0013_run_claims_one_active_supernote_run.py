@@ -2,8 +2,8 @@
 
 """Run claims (heartbeat + sweeper) for Supernote and scoring runs; one active Supernote run per
 post (older duplicates of an active run, from before the constraint, are marked failed); Supernote
-runs become admins' (the Contributor group loses notes.add_supernoterun; a "Trusted contributor"
-group is created, see notes/roles.py)."""
+runs become admins' (notes/roles.py: the Contributor group loses notes.add_supernoterun and a
+"Trusted contributor" group is created, by the post_migrate role sync in notes/apps.py)."""
 
 from typing import Any
 
@@ -19,12 +19,6 @@ def fail_duplicate_active_runs(apps: Any, schema_editor: Any) -> None:
             run.state, run.error = "failed", "superseded: another run of this post was active at the same time"
             run.save(update_fields=["state", "error"])
         seen.add(run.post_id)
-
-
-def resync_roles(apps: Any, schema_editor: Any) -> None:
-    from notes.roles import sync_roles
-
-    sync_roles(apps)
 
 
 class Migration(migrations.Migration):
@@ -73,5 +67,4 @@ class Migration(migrations.Migration):
                 name="one_active_supernote_run_per_post",
             ),
         ),
-        migrations.RunPython(resync_roles, migrations.RunPython.noop),
     ]
