@@ -92,7 +92,8 @@ def _classify_on_commit(post: Post) -> None:
     if settings.TOPICS_CLASSIFY_NEW_POSTS and post.text_available and post.text.strip():
         from notes.tasks import topic_classify_post
 
-        enqueue_on_commit(topic_classify_post, post.pk)
+        # In the flagger's fair turn on the llm queue; one call per flagged post (itself rate-limited).
+        enqueue_on_commit(topic_classify_post, post.pk, owner=post.flagged_by_id)
 
 
 @transaction.atomic
@@ -461,7 +462,7 @@ def notes_rescore_request(*, user: User | None = None) -> ScoringRun:
     if pending is not None:
         return pending
     run = ScoringRun.objects.create(trigger=ScoringRun.Trigger.ADMIN, requested_by=user)
-    enqueue_on_commit(score_notes, run.pk)
+    enqueue_on_commit(score_notes, run.pk, owner=user.pk if user is not None else None)
     return run
 
 
