@@ -61,8 +61,8 @@ def _wipe_postgres(url: str) -> None:
 
 def labelled_posts(limit: int) -> list[tuple[str, str]]:
     """(post, planted document URL) from the indexed English health pages and PDFs."""
+    from crowdnotes_site.lib.llm.steps.common import sentences
     from evidence.models import EvidenceSource
-    from judging.steps.common import sentences
 
     posts = []
     for source in EvidenceSource.objects.filter(indexed_at__isnull=False, language="en").order_by("id"):
@@ -164,7 +164,7 @@ def part_index(sizes: list[int], queries: int) -> list[str]:
     from django.db import connection
     from django.utils import timezone
 
-    from crowdnotes_site.hashing import sha256_hex
+    from crowdnotes_site.lib.hashing import sha256_hex
     from evidence.index import store
     from evidence.models import EvidenceSource
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from crowdnotes_site.hashing import sha256_hex  # noqa: E402
+from crowdnotes_site.lib.hashing import sha256_hex  # noqa: E402
 from evidence.chunking import Chunk, chunk_text  # noqa: E402
 from evidence.embedding import MINILM, MPNET  # noqa: E402
 from evidence.fetch import FetchPolicy  # noqa: E402

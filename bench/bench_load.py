@@ -79,7 +79,7 @@ def prepare(env: dict[str, str], n_ratings: int, workdir: Path) -> None:
     if int(imported or 0) == 0:
         _manage(env, "load_demo")
         if n_ratings:
-            from notes import synthetic
+            from crowdnotes_site.lib.scoring import synthetic
 
             synthetic.write_tsv(synthetic.generate(n_ratings, seed=5), workdir)
             started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Benchmark notes/scoring.py on synthetic Community Notes data from a known latent model.
+"""Benchmark crowdnotes_site/lib/scoring/scoring.py on synthetic Community Notes data from a known latent model.
 
     flock /tmp/heavy.lock /work/venv/bin/python bench/bench_scoring.py [--sizes 200000 1000000]
 
@@ -24,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from notes import scoring, scoring_tsv, synthetic  # noqa: E402
+from crowdnotes_site.lib.scoring import scoring, scoring_tsv, synthetic  # noqa: E402
 
 
 def _peak_mb() -> float:

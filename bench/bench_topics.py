@@ -23,8 +23,8 @@ def main() -> None:
     import django
 
     django.setup()
+    from crowdnotes_site.lib.llm.steps import topics as step
     from evidence import embedding
-    from judging.steps import topics as step
     from notes.analytics.topics import topic_value
 
     rows = [json.loads(line) for line in DATASET.read_text().splitlines() if line.strip()]

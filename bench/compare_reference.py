@@ -1,4 +1,4 @@
-"""Compare notes/scoring.py with the reference core scorer (twitter/communitynotes MFCoreScorer).
+"""Compare crowdnotes_site/lib/scoring/scoring.py with the reference core scorer (twitter/communitynotes MFCoreScorer).
 
 The reference is not part of this project: give its checkout and a Python that can run it
 (pandas + torch). This script drives the reference through its public classes in a separate
@@ -30,8 +30,8 @@ from typing import cast
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from notes import communitynotes_io as cio  # noqa: E402
-from notes import status as names  # noqa: E402
+from crowdnotes_site.lib import status as names  # noqa: E402
+from crowdnotes_site.lib.scoring import communitynotes_io as cio  # noqa: E402
 
 SHARED = ROOT.parent.parent / "shared" / "data" / "communitynotes"
 DISPLAYED = {names.FIRM_REJECT: names.NEEDS_MORE_RATINGS, names.NEEDS_YOUR_HELP: names.NEEDS_MORE_RATINGS}
@@ -306,7 +306,7 @@ def solver_check(ref_dir: Path) -> dict[str, object]:
     optimum reached (loss and parameters) with the reference's Adam fit."""
     import numpy as np
 
-    from notes import scoring
+    from crowdnotes_site.lib.scoring import scoring
 
     notes = _read_table(ref_dir / "prescoring_notes.tsv", "noteId")
     raters = _read_table(ref_dir / "prescoring_raters.tsv", "raterParticipantId")
@@ -356,7 +356,7 @@ def reputation_check(notes_path: Path, ratings_path: Path, ref_dir: Path) -> dic
     we get when our pipeline starts from the reference's first-round fit (diagnostic only)."""
     import numpy as np
 
-    from notes import scoring, scoring_tsv
+    from crowdnotes_site.lib.scoring import scoring, scoring_tsv
 
     if not (ref_dir / "first_round_notes.tsv").exists():
         return {"reputation check": "no first-round files (re-run the reference with this script)"}
@@ -512,7 +512,7 @@ def main() -> None:
             args.notes, args.ratings, args.outdir, args.seed, args.status_history, not args.no_pseudoraters
         )
         return
-    from notes import scoring_tsv, synthetic
+    from crowdnotes_site.lib.scoring import scoring_tsv, synthetic
 
     for name in args.dataset or ["colin-fraser", "synthetic"]:
         work = args.workdir / name

@@ -1,5 +1,4 @@
-from __future__ import annotations
-
-from crowdnotes_site.celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""Settings, the Celery app and what every app shares. Importing this package imports nothing:
+`crowdnotes_site.lib` (pure cores) must load in a plain Python process without Django. The
+Celery app is loaded by `apps.CrowdnotesSiteConfig.ready()` (web and workers), and
+`celery -A crowdnotes_site` finds `crowdnotes_site.celery` by itself."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest
 
-from notes.text_rules import NOTE_MAX_CHARS
+from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS
 
 
 def site(request: HttpRequest) -> dict[str, object]:

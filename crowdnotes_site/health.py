@@ -12,6 +12,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 
 from crowdnotes_site.access import PUBLIC, endpoint
+from crowdnotes_site.celery import app
 
 logger = logging.getLogger(__name__)
 
@@ -24,8 +25,6 @@ def _check_database() -> str:
 
 
 def _check_broker() -> str:
-    from crowdnotes_site.celery import app
-
     with app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
     return "ok"

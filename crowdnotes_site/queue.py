@@ -1,6 +1,8 @@
-"""The one way work is queued: `enqueue_on_commit(task, *args)`, through a transactional outbox.
+"""The one way work is queued: `enqueue_on_commit("app.tasks.name", *args)`, through a transactional outbox.
 
-Every service that starts a Celery task calls this instead of `task.delay`. The intent is stored
+Every service that starts a Celery task calls this instead of `task.delay`, naming the task by its
+registered name, so no service imports a tasks module (nor an app above its own: a lower layer
+starts work above it this way, without importing it). The intent is stored
 as an `OutboxMessage` row in the caller's transaction, so it exists exactly when the rows it
 works on exist (a rolled-back transaction queues nothing). After the commit, one attempt sends
 it to the broker; if the broker is unreachable the row stays pending and the periodic dispatcher
@@ -34,6 +36,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from crowdnotes_site.celery import app
 from crowdnotes_site.models import OutboxMessage
 
 log = logging.getLogger(__name__)
@@ -49,9 +52,10 @@ def outbox_key(task_name: str, args: Iterable[Any] = (), kwargs: dict[str, Any] 
 
 @dataclass(frozen=True)
 class Enqueued:
-    """The on-commit callback: which task, with which arguments (tests compare it), and its outbox row."""
+    """The on-commit callback: which task (its registered name), with which arguments (tests compare
+    it), and its outbox row."""
 
-    task: Any
+    task: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     message_id: int | None = field(default=None, compare=False)
@@ -68,8 +72,9 @@ class Enqueued:
             if not pending.exists():
                 return  # the dispatcher has it
             try:
-                # `task.apply_async` is looked up at commit time, so a test that patches it sees the call.
-                self.task.apply_async(self.args, self.kwargs, **_options(self.priority))
+                # By name, like the dispatcher: routes apply by name (settings.CELERY_TASK_ROUTES), and
+                # `app.send_task` is looked up at commit time, so a test that patches it sees the call.
+                app.send_task(self.task, args=self.args, kwargs=self.kwargs, **_options(self.priority))
             except Exception as exc:  # any broker failure: the dispatcher retries, the request goes on
                 _record_failure([self.message_id], exc)
                 return
@@ -113,13 +118,13 @@ def _store(
 
 
 def enqueue_on_commit(
-    task: Any, *args: Any, owner: int | None = None, priority: int | None = None, **kwargs: Any
+    task: str, *args: Any, owner: int | None = None, priority: int | None = None, **kwargs: Any
 ) -> Enqueued:
-    """Store `task(*args, **kwargs)` in the outbox now and send it once the current transaction
-    commits (at once outside one). `owner` (a user id) puts the message in that user's fair turn;
-    `priority` sets the broker priority instead (e.g. the last step for long work nobody started,
-    so that it waits behind people's work)."""
-    row = _store(task.name, args, kwargs, owner, priority)
+    """Store the task named `task` with `(*args, **kwargs)` in the outbox now and send it once the
+    current transaction commits (at once outside one). `owner` (a user id) puts the message in that
+    user's fair turn; `priority` sets the broker priority instead (e.g. the last step for long work
+    nobody started, so that it waits behind people's work)."""
+    row = _store(task, args, kwargs, owner, priority)
     callback = Enqueued(task, args, kwargs, message_id=row.pk, priority=row.priority)
     transaction.on_commit(callback)
     return callback
@@ -139,8 +144,6 @@ def outbox_dispatch(*, limit: int = 500) -> dict[str, int]:
     Messages younger than OUTBOX_GRACE_S are left to their own on-commit attempt. Rows are locked
     (SKIP LOCKED) so two dispatchers never send the same message; the first broker error stops
     the round (the next one retries)."""
-    from crowdnotes_site.celery import app
-
     cutoff = timezone.now() - timedelta(seconds=settings.OUTBOX_GRACE_S)
     sent = 0
     with transaction.atomic():

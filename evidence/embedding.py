@@ -127,7 +127,7 @@ def encode(texts: Sequence[str], *, model: str = MINILM) -> np.ndarray:
 
 
 def encoder(model: str = MINILM) -> Callable[[Sequence[str]], np.ndarray]:
-    """`encode` bound to one model (what judging.classifier expects as its embed function)."""
+    """`encode` bound to one model (what crowdnotes_site.lib.llm.classifier expects as its embed function)."""
     return functools.partial(encode, model=model)
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.lib.hashing import sha256_hex
 from evidence.chunking import Chunk, chunk_text
 from evidence.embedding import MPNET, default_cache_dir, load_model, model_path
 

@@ -134,9 +134,7 @@ def _request_one(*, user: User, url: str) -> PrefetchStatus:
         row.state, row.requested_by, row.updated_at = Prefetch.State.QUEUED, user, now
         row.error_code = row.error_message = ""
         row.save(update_fields=["state", "requested_by", "updated_at", "error_code", "error_message"])
-    from evidence.tasks import prefetch_url
-
-    enqueue_on_commit(prefetch_url, row.pk, owner=user.pk)
+    enqueue_on_commit("evidence.tasks.prefetch_url", row.pk, owner=user.pk)
     return _status(row)
 
 

@@ -16,7 +16,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.lib.hashing import sha256_hex
+from crowdnotes_site.lib.llm.client import LLMError
+from crowdnotes_site.lib.llm.steps.search import source_category_llm
+from crowdnotes_site.llm import llm_client
 from evidence import pipeline
 from evidence.errors import FetchError
 from evidence.extract import Extracted
@@ -143,13 +146,8 @@ def source_category(*, url: str, title: str = "", allow_llm: bool = False) -> tu
         best = max(mapped, key=lambda m: len(m.domain))
         return decision.domain, best.category, f"mapping:{best.domain} ({best.method})"
     if decision.category == categories.OTHER and allow_llm and settings.SOURCE_CATEGORY_LLM and decision.domain:
-        from judging.services import llm_client
-        from judging.steps.search import source_category_llm
-
         client = llm_client()
         if client is not None:
-            from judging.llm import LLMError
-
             try:
                 result = source_category_llm(
                     client, domain=decision.domain, title=title, labels=list(categories.CATEGORY_LABELS.items())

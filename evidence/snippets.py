@@ -20,16 +20,17 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from crowdnotes_site.hashing import sha256_hex
 from crowdnotes_site.leases import heartbeat, lease_deadline
+from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import pipeline, services
 from evidence.errors import ExtractionError, FetchError
 from evidence.models import AutomationRun, Snippet
-from notes.models import DraftJob
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+    from notes.models import DraftJob  # type hints only: evidence reaches a draft through Snippet.draft_job
 
 log = logging.getLogger(__name__)
 
@@ -106,21 +107,17 @@ def snippet_in_context(*, snippet: Snippet, margin: int = 2000) -> dict[str, obj
 
 def _enqueue_processing(snippet_id: int, owner: int | None) -> None:
     """Queue the processing of a snippet in its contributor's fair turn of the CPU queue (queue.py)."""
-    from evidence.tasks import snippet_process
-
-    enqueue_on_commit(snippet_process, snippet_id, owner=owner)
+    enqueue_on_commit("evidence.tasks.snippet_process", snippet_id, owner=owner)
 
 
 def _enqueue_refine(snippet_id: int, owner: int | None) -> None:
-    from evidence.tasks import snippet_refine
-
-    enqueue_on_commit(snippet_refine, snippet_id, owner=owner)
+    enqueue_on_commit("evidence.tasks.snippet_refine", snippet_id, owner=owner)
 
 
 def _refuse_if_submitted(snippet: Snippet) -> None:
-    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.SUBMITTED:
+    if snippet.draft_job and snippet.draft_job.state == snippet.draft_job.State.SUBMITTED:
         raise SnippetError(SUBMITTED)
-    if snippet.draft_job and snippet.draft_job.state == DraftJob.State.DISCARDED:
+    if snippet.draft_job and snippet.draft_job.state == snippet.draft_job.State.DISCARDED:
         raise SnippetError("This draft was discarded.")
 
 

@@ -7,12 +7,13 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
+from evidence import prefetch, snippets
+from evidence.search import services
+
 
 @shared_task(bind=True, acks_late=True, max_retries=None)
 def snippet_process(self, snippet_id: int) -> None:  # type: ignore[no-untyped-def]
     """Fetch, extract, chunk, embed and match one evidence source (retries transient network errors)."""
-    from evidence import snippets
-
     retries = settings.EVIDENCE_FETCH_RETRIES
     try:
         snippets.snippet_process(snippet_id=snippet_id, final_attempt=self.request.retries >= retries)
@@ -28,8 +29,6 @@ def snippet_process(self, snippet_id: int) -> None:  # type: ignore[no-untyped-d
 @shared_task(acks_late=True)
 def snippet_refine(snippet_id: int) -> None:
     """Embed the passages the pre-filter skipped (runs after every queued snippet got its first answer)."""
-    from evidence import snippets
-
     snippets.snippet_refine(snippet_id=snippet_id)
 
 
@@ -38,8 +37,6 @@ def automation_run_step(run_id: int) -> None:
     """One stage of "find evidence for me" (the service queues the next stage itself). Backend,
     fetch and LLM failures are handled inside the flow (warnings, fallbacks); anything else is a
     bug and fails the run visibly instead of looping."""
-    from evidence.search import services
-
     try:
         services.automation_run_step(run_id=run_id)
     except SoftTimeLimitExceeded:
@@ -52,8 +49,6 @@ def automation_run_step(run_id: int) -> None:
 @shared_task(acks_late=True)
 def prefetch_url(prefetch_id: int) -> None:
     """A head start: fetch, extract, chunk and embed a URL typed into a form, before submit."""
-    from evidence import prefetch
-
     try:
         prefetch.prefetch_run(prefetch_id=prefetch_id)
     except SoftTimeLimitExceeded:

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from django import forms
 
+from crowdnotes_site.forms import VisibleTextField
+from crowdnotes_site.lib.text_rules import is_blank
 from judging.models import JudgeDecision, JudgeKind, Stage
 from judging.selectors import DecisionFilters
-from notes.forms import VisibleTextField
-from notes.text_rules import is_blank
 
 
 class DecisionFilterForm(forms.Form):

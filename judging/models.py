@@ -145,19 +145,3 @@ class PreflightCheck(models.Model):
     @property
     def pending(self) -> bool:
         return self.state in (self.State.QUEUED, self.State.RUNNING)
-
-
-class LlmUsage(models.Model):
-    """LLM calls made for one user's work on one day (UTC), counted by the client of
-    `judging.services.llm_client(owner=...)`; past LLM_DAILY_CALLS_PER_USER the calls are refused."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    day = models.DateField()
-    calls = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        ordering = ["-day", "-calls"]
-        constraints = [models.UniqueConstraint(fields=["user", "day"], name="one_llm_usage_row_per_user_day")]
-
-    def __str__(self) -> str:
-        return f"{self.calls} LLM calls for user {self.user_id} on {self.day}"

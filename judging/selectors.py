@@ -6,17 +6,24 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
+from crowdnotes_site.lib import status as note_status
+from crowdnotes_site.lib.llm.pipeline import STAGES, JudgeInput
+from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.models import LlmUsage
+from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
-from judging.models import JudgeDecision, JudgeKind, JudgeRun, LlmUsage, PreflightCheck, Stage
-from judging.pipeline import STAGES, JudgeInput
-from judging.steps.common import Evidence
-from notes.models import Note, NoteStatus
+from judging.benchmark.results import latest_table
+from judging.benchmark.table import MODE_TEXT
+from judging.models import JudgeDecision, JudgeKind, JudgeRun, PreflightCheck, Stage
+
+if TYPE_CHECKING:  # type hints only: judging reaches a Note through its relations (notes sits above)
+    from notes.models import Note
 
 
 def unjudgeable_reason(note: Note) -> str | None:
@@ -203,15 +210,16 @@ def crowd_agreement() -> list[CrowdAgreement]:
     """For crowd-Helpful and crowd-Not-Helpful notes judged with real inputs: how many the
     judges fail at R and C (the source study: 11.7% of crowd-Helpful notes failed relevance,
     14.0% correctness). The judged notes of both statuses are read in one pass."""
-    statuses = (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL)
-    kept, excluded = _judged(JudgeDecision.objects.filter(note__status__in=statuses))
-    status_of = dict(Note.objects.filter(pk__in=[*kept, *excluded]).values_list("pk", "status"))
+    statuses = (note_status.CURRENTLY_RATED_HELPFUL, note_status.CURRENTLY_RATED_NOT_HELPFUL)
+    decisions = JudgeDecision.objects.filter(note__status__in=statuses)
+    kept, excluded = _judged(decisions)
+    status_of = dict(decisions.order_by().values_list("note_id", "note__status").distinct())
     rows = []
     for status in statuses:
         per_note = [v for note_id, v in kept.items() if status_of.get(note_id) == status]
         rows.append(
             CrowdAgreement(
-                status=str(status.label),
+                status=note_status.LABELS[status],
                 n_notes=len(per_note),
                 fail_relevance=sum(1 for v in per_note if v[Stage.RELEVANCE] != "yes"),
                 fail_correctness=sum(
@@ -243,8 +251,6 @@ def decision_csv_row(d: JudgeDecision) -> list[Any]:
 
 def preflight_queue_waiting(*, check: PreflightCheck) -> bool:
     """The pre-flight is stored but the broker has not taken it yet (it was down at the time)."""
-    from crowdnotes_site.queue import outbox_key, outbox_waiting
-
     if check.state != PreflightCheck.State.QUEUED:
         return False
     return bool(outbox_waiting([outbox_key("judging.tasks.preflight_check", [check.pk])]))
@@ -252,11 +258,6 @@ def preflight_queue_waiting(*, check: PreflightCheck) -> bool:
 
 def benchmark_latest() -> dict[str, Any] | None:
     """The table of the most recently updated benchmark run under BENCHMARK_DIR (or None)."""
-    from django.conf import settings
-
-    from judging.benchmark.runner import latest_table
-    from judging.benchmark.table import MODE_TEXT
-
     data = latest_table(Path(settings.BENCHMARK_DIR))
     if data is not None:
         for row in data["modes"]:

@@ -11,29 +11,30 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.lib.llm import classifier as clf
+from crowdnotes_site.lib.llm import pipeline
+from crowdnotes_site.lib.llm.pipeline import JudgeInput, PipelineResult, StageResult
+from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
-from judging import classifier as clf
-from judging import pipeline
-from judging.llm import CountedClient, LLMBudgetExceeded, LLMClient, LLMConfig
-from judging.models import JudgeDecision, JudgeOverride, JudgeRun, LlmUsage, PreflightCheck
-from judging.pipeline import JudgeInput, PipelineResult, StageResult
+from evidence.embedding import MINILM, cosine, encoder
+from judging.models import JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
 from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
-from judging.steps.common import Evidence
-from notes.models import Note
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+    from notes.models import Note  # type hints only: a Note is reached through JudgeRun.note
 
 logger = logging.getLogger(__name__)
 
@@ -41,53 +42,8 @@ logger = logging.getLogger(__name__)
 # --- Judge configuration --------------------------------------------------------------------
 
 
-def llm_client(*, owner: int | None = None) -> LLMClient | None:
-    """The configured LLM client, or None when LLM_BASE_URL is unset (offline baselines).
-
-    With `owner` (the user whose work this is), every call counts against that user's daily
-    budget (LLM_DAILY_CALLS_PER_USER; `llm_usage_charge`); past it a call raises LLMBudgetExceeded
-    (a permanent error: the run fails visibly, saying why). Work of nobody in particular (the
-    periodic Supernote job, commands, the benchmark) is not counted."""
-    config = LLMConfig.from_settings(settings, environ=os.environ)
-    if not config.configured:
-        return None
-    # Building the SDK client loads the TLS trust store (~30 ms): once per configuration.
-    key = repr(config)
-    client = _clients.get(key)
-    if client is None:
-        client = _clients[key] = LLMClient(config)
-    if owner is None:
-        return client
-    return CountedClient(client, charge=functools.partial(llm_usage_charge, user_id=owner))
-
-
-_clients: dict[str, LLMClient] = {}
-
-
-def llm_usage_charge(*, user_id: int) -> int:
-    """Count one LLM call for the user today (UTC) and return the day's count; refuse it
-    (LLMBudgetExceeded, nothing counted) once the day's LLM_DAILY_CALLS_PER_USER are used. One
-    atomic upsert, so concurrent workers never lose a count."""
-    budget = settings.LLM_DAILY_CALLS_PER_USER
-    day = timezone.now().date()
-    table = connection.ops.quote_name(LlmUsage._meta.db_table)
-    # The WHERE makes the update a no-op at the budget: no row comes back, nothing is counted.
-    # The table name comes from the model, never from input.
-    sql = f"INSERT INTO {table} (user_id, day, calls) VALUES (%s, %s, 1) ON CONFLICT (user_id, day) DO UPDATE SET calls = {table}.calls + 1 WHERE %s = 0 OR {table}.calls < %s RETURNING calls"  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [user_id, day, budget, budget])
-        row = cursor.fetchone()
-    if row is None:
-        raise LLMBudgetExceeded(
-            f"the daily LLM budget of {budget} calls for this user is used up; it starts again at 00:00 UTC"
-        )
-    return int(row[0])
-
-
 @functools.lru_cache(maxsize=4)
 def _load_classifier(directory: str, version: str) -> clf.HelpfulnessClassifier | None:
-    from evidence.embedding import encoder
-
     model = clf.load(Path(directory), version=version)
     if model is not None:
         model.embed = encoder(model.embedding_model)
@@ -116,8 +72,6 @@ def judges_from_settings(*, owner: int | None = None) -> dict[str, pipeline.Judg
         client is None and backends[pipeline.RELEVANCE] == "auto"
     )
     if needs_baseline_relevance and settings.JUDGE_BASELINE_SIMILARITY == "embedding":
-        from evidence.embedding import MINILM, cosine
-
         similarity, similarity_name = cosine, MINILM
     return pipeline.build_judges(
         client=client, backends=backends, similarity=similarity, classifier=model, similarity_name=similarity_name
@@ -160,11 +114,9 @@ def judge_run_retry(*, run: JudgeRun) -> bool:
 
 
 def _enqueue_after_commit(run_id: int, owner: int | None = None) -> None:
-    from judging.tasks import judge_run_step
-
     if owner is None:
         owner = JudgeRun.objects.filter(pk=run_id).values_list("note__author__user_id", flat=True).first()
-    enqueue_on_commit(judge_run_step, run_id, owner=owner)
+    enqueue_on_commit("judging.tasks.judge_run_step", run_id, owner=owner)
 
 
 def judge_runs_sweep() -> list[int]:
@@ -340,9 +292,7 @@ def preflight_request(
         urls=list(urls),
         snippets=[{"text": ev.text, "source": ev.source} for ev in evidence],
     )
-    from judging.tasks import preflight_check
-
-    enqueue_on_commit(preflight_check, check.pk, owner=user.pk)
+    enqueue_on_commit("judging.tasks.preflight_check", check.pk, owner=user.pk)
     return check
 
 

@@ -8,8 +8,9 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
+from crowdnotes_site.lib.llm.client import LLMPermanentError, LLMTransientError
 from judging import services
-from judging.llm import LLMPermanentError, LLMTransientError
+from judging.models import PreflightCheck
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
@@ -39,8 +40,6 @@ def preflight_check(check_id: int) -> None:
     try:
         services.preflight_check_run(check_id=check_id)
     except SoftTimeLimitExceeded:
-        from judging.models import PreflightCheck
-
         PreflightCheck.objects.filter(pk=check_id).update(
             state=PreflightCheck.State.FAILED, error="the judges took longer than the task time limit"
         )

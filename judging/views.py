@@ -112,7 +112,7 @@ def benchmark_results(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(request, "judging/benchmark.html", context)
 
 
-@endpoint(methods=["GET"], permission="judging.view_llmusage")
+@endpoint(methods=["GET"], permission=VIEW)
 def llm_usage(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Admin: LLM calls per user today against the daily budget, and the last 7 days' totals."""
     return render(request, "judging/llm_usage.html", {"usage": selectors.llm_usage()})

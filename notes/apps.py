@@ -2,16 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
+
+from notes.roles import sync_roles
 
 
 def _sync_roles(**_: Any) -> None:
     # Permissions added by later migrations reach the role groups without another data migration.
-    from django.apps import apps
-
-    from notes.roles import sync_roles
-
     sync_roles(apps)
 
 

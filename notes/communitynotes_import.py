@@ -24,12 +24,12 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import Count, OuterRef, Subquery, UniqueConstraint
 from django.db.models.functions import Coalesce
 
-from notes import communitynotes_io as cio
-from notes import pgcopy
+from crowdnotes_site.lib.scoring import communitynotes_io as cio
+from crowdnotes_site.lib.scoring import pgcopy
+from crowdnotes_site.lib.text_rules import find_urls
 from notes.analytics.delays import note_time_ms, snowflake_time
 from notes.models import ImportCheckpoint, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating
 from notes.services import post_text_hash
-from notes.text_rules import find_urls
 
 T = TypeVar("T")
 BATCH = 5000
@@ -302,7 +302,7 @@ def _text_lines(block: bytes) -> list[str]:
     return io.StringIO(block.decode("utf-8"), newline="").readlines()
 
 
-# The columns of cn_typed, sent as binary COPY rows (notes/pgcopy.py).
+# The columns of cn_typed, sent as binary COPY rows (crowdnotes_site/lib/scoring/pgcopy.py).
 _TYPED_COLUMNS = (("note", ">i8"), ("rater", ">i8"), ("level", ">i2"), ("tagset", ">i4"), ("ms", ">i8"))
 
 

@@ -17,10 +17,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
+from crowdnotes_site.lib.text_rules import find_urls, strip_urls
 from notes.models import Note, Participant, Post, Rating, RatingLevel
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
-from notes.text_rules import find_urls, strip_urls
 
 DEMO_PASSWORD = "crowdnotes-demo"  # noqa: S105 - published demo login, demo data only
 DEMO_USERS = {"demo-contributor": [CONTRIBUTOR], "demo-rater": [RATER], "demo-admin": [ADMIN, CONTRIBUTOR, RATER]}

@@ -11,21 +11,13 @@ from django.core.validators import URLValidator
 from django.http import QueryDict
 from django.urls import reverse_lazy
 
+from crowdnotes_site.forms import VisibleTextField
+from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, note_length
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
 from notes.supernotes import comparison
-from notes.text_rules import NOTE_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, is_blank, note_length
 
 _url_validator = URLValidator(schemes=["http", "https"])
-
-
-class VisibleTextField(forms.CharField):
-    """A CharField for text people write: text a reader cannot see (only whitespace, zero-width
-    or bidi-control characters; `text_rules.is_blank`) counts as empty, so `required` refuses it."""
-
-    def to_python(self, value: Any) -> str:
-        text = super().to_python(value) or ""
-        return "" if is_blank(text) else text
 
 
 class SignupForm(UserCreationForm):
@@ -136,7 +128,7 @@ class AddEvidenceForm(forms.Form):
 
 class NoteForm(forms.Form):
     """The note editor. The live counter (static/js/note-editor.js) reads the limit and the URL
-    rule from the textarea's data attributes, so the browser counts as notes.text_rules does."""
+    rule from the textarea's data attributes, so the browser counts as crowdnotes_site.lib.text_rules does."""
 
     max_chars = NOTE_MAX_CHARS
     text = VisibleTextField(

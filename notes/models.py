@@ -1,18 +1,14 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from notes import scoring_explain
-from notes import status as note_status
-
-if TYPE_CHECKING:
-    from judging.steps.common import Producer
+from crowdnotes_site.lib import status as note_status
+from crowdnotes_site.lib.llm.steps.common import Producer
+from crowdnotes_site.lib.scoring import scoring_explain
 
 
 class Topic(models.TextChoices):
@@ -136,7 +132,7 @@ class Note(models.Model):
     factor = models.FloatField(null=True, blank=True)
     num_ratings = models.PositiveIntegerField(default=0)
     scored_at = models.DateTimeField(null=True, blank=True)
-    # Why the note has its status (written by notes_rescore; notes/scoring_explain.py): the
+    # Why the note has its status (written by notes_rescore; crowdnotes_site/lib/scoring/scoring_explain.py): the
     # scorer's rules that matched (the last one decided), the upper confidence bound of the
     # intercept, the ratings from raters on each side, and the sentence shown on the post page.
     score_rules = models.JSONField(default=list, blank=True)
@@ -176,7 +172,7 @@ class Note(models.Model):
 
     @property
     def status_reason(self) -> str:
-        """Why the note has its status, without model numbers (notes/scoring_explain.py)."""
+        """Why the note has its status, without model numbers (crowdnotes_site/lib/scoring/scoring_explain.py)."""
         if not self.score_rules:  # not scored since the rules were recorded
             return ""
         why = scoring_explain.NoteWhy(
@@ -368,8 +364,6 @@ class DraftJob(models.Model):
     @property
     def draft_producer(self) -> Producer:
         """Who wrote the draft ("llm" + model or "baseline" + name), parsed from draft_method."""
-        from judging.steps.common import Producer
-
         return Producer.from_label(self.draft_method)
 
 

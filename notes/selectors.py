@@ -28,10 +28,12 @@ from django.db.models import (
 from django.db.models.functions import MD5, Cast, Least
 from django.shortcuts import get_object_or_404
 
+from crowdnotes_site.lib.scoring import pgcopy, scoring
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
+from evidence.search.selectors import automation_running
 from evidence.snippets import snippet_is_confirmed, snippet_refining
-from notes import pgcopy, scoring
+from judging.selectors import judging_for_notes
 from notes.models import (
     DraftJob,
     Note,
@@ -46,6 +48,12 @@ from notes.models import (
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
+
+# The reference counts a rating towards its rater's reputation only if it came within 48 h of the
+# note (before the public data download could reveal outcomes). Here raters never see other
+# ratings or scores before rating, and "made before the note's latest status" still applies, so
+# the window is dropped: with it, ratings of notes older than two days would never count.
+APP_SCORING_CONFIG = scoring.ScoringConfig(valid_rating_window_ms=None)
 
 
 HOME_PAGE_SIZE = 20
@@ -117,8 +125,6 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
     rejected = [s for s in ready if s.confirmation == Snippet.Confirmation.REJECTED]
     pending = [s for s in ready if s not in confirmed and s not in rejected]
     refining = [s for s in pending if snippet_refining(s)]
-    from evidence.search.selectors import automation_running
-
     finding = automation_running(job=job)
     reasons: list[str] = []
     missing = job.post.text_missing_reason()
@@ -214,7 +220,7 @@ def note_for_rating(*, note_id: int, participant: Participant) -> tuple[Note, Ra
 
 @dataclass
 class ScoringInputs:
-    """Database rows as scorer arrays (notes/scoring.py)."""
+    """Database rows as scorer arrays (crowdnotes_site/lib/scoring/scoring.py)."""
 
     note_pks: np.ndarray
     participant_pks: np.ndarray
@@ -365,7 +371,7 @@ def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Rat
     )
 
 
-# One row of `COPY (…) TO STDOUT (FORMAT binary)` for _RATINGS_COPY_SQL (notes/pgcopy.py; no
+# One row of `COPY (…) TO STDOUT (FORMAT binary)` for _RATINGS_COPY_SQL (crowdnotes_site/lib/scoring/pgcopy.py; no
 # NULLs: every column is COALESCEd).
 _COPY_ROW = pgcopy.row_dtype(
     (("rater", ">i8"), ("note", ">i8"), ("value", ">f8"), ("incorrect", "u1"), ("any_nh", "u1"),
@@ -520,15 +526,13 @@ class StatusExplanation:
     factor: float | None
     scored_at: datetime | None
     reasons: list[str]
-    # The scorer's own stored reason (notes/scoring_explain.py, without model numbers), when scored.
+    # The scorer's own stored reason (crowdnotes_site/lib/scoring/scoring_explain.py, without model numbers), when scored.
     scorer_reason: str = ""
 
 
 def status_explanation(*, note: Note, config: scoring.ScoringConfig | None = None) -> StatusExplanation:
     """Derived from the stored scorer output only (the scoring engineer's per-note explanation,
     when stored by the scorer, replaces `reasons`)."""
-    from notes.services import APP_SCORING_CONFIG
-
     cfg = config or APP_SCORING_CONFIG
     helpful_q = Q(level__in=[RatingLevel.HELPFUL, RatingLevel.SOMEWHAT_HELPFUL])
     counts = Rating.objects.filter(note=note).aggregate(
@@ -626,8 +630,6 @@ class NotesProgress:
 
 
 def notes_progress(*, notes: list[Note]) -> NotesProgress:
-    from judging.selectors import judging_for_notes
-
     judging = judging_for_notes(notes)
     items = [NoteProgress(note=n, judging=judging.get(n.pk), status=status_explanation(note=n)) for n in notes]
     running = any(i.judging is not None and i.judging.running for i in items)

@@ -18,13 +18,19 @@ from django.utils import timezone
 
 from crowdnotes_site import leases
 from crowdnotes_site.dbstats import refresh_planner_statistics
-from crowdnotes_site.hashing import sha256_hex
 from crowdnotes_site.leases import heartbeat, lease_deadline
+from crowdnotes_site.lib.hashing import sha256_hex
+from crowdnotes_site.lib.llm import drafting
+from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.lib.scoring import scoring, scoring_explain
+from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import snippets
 from evidence.models import Snippet
-from judging.services import llm_client
-from notes import scoring, scoring_explain, selectors
+from evidence.search.services import AutomationError, automation_run_start
+from judging.selectors import unjudgeable_reason
+from judging.services import judge_run_request, preflight_request
+from notes import selectors
 from notes.models import (
     TAGS_FOR_LEVEL,
     DraftJob,
@@ -35,6 +41,7 @@ from notes.models import (
     Rating,
     ScoringRun,
 )
+from notes.selectors import APP_SCORING_CONFIG, draft_gate
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -90,10 +97,8 @@ def post_create(
 
 def _classify_on_commit(post: Post) -> None:
     if settings.TOPICS_CLASSIFY_NEW_POSTS and post.text_available and post.text.strip():
-        from notes.tasks import topic_classify_post
-
         # In the flagger's fair turn on the llm queue; one call per flagged post (itself rate-limited).
-        enqueue_on_commit(topic_classify_post, post.pk, owner=post.flagged_by_id)
+        enqueue_on_commit("notes.tasks.topic_classify_post", post.pk, owner=post.flagged_by_id)
 
 
 @transaction.atomic
@@ -214,8 +219,6 @@ def draft_job_start(
     skipped = [u for u in urls if u in existing]
     added = snippets.snippets_add(job=job, urls=[u for u in urls if u not in existing])
     if find_evidence:
-        from evidence.search.services import AutomationError, automation_run_start
-
         try:
             automation_run_start(job=job)
         except AutomationError:
@@ -252,8 +255,6 @@ def draft_job_request_draft(*, job: DraftJob, seen_round: int | None = None) -> 
 
     `seen_round` is the draft round the contributor's page showed: two requests made from the
     same page (a double click, two tabs) queue one draft task; the second is told so."""
-    from notes.selectors import draft_gate
-
     gate = draft_gate(job=job)
     if not gate.can_draft:
         raise FlowError(" ".join(gate.reasons))
@@ -271,9 +272,7 @@ def draft_job_request_draft(*, job: DraftJob, seen_round: int | None = None) -> 
         updated_at=timezone.now(),
     ):
         raise FlowError("This draft was already requested (or the note was submitted); showing its current state.")
-    from notes.tasks import draft_generate
-
-    enqueue_on_commit(draft_generate, job.pk, owner=job.contributor_id)
+    enqueue_on_commit("notes.tasks.draft_generate", job.pk, owner=job.contributor_id)
     job.refresh_from_db()
     return job
 
@@ -295,8 +294,6 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
 
 def draft_jobs_sweep() -> list[int]:
     """Re-queue drafts whose worker stopped renewing its lease (beat: work_sweep)."""
-    from notes.tasks import draft_generate
-
     requeued: list[int] = []
     expired = DraftJob.objects.filter(state=DraftJob.State.DRAFTING, lease_until__lt=timezone.now())
     for job_id in expired.values_list("pk", flat=True):
@@ -305,15 +302,12 @@ def draft_jobs_sweep() -> list[int]:
                 lease_until=None
             ):
                 owner = DraftJob.objects.filter(pk=job_id).values_list("contributor_id", flat=True).first()
-                enqueue_on_commit(draft_generate, job_id, owner=owner)
+                enqueue_on_commit("notes.tasks.draft_generate", job_id, owner=owner)
                 requeued.append(job_id)
     return requeued
 
 
 def _draft_claimed(job: DraftJob) -> DraftJob:
-    from notes import drafting
-    from notes.selectors import draft_gate
-
     confirmed = draft_gate(job=job).confirmed
     try:
         missing = job.post.text_missing_reason()
@@ -377,8 +371,6 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
 
     Submitting queues the judges; nothing is published automatically.
     """
-    from notes.selectors import draft_gate
-
     job = DraftJob.objects.select_for_update().get(pk=job.pk)
     if job.state == DraftJob.State.SUBMITTED:
         raise FlowError("This note was already submitted.")
@@ -400,9 +392,6 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     job.state = DraftJob.State.SUBMITTED
     job.save(update_fields=["state", "updated_at"])
     NoteStatusChange.objects.create(note=note, status=note.status)
-    from judging.selectors import unjudgeable_reason
-    from judging.services import judge_run_request
-
     if unjudgeable_reason(note) is None:  # a post imported without text is never judged
         judge_run_request(note=note)
     return note
@@ -410,11 +399,6 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
 
 # --- Ratings and scoring ---------------------------------------------------------------------
 
-# The reference counts a rating towards its rater's reputation only if it came within 48 h of the
-# note (before the public data download could reveal outcomes). Here raters never see other
-# ratings or scores before rating, and "made before the note's latest status" still applies, so
-# the window is dropped: with it, ratings of notes older than two days would never count.
-APP_SCORING_CONFIG = scoring.ScoringConfig(valid_rating_window_ms=None)
 # A rescoring that rewrites at least this many notes (and a tenth of them) refreshes the planner's
 # statistics of the notes table.
 RESCORE_ANALYZE_MIN_ROWS = 1000
@@ -454,15 +438,13 @@ def notes_rescore_request(*, user: User | None = None) -> ScoringRun:
     """Queue a rescoring ("rescore now") on the cpu queue once the current transaction commits.
 
     One asked-for run at a time: while one is queued or running, asking again returns it."""
-    from notes.tasks import score_notes
-
     pending = ScoringRun.objects.filter(
         trigger=ScoringRun.Trigger.ADMIN, state__in=[ScoringRun.State.QUEUED, ScoringRun.State.RUNNING]
     ).first()
     if pending is not None:
         return pending
     run = ScoringRun.objects.create(trigger=ScoringRun.Trigger.ADMIN, requested_by=user)
-    enqueue_on_commit(score_notes, run.pk, owner=user.pk if user is not None else None)
+    enqueue_on_commit("notes.tasks.score_notes", run.pk, owner=user.pk if user is not None else None)
     return run
 
 
@@ -507,9 +489,8 @@ def scoring_run_execute(*, run_id: int | None = None) -> ScoringRun:
 
 def scoring_runs_sweep() -> list[int]:
     """Re-queue the scoring runs whose worker stopped renewing the claim (beat: work_sweep)."""
-    from notes.tasks import score_notes
 
-    return leases.runs_sweep(ScoringRun, lambda pk: enqueue_on_commit(score_notes, pk))
+    return leases.runs_sweep(ScoringRun, lambda pk: enqueue_on_commit("notes.tasks.score_notes", pk))
 
 
 def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -534,7 +515,7 @@ def _changed(old: float | None, new: float | None) -> bool:
 
 @transaction.atomic
 def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig | None = None) -> dict[str, Any]:
-    """Score every note from the ratings in the database (notes/scoring.py) and store the results.
+    """Score every note from the ratings in the database (crowdnotes_site/lib/scoring/scoring.py) and store the results.
 
     Writes intercept/factor/status/num_ratings to changed notes, rater parameters to participants,
     and a NoteStatusChange row for every status change. Runs once at a time (advisory lock).
@@ -614,9 +595,6 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
 
 def note_preflight(*, job: DraftJob, gate: selectors.DraftGate, text: str, user: User) -> Any:
     """Queue the judges' verdicts on a draft before submission (advice only, decides nothing)."""
-    from judging.services import preflight_request
-    from judging.steps.common import Evidence
-
     return preflight_request(
         user=user,
         post_text=job.post.text,

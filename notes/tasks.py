@@ -3,9 +3,17 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
 
+from evidence.prefetch import prefetch_prune
+from evidence.search.services import automation_runs_sweep
+from evidence.snippets import snippet_refines_sweep, snippets_sweep
+from judging.services import judge_runs_sweep, preflight_prune
 from notes import services
+from notes.analytics.topics import post_classify_topic
+from notes.models import Post
+from notes.supernotes import services as supernotes
 
 
 @shared_task(acks_late=True)
@@ -18,9 +26,6 @@ def draft_generate(job_id: int) -> None:
 # with text. Safe to run twice (it overwrites the topic with the same answer).
 @shared_task(name="notes.tasks.topic_classify_post", acks_late=True, soft_time_limit=300, time_limit=330)
 def topic_classify_post(post_id: int) -> str | None:
-    from notes.analytics.topics import post_classify_topic
-    from notes.models import Post
-
     post = Post.objects.filter(pk=post_id).first()
     return post_classify_topic(post=post) if post is not None else None
 
@@ -47,13 +52,34 @@ def score_notes(run_id: int | None = None) -> dict[str, Any]:
 # the service queues the next slice itself, in the starter's fair turn.
 @shared_task(name="notes.tasks.supernote_run_execute", acks_late=True)
 def supernote_run_execute(run_id: int) -> None:
-    from notes.supernotes import services as supernotes
-
     supernotes.supernote_run_step(run_id=run_id)
 
 
 @shared_task(name="notes.tasks.supernote_runs_start_stuck")
 def supernote_runs_start_stuck() -> int:
-    from notes.supernotes import services as supernotes
-
     return supernotes.supernote_runs_start_stuck()
+
+
+# Site-wide sweeps (beat, default queue). They live in the top app because they call the services
+# of several apps below it; their registered names and beat entries are those of crowdnotes_site.tasks.
+@shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
+def work_sweep() -> dict[str, list[int]]:
+    """Re-queue the work whose worker was lost (lease or claim expired): snippet processing, snippet
+    refines, drafts, judge runs, automation runs, Supernote runs and scoring runs."""
+    return {
+        "snippets": snippets_sweep(),
+        "refines": snippet_refines_sweep(),
+        "drafts": services.draft_jobs_sweep(),
+        "judge_runs": judge_runs_sweep(),
+        "automation_runs": automation_runs_sweep(),
+        "supernote_runs": supernotes.supernote_runs_sweep(),
+        "scoring_runs": services.scoring_runs_sweep(),
+    }
+
+
+@shared_task(name="crowdnotes_site.tasks.prune_finished_work", ignore_result=True)
+def prune_finished_work() -> dict[str, int]:
+    """Delete finished pre-flights and head starts older than FINISHED_WORK_RETENTION_DAYS, so
+    that these tables do not grow for ever."""
+    days = settings.FINISHED_WORK_RETENTION_DAYS
+    return {"preflights": preflight_prune(days=days), "prefetches": prefetch_prune(days=days)}

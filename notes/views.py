@@ -13,7 +13,9 @@ from evidence import snippets
 from evidence.models import Snippet
 from evidence.search.selectors import automation_view
 from evidence.search.services import AutomationError, automation_run_start
+from judging.selectors import preflight_queue_waiting
 from notes import selectors, services
+from notes.analytics.selectors import spike_queue
 from notes.forms import AddEvidenceForm, ComparisonForm, ContributeForm, NoteForm, RatingForm, SignupForm
 from notes.models import DraftJob, Participant, Post, SupernoteComparison, SupernoteRun, Topic
 from notes.supernotes import comparison as comparison_module
@@ -33,8 +35,6 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @endpoint(methods=["GET"], permission="notes.add_post")
 def spiking_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
-    from notes.analytics.selectors import spike_queue
-
     return render(request, "notes/spiking_posts.html", {"queue": spike_queue()})
 
 
@@ -336,8 +336,6 @@ def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
     if not form.is_valid():
         return _workspace(request, job, note_form=form)
     check = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"], user=request.user)
-    from judging.selectors import preflight_queue_waiting
-
     waiting = preflight_queue_waiting(check=check)
     return _workspace(request, job, note_form=form, preflight_check=check, queue_waiting=waiting)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from crowdnotes_site.hashing import sha256_hex
+from crowdnotes_site.lib.hashing import sha256_hex
 from evidence import pipeline, services
 from evidence.errors import ExtractionError, FetchError
-from evidence.extract import extract
+from evidence.extract import Extracted, extract
 from evidence.fetch import FetchResult
 from evidence.index import ingest, store
 from evidence.matching import Matcher
@@ -34,8 +34,6 @@ def _store(
     copy_url: str,
     embed: bool,
 ) -> str:
-    from evidence.extract import Extracted
-
     assert isinstance(extracted, Extracted)
     previous = EvidenceSource.objects.filter(url_hash=services.url_hash(url)).order_by("-fetched_at").first()
     unchanged = (

@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
 
+from crowdnotes_site.lib.llm.client import LLMClient, LLMError
+from crowdnotes_site.lib.llm.steps import search as steps
+from crowdnotes_site.lib.llm.steps.common import Similarity, StepResult
 from evidence.search.backends import Backend, BackendError, SearchHit
 from evidence.search.categories import DEFAULT_RELIABILITY_PRIOR, OTHER
 from evidence.search.pool import Candidate, build_pool
-from judging.llm import LLMClient, LLMError
-from judging.steps import search as steps
-from judging.steps.common import Similarity, StepResult
 
 # (url) -> (registered domain, category)
 Categorize = Callable[[str], tuple[str, str]]

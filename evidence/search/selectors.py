@@ -4,13 +4,15 @@ with what was chosen and why, and every utility round."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evidence.models import AutomationRun
 from evidence.search.categories import CATEGORY_LABELS
 from evidence.search.flow import SearchState
 from evidence.search.pool import Candidate
-from notes.models import DraftJob
+
+if TYPE_CHECKING:
+    from notes.models import DraftJob  # type hints only: evidence never imports notes
 
 ACTIVE = [AutomationRun.State.QUEUED, AutomationRun.State.RUNNING]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from datetime import date
+from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
@@ -17,16 +18,22 @@ from django.db import transaction
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.lib.llm.steps.common import Similarity
+from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import pipeline, services
+from evidence.embedding import encode
 from evidence.errors import ExtractionError, FetchError
+from evidence.index.query import LocalIndexBackend
 from evidence.models import AutomationRun, EvidenceSource, UtilityRound
 from evidence.search import flow
 from evidence.search.backends import Backend, BraveBackend, HttpJson, SearchHit, SearxngBackend
 from evidence.search.categories import parse_prior
 from evidence.search.pool import url_key
-from judging.steps.common import Similarity
-from notes.models import DraftJob
+from evidence.snippets import snippets_propose
+
+if TYPE_CHECKING:
+    from notes.models import DraftJob  # type hints only: evidence reaches a draft through its relations
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +66,6 @@ def search_config(
 
 def search_backends() -> list[Backend]:
     """The backends named in SEARCH_BACKENDS, in that order."""
-    from evidence.index.query import LocalIndexBackend
-
     http = HttpJson(
         timeout_s=settings.SEARCH_HTTP_TIMEOUT_S,
         retries=settings.SEARCH_HTTP_RETRIES,
@@ -103,8 +108,6 @@ class CachedSimilarity:
 
     def prime(self, texts: list[str]) -> None:
         """Embed these texts in one batch (the flow primes the post and the whole pool)."""
-        from evidence.embedding import encode
-
         missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
         if missing:
             for text, vector in zip(missing, encode(missing), strict=True):
@@ -145,8 +148,6 @@ def enrich_known(hits: list[SearchHit]) -> list[SearchHit]:
 
 def search_deps(*, owner: int | None = None) -> flow.Deps:
     """The flow's dependencies; `owner` (the contributor whose run this is) is charged for LLM calls."""
-    from judging.services import llm_client
-
     return flow.Deps(
         backends=search_backends(),
         client=llm_client(owner=owner),
@@ -188,12 +189,12 @@ class AutomationError(Exception):
 @transaction.atomic
 def automation_run_start(*, job: DraftJob, tau: int | None = None, cutoff: date | None = None) -> AutomationRun:
     """Start finding evidence for the draft's post (one run at a time per draft)."""
-    if job.state == DraftJob.State.SUBMITTED:
+    if job.state == job.State.SUBMITTED:
         raise AutomationError("This note was already submitted.")
     missing = job.post.text_missing_reason()
     if missing:  # its placeholder would become the search query
         raise AutomationError(f"CrowdNotes cannot search for evidence: {missing}.")
-    DraftJob.objects.select_for_update().filter(pk=job.pk).first()  # serialize two clicks
+    type(job).objects.select_for_update().filter(pk=job.pk).first()  # serialize two clicks
     active = job.automation_runs.filter(state__in=[AutomationRun.State.QUEUED, AutomationRun.State.RUNNING])
     if active.exists():
         raise AutomationError("CrowdNotes is already looking for evidence for this note.")
@@ -211,11 +212,9 @@ def automation_run_start(*, job: DraftJob, tau: int | None = None, cutoff: date 
 
 
 def _enqueue(run_id: int, owner: int | None = None) -> None:
-    from evidence.tasks import automation_run_step
-
     if owner is None:
         owner = AutomationRun.objects.filter(pk=run_id).values_list("draft_job__contributor_id", flat=True).first()
-    enqueue_on_commit(automation_run_step, run_id, owner=owner)
+    enqueue_on_commit("evidence.tasks.automation_run_step", run_id, owner=owner)
 
 
 def automation_runs_sweep() -> list[int]:
@@ -286,8 +285,6 @@ def _advance(run: AutomationRun, state: flow.SearchState, following: str, new_ro
         _store_round(run, state, new_round)
     done = following == AutomationRun.Stage.DONE
     if done and run.draft_job is not None:
-        from evidence.snippets import snippets_propose
-
         proposals = [(state.pool[c.pool_index].url, c.reason) for c in state.active]
         skipped = snippets_propose(job=run.draft_job, run=run, proposals=proposals)
         for url in skipped:

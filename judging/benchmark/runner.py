@@ -5,12 +5,12 @@ that crashed leaves no record and is tried again next time.
 
 Modes (each reuses the product's own services):
 - human: RETRIEVE/MATCH on the human note's URLs (evidence.pipeline), the human note judged on
-  the best passage of each (judging.pipeline, judges as configured);
-- augmentation: a note drafted from that human evidence (notes.drafting), judged on it;
+  the best passage of each (crowdnotes_site.lib.llm.pipeline, judges as configured);
+- augmentation: a note drafted from that human evidence (crowdnotes_site.lib.llm.drafting), judged on it;
 - automation: evidence.search.services.find_evidence with τ = the human note's URL count and the
   note's date as the cutoff, a note drafted from the chosen sources' best passages, judged;
 - ablations: automation with one query, and with search rank order instead of utility judgment;
-- compare:<automation mode>: machine vs human evidence, by judging.steps.compare (LLM or baseline).
+- compare:<automation mode>: machine vs human evidence, by crowdnotes_site.lib.llm.steps.compare (LLM or baseline).
 
 Works on any OpenAI-compatible endpoint (LLM_BASE_URL) and offline with the labelled baselines;
 the table's header says which from the producers recorded in the rows.
@@ -30,13 +30,22 @@ from typing import IO, Any
 
 from django.conf import settings
 
+from crowdnotes_site.lib.llm.client import LLMConfig, LLMError
+from crowdnotes_site.lib.llm.drafting import DraftError, draft_note
+from crowdnotes_site.lib.llm.pipeline import JudgeInput, PipelineResult, run_pipeline
+from crowdnotes_site.lib.llm.steps import compare
+from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.llm import llm_client
+from evidence import pipeline, services
+from evidence.embedding import cosine
+from evidence.models import EvidenceSource
+from evidence.search.services import find_evidence
 from judging.benchmark import table
 from judging.benchmark.dataset import Row
-from judging.llm import LLMConfig, LLMError
-from judging.pipeline import JudgeInput, PipelineResult, run_pipeline
-from judging.steps.common import Evidence
+from judging.benchmark.results import TABLE_JSON, TABLE_MD
+from judging.services import judges_from_settings
 
-RECORDS, META, TABLE_JSON, TABLE_MD = "rows.jsonl", "run.json", "table.json", "table.md"
+RECORDS, META = "rows.jsonl", "run.json"
 AUTOMATION_FLAGS = {
     table.AUTOMATION: {},
     table.SINGLE_QUERY: {"single_query": True, "rank_order": False},
@@ -236,8 +245,6 @@ class Run:
     def human_evidence(self, row: Row) -> list[dict[str, Any]]:
         """RETRIEVE + MATCH on each of the human note's URLs (once per row per process)."""
         if row.id not in self._human:
-            from evidence import pipeline, services
-
             matcher = services.get_matcher()
             found = []
             for url in row.urls:
@@ -257,10 +264,6 @@ class Run:
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """find_evidence with τ = the human URL count and the note's date as cutoff; the best
         passage of each chosen source (stored passages of indexed documents, else fetched)."""
-        from evidence import pipeline, services
-        from evidence.models import EvidenceSource
-        from evidence.search.services import find_evidence
-
         state = find_evidence(
             post_text=row.post,
             tau=len(row.urls),
@@ -306,14 +309,12 @@ class Run:
         return evidence, extra
 
     def drafted_and_judged(self, row: Row, evidence: list[dict[str, Any]], *, producers: list[str]) -> dict[str, Any]:
-        from notes.drafting import DraftError, draft_note
-
         usable = [(e["url"], e["text"]) for e in evidence if e["ok"]]
         base = {"evidence": evidence, "evidence_producers": producers}
         if not usable:
             return {**base, **_no_note("no evidence passage to draft from")}
         try:
-            draft = draft_note(post=row.post, snippets=usable)
+            draft = draft_note(post=row.post, snippets=usable, client=llm_client())
         except DraftError as exc:
             return {**base, **_no_note(str(exc))}
         judged = self.judged(
@@ -344,8 +345,6 @@ class Run:
 
     def compared(self, row: Row, *, human: list[dict[str, Any]], machine: list[dict[str, Any]]) -> dict[str, Any]:
         """Machine vs human evidence; which set is shown as A alternates by row id (position bias)."""
-        from judging.services import llm_client
-        from judging.steps import compare
 
         def as_evidence(entries: list[dict[str, Any]]) -> list[Evidence]:
             return [Evidence(text=e["text"], source=e["url"]) for e in entries if e["ok"]]
@@ -381,8 +380,6 @@ class Run:
 
     def judges(self) -> dict[str, Any]:
         if self._judges is None:
-            from judging.services import judges_from_settings
-
             self._judges = judges_from_settings()
         return self._judges
 
@@ -390,8 +387,6 @@ class Run:
 def _similarity() -> Callable[[str, str], float] | None:
     if settings.JUDGE_BASELINE_SIMILARITY != "embedding":
         return None
-    from evidence.embedding import cosine
-
     return cosine
 
 
@@ -437,19 +432,3 @@ def run_benchmark(
     *, dataset: Path, rows: Sequence[Row], modes: Sequence[str], ablations: bool, out: Path, progress: IO[str] | None
 ) -> Outcome:
     return Run(dataset=dataset, rows=rows, tasks=tasks_for(modes, ablations), out=out).execute(progress=progress)
-
-
-def latest_table(directory: Path) -> dict[str, Any] | None:
-    """The most recently updated run's table under `directory` (the results page)."""
-    tables = sorted(directory.glob(f"*/{TABLE_JSON}"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in tables:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        data["out_dir"] = str(path.parent)
-        data["markdown"] = (
-            (path.parent / TABLE_MD).read_text(encoding="utf-8") if (path.parent / TABLE_MD).exists() else ""
-        )
-        return data
-    return None

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 
+from crowdnotes_site.lib.llm.pipeline import STAGES
 from evidence.models import Snippet
 from evidence.search.categories import CATEGORY_LABELS, category_by_rules
 from judging.models import JudgeDecision
-from judging.pipeline import STAGES
 from judging.selectors import Funnel, funnel_of, judged_notes
 from notes.analytics import delays, spikes
 from notes.models import ImportedNoteHistory, Note, NoteStatus, Post, Topic

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from notes import communitynotes_io as cio
+from crowdnotes_site.lib.scoring import communitynotes_io as cio
 from notes.analytics.delays import note_time_ms
 from notes.models import ImportedNoteHistory, NoteStatus
 

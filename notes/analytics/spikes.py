@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from notes.text_rules import strip_urls
+from crowdnotes_site.lib.text_rules import strip_urls
 
 WINDOW_DAYS = 28
 K_SIGMA = 2.5

@@ -1,4 +1,4 @@
-"""Health topics of posts: the labels of judging.steps.topics mapped onto Post.topic, and the
+"""Health topics of posts: the labels of crowdnotes_site.lib.llm.steps.topics mapped onto Post.topic, and the
 service that classifies and stores them (LLM when configured, else the labelled offline
 baseline). A post imported without its text is never classified (its placeholder is not
 the post)."""
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from judging.steps import topics as topic_step
-from judging.steps.common import StepResult
+from crowdnotes_site.lib.llm.steps import topics as topic_step
+from crowdnotes_site.lib.llm.steps.common import StepResult
+from crowdnotes_site.llm import llm_client
 from notes.models import Post, Topic
 
 # The step's labels are the model's choices, lower-cased: map by label, checked at import.
@@ -22,8 +23,6 @@ def topic_value(label: str | None) -> str | None:
 
 
 def classify_text(text: str) -> StepResult:
-    from judging.services import llm_client
-
     client = llm_client()
     if client is None:
         # Keywords beat embedding similarity on the labelled set (bench/README.md "Topic

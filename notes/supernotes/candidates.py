@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from judging.steps.supernote import MergeSource, SourceNote
+from crowdnotes_site.lib.llm.steps.supernote import MergeSource, SourceNote
 
 DEFAULT_CANDIDATES = 100
 MIN_SUBSET = 2

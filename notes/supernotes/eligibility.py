@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from notes import status as names
+from crowdnotes_site.lib import status as names
 
 MISLEADING = "MISINFORMED_OR_POTENTIALLY_MISLEADING"
 MIN_NOTES = 2

@@ -4,7 +4,7 @@ empirically best note (highest intercept from the real ratings, which the PHM ne
 Two populations: a synthetic one with a known truth (`evaluate_synthetic`) and the public sample
 (`evaluate_sample`, below: the colin-fraser 2021 notes and ratings, grouped into posts by tweetId).
 
-Synthetic population (`synthetic_population`): notes.synthetic.generate's raters and notes (known
+Synthetic population (`synthetic_population`): crowdnotes_site.lib.scoring.synthetic.generate's raters and notes (known
 factors), grouped into posts of `notes_per_post` notes; each note gets a stand-in "embedding" = a
 fixed random projection of its true (intercept, factor) plus noise (what a text embedding would
 carry about the note, imperfectly). The ratings of the evaluation posts' notes are held out from
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from notes import communitynotes_io as cio
-from notes import scoring, scoring_tsv, synthetic
+from crowdnotes_site.lib.scoring import communitynotes_io as cio
+from crowdnotes_site.lib.scoring import scoring, scoring_tsv, synthetic
 from notes.supernotes import comparison, jury, phm
 
 EMBED_DIM = 16

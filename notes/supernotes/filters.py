@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
-from judging.llm import LLMClient
-from judging.steps import principles
-from notes.text_rules import NOTE_MAX_CHARS, find_urls, strip_urls
+from crowdnotes_site.lib.llm.client import LLMClient
+from crowdnotes_site.lib.llm.steps import principles
+from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, find_urls, strip_urls
 
 FILTERS = ("neutral", "no_opinion", "links_from_sources", "links_well_formed", "length")
 

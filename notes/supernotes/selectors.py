@@ -25,6 +25,7 @@ from notes.models import (
 )
 from notes.supernotes import comparison, eligibility
 from notes.supernotes.candidates import NoteSummary
+from notes.supernotes.jury import estimate_mu
 
 _ELIGIBLE = Q(classification=Note.Classification.MISLEADING, status=NoteStatus.NEEDS_MORE_RATINGS) & ~Q(
     origin=Note.Origin.SUPERNOTE
@@ -117,8 +118,6 @@ class JuryPool:
 def jury_pool() -> JuryPool:
     """Raters with scorer parameters, and μ re-derived from the stored parameters
     (notes.supernotes.jury.estimate_mu) with the ratings-per-note the phase-2 solve uses."""
-    from notes.supernotes.jury import estimate_mu
-
     people = list(
         Participant.objects.filter(rater_factor__isnull=False, rater_intercept__isnull=False)
         .order_by("pk")

@@ -15,8 +15,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.lib.llm.steps import supernote as supernote_step
+from crowdnotes_site.lib.text_rules import find_urls
+from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
-from judging.steps import supernote as supernote_step
+from evidence import embedding
+from evidence.errors import FetchError
+from evidence.fetch import fetch
+from evidence.services import fetch_policy
+from judging.services import judge_run_request
 from notes.models import (
     Note,
     NoteStatusChange,
@@ -28,12 +35,11 @@ from notes.models import (
 )
 from notes.supernotes import candidates as cand
 from notes.supernotes import comparison, filters, jury, selectors
-from notes.text_rules import find_urls
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
 
-    from notes.supernotes import phm
+    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
 # `notes.supernotes.phm` imports torch: it is imported inside the functions below, which run in
 # workers and commands, so that serving a page (this module is imported by notes.views) loads no
@@ -57,17 +63,15 @@ def phm_dir() -> Path:
 
 def embedder(name: str) -> Embed:
     """The text embedding a PHM was trained with: the shipped MiniLM, or the hashing baseline."""
-    from notes.supernotes import phm
+    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
     if name == phm.HASHING:
         return phm.hashing_embed
-    from evidence import embedding
-
     return embedding.encoder(name)
 
 
 def phm_latest() -> phm.PHM | None:
-    from notes.supernotes import phm
+    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
     path = phm.latest(phm_dir())
     return phm.load(path) if path else None
@@ -75,7 +79,7 @@ def phm_latest() -> phm.PHM | None:
 
 def phm_train_from_db(*, embedder_name: str, epochs: int = 8, max_ratings: int | None = None, seed: int = 0) -> phm.PHM:
     """Train the PHM on every rating whose rater has scorer parameters; store it under PHM_DIR."""
-    from notes.supernotes import phm
+    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
     rows = selectors.phm_training_rows(max_ratings=max_ratings)
     if len(rows.label) == 0:
@@ -149,12 +153,11 @@ def _enqueue(run: SupernoteRun) -> None:
     """Queue the run's next slice in its starter's fair turn (crowdnotes_site/queue.py): each slice
     of a long run is a new message with a later priority, so other people's single calls on the
     llm queue go between the slices. A run nobody started (the periodic job) waits behind people."""
-    from notes.tasks import supernote_run_execute
-
+    task = "notes.tasks.supernote_run_execute"
     if run.requested_by_id is not None:
-        enqueue_on_commit(supernote_run_execute, run.pk, owner=run.requested_by_id)
+        enqueue_on_commit(task, run.pk, owner=run.requested_by_id)
     else:
-        enqueue_on_commit(supernote_run_execute, run.pk, priority=settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
+        enqueue_on_commit(task, run.pk, priority=settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
 
 
 def supernote_runs_sweep() -> list[int]:
@@ -181,10 +184,6 @@ def _progress(run: SupernoteRun, stage: str, progress: int) -> None:
 
 
 def _reachable(url: str) -> str | None:
-    from evidence.errors import FetchError
-    from evidence.fetch import fetch
-    from evidence.services import fetch_policy
-
     try:
         fetch(url, fetch_policy())
     except FetchError as exc:
@@ -251,8 +250,6 @@ def _step_claimed(run_id: int, embed: Embed | None) -> bool:
 
 def _candidates_slice(run: SupernoteRun, notes: list[cand.NoteSummary], subsets: list[list[int]]) -> None:
     """Write and check the next slice of candidates (0-80 % of the progress), then hand the run back."""
-    from judging.services import llm_client
-
     client = llm_client(owner=run.requested_by_id)
     first, total = run.candidates_done, len(subsets)
     last = min(first + settings.SUPERNOTE_SLICE_CANDIDATES, total)
@@ -341,8 +338,6 @@ def _select(run: SupernoteRun, notes: list[cand.NoteSummary], embed: Embed | Non
 
 def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) -> Note:
     """The chosen candidate as a note with origin supernote; it goes through the judges."""
-    from judging.services import judge_run_request
-
     links = [u for u in find_urls(row.text, web_only=True)]
     note = Note.objects.create(
         post=run.post, author=None, text=row.text, origin=Note.Origin.SUPERNOTE, evidence_urls=links,

@@ -1,6 +1,6 @@
 // Live character count under the Community Notes rule: each URL counts as one character.
 // The limit, the URL pattern and the trailing punctuation come from the textarea's data
-// attributes (notes.forms.NoteForm, from notes.text_rules), so there is one rule, in Python.
+// attributes (notes.forms.NoteForm, from crowdnotes_site.lib.text_rules), so there is one rule, in Python.
 (function () {
   "use strict";
   function noteLength(text, appended, urlRe, trailingRe) {

@@ -12,6 +12,7 @@ from crowdnotes_site.models import OutboxMessage
 from evidence.errors import ERROR_TEXTS
 from evidence.models import Passage, Prefetch, Snippet
 from tests.conftest import wait_for
+from tests.support.sent_tasks import record_sent
 from tests.support.web_server import WebServer
 
 from .conftest import MEASLES, article
@@ -22,9 +23,7 @@ TASK = "evidence.tasks.prefetch_url"
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The prefetch tasks sent to the broker after commit (recorded instead of run)."""
-    calls: list[int] = []
-    monkeypatch.setattr("evidence.tasks.prefetch_url.apply_async", lambda args, kwargs, **_: calls.append(args[0]))
-    return calls
+    return record_sent(monkeypatch, TASK)
 
 
 def _post(client: Any, capture: Any, urls: str) -> str:

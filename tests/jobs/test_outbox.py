@@ -74,13 +74,11 @@ def test_a_reachable_broker_gets_the_message_at_commit(contributor_client: Any) 
 def test_a_rolled_back_transaction_leaves_nothing_in_the_outbox() -> None:
     from django.db import transaction
 
-    from notes.tasks import draft_generate
-
     seen: list[int] = []
 
     def enqueue_then_fail() -> None:
         with transaction.atomic():
-            queue.enqueue_on_commit(draft_generate, 123)
+            queue.enqueue_on_commit("notes.tasks.draft_generate", 123)
             seen.append(OutboxMessage.objects.count())
             raise RuntimeError("rolled back")
 

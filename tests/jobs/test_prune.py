@@ -9,9 +9,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from crowdnotes_site.tasks import prune_finished_work
 from evidence.models import EvidenceSource, Prefetch
 from judging.models import PreflightCheck
+from notes.tasks import prune_finished_work
 
 pytestmark = pytest.mark.django_db
 

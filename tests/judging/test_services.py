@@ -8,9 +8,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from crowdnotes_site.lib.llm.pipeline import StageResult
 from judging import services
 from judging.models import JudgeDecision, JudgeOverride, JudgeRun
-from judging.pipeline import StageResult
 from judging.selectors import crowd_agreement, funnel
 from notes.models import NoteStatus
 from tests.judging.factories import SNIPPET, answers, note_with_evidence, stage_of

@@ -9,6 +9,7 @@ import pytest
 from evidence.models import Snippet
 from notes.models import DraftJob, Post
 from tests.notes.factories import make_post
+from tests.support.sent_tasks import record_sent
 
 pytestmark = pytest.mark.django_db
 
@@ -18,9 +19,7 @@ GOOD = {"text": "Vitamin C cures the flu.", "urls": "https://www.cdc.gov/flu/\nh
 @pytest.fixture
 def no_evidence_tasks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Records the evidence tasks queued instead of running them (these tests are about the form)."""
-    queued: list[int] = []
-    monkeypatch.setattr("evidence.tasks.snippet_process.apply_async", lambda args, kwargs, **_: queued.append(args[0]))
-    return queued
+    return record_sent(monkeypatch, "evidence.tasks.snippet_process")
 
 
 def test_it_creates_a_post_a_draft_and_one_snippet_per_url(

@@ -295,7 +295,7 @@ def test_it_polls_while_sources_are_processed_and_slower_while_only_the_refine_r
 
 
 def test_it_gives_the_note_editor_its_limit_and_url_rule_from_the_text_rules(contributor_client: Any, job: Any) -> None:
-    from notes.text_rules import NOTE_MAX_CHARS, URL_RE
+    from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, URL_RE
 
     snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
     _review(contributor_client, snippet, "confirm")
@@ -306,7 +306,7 @@ def test_it_gives_the_note_editor_its_limit_and_url_rule_from_the_text_rules(con
 
 
 def test_it_names_the_producer_of_the_draft(contributor_client: Any, job: Any) -> None:
-    from judging.steps.common import Producer
+    from crowdnotes_site.lib.llm.steps.common import Producer
 
     DraftJob.objects.filter(pk=job.pk).update(
         state=DraftJob.State.DRAFTED, draft_text="A draft.", draft_method="llm:gpt-4.1-mini"

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 
+from crowdnotes_site.lib.scoring import synthetic
 from notes import communitynotes_import as cni
-from notes import synthetic
 from notes.models import (
     ImportCheckpoint,
     Note,

@@ -12,8 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from crowdnotes_site.celery import app
+from crowdnotes_site.lib.scoring import scoring, scoring_explain, synthetic
 from crowdnotes_site.queue import Enqueued
-from notes import scoring, scoring_explain, selectors, services, synthetic
+from notes import selectors, services
 from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel, ScoringRun
 from notes.tasks import score_notes
 from tests.conftest import wait_for
@@ -113,7 +114,7 @@ def test_it_queues_rescoring_from_the_admin(admin_client: Any, django_capture_on
     assert response.status_code == 302
     assert "Rescoring queued" in admin_client.get(response["Location"]).content.decode()
     run = ScoringRun.objects.get()
-    assert callbacks == [Enqueued(score_notes, (run.pk,))]
+    assert callbacks == [Enqueued("notes.tasks.score_notes", (run.pk,))]
 
 
 @pytest.mark.django_db
@@ -123,7 +124,7 @@ def test_it_queues_rescoring_from_the_button(admin_client: Any, django_capture_o
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = admin_client.post("/scoring/rescore/")
     assert response.status_code == 302
-    assert callbacks == [Enqueued(score_notes, (ScoringRun.objects.get().pk,))]
+    assert callbacks == [Enqueued("notes.tasks.score_notes", (ScoringRun.objects.get().pk,))]
 
 
 @pytest.mark.django_db

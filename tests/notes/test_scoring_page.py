@@ -37,7 +37,7 @@ def test_it_queues_one_rescore_run_and_shows_its_progress(
     run = ScoringRun.objects.get()
     assert response.status_code == again.status_code == 302
     assert response["Location"] == "/scoring/"
-    assert callbacks == [Enqueued(score_notes, (run.pk,))]
+    assert callbacks == [Enqueued("notes.tasks.score_notes", (run.pk,))]
     assert run.requested_by is not None and run.requested_by.username == "ada"
     assert (run.trigger, run.state) == ("admin", "queued")
     page = admin_client.get("/scoring/").content.decode()

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS
 from judging.services import preflight_run
-from notes.text_rules import NOTE_MAX_CHARS
 
 
 class Command(BaseCommand):

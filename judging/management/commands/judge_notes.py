@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from judging.models import JudgeRun
 from judging.services import judge_run_request
-from notes.models import Note
+
+if TYPE_CHECKING:
+    from notes.models import Note  # type hints only: notes sits above judging
 
 
 class Command(BaseCommand):
@@ -19,7 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--status", help="only notes with this status, e.g. CURRENTLY_RATED_HELPFUL")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        notes = Note.objects.select_related("post").order_by("pk")
+        note_model = cast("type[Note]", JudgeRun._meta.get_field("note").related_model)  # notes sits above judging
+        notes = note_model._default_manager.select_related("post").order_by("pk")
         if opts["note_ids"]:
             notes = notes.filter(pk__in=opts["note_ids"])
         if opts["status"]:

@@ -9,20 +9,22 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from judging import classifier as clf
-from judging.steps import judges
-from notes.models import Note, NoteStatus
-from notes.text_rules import find_urls
+from crowdnotes_site.lib import status as note_status
+from crowdnotes_site.lib.llm import classifier as clf
+from crowdnotes_site.lib.llm.steps import judges
+from crowdnotes_site.lib.text_rules import find_urls
+from evidence.embedding import encoder
+from judging.models import JudgeRun
 
 DEFAULT_DATA = settings.SHARED_DATA_DIR / "communitynotes"
 
 
 def _app_notes() -> list[clf.LabelledNote]:
     """The app's own notes the scorer rated Helpful / Not Helpful."""
-    rows = Note.objects.filter(status__in=[NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL]).values_list(
-        "pk", "text", "status"
-    )
-    return [clf.LabelledNote(f"app:{pk}", text, status == NoteStatus.HELPFUL, "app") for pk, text, status in rows]
+    helpful, not_helpful = note_status.CURRENTLY_RATED_HELPFUL, note_status.CURRENTLY_RATED_NOT_HELPFUL
+    note_model = JudgeRun._meta.get_field("note").related_model  # notes.Note (notes sits above judging)
+    rows = note_model._default_manager.filter(status__in=[helpful, not_helpful]).values_list("pk", "text", "status")
+    return [clf.LabelledNote(f"app:{pk}", text, status == helpful, "app") for pk, text, status in rows]
 
 
 def _heuristic(text: str) -> bool:
@@ -47,8 +49,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        from evidence.embedding import encoder
-
         data_dir: Path = opts["data_dir"]
         if not data_dir.is_dir():
             raise CommandError(f"no Community Notes data at {data_dir}: pass --data-dir")

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from notes import communitynotes_io as cio
+from crowdnotes_site.lib.scoring import communitynotes_io as cio
 from notes.analytics.delays import delays_from_rows
 
 

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from evidence.embedding import MINILM
 from notes.supernotes import evaluation, phm
+from notes.supernotes.services import embedder
 
 SAMPLE = settings.SHARED_DATA_DIR / "communitynotes" / "colin-fraser"
 
@@ -52,8 +53,6 @@ class Command(BaseCommand):
             out = asdict(result)
             out.pop("calibration")
         else:
-            from notes.supernotes.services import embedder
-
             try:
                 embed = embedder(options["embedder"])
             except Exception as exc:  # an unknown or missing model

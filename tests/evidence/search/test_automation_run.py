@@ -15,7 +15,6 @@ from django.utils import timezone
 from crowdnotes_site.queue import Enqueued
 from evidence.models import AutomationRun, Snippet, UtilityRound
 from evidence.search import services
-from evidence.tasks import automation_run_step
 from notes.models import DraftJob, Note
 from notes.services import note_origin
 from tests.notes.factories import make_job, make_post, make_ready_snippet
@@ -48,7 +47,7 @@ def test_find_evidence_on_the_flag_page_needs_no_urls_and_queues_a_run(
     run = job.automation_runs.get()
     assert response.status_code == 302 and response["Location"] == f"/drafts/{job.pk}/"
     assert job.mode == DraftJob.Mode.AUTOMATION and run.state == "queued" and run.tau == 3
-    assert callbacks == [Enqueued(automation_run_step, (run.pk,))]
+    assert callbacks == [Enqueued("evidence.tasks.automation_run_step", (run.pk,))]
     refused = contributor_client.post("/contribute/", {"text": POST, "urls": "", "action": "fetch"})
     assert "Paste at least one evidence URL" in refused.content.decode()
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from crowdnotes_site.lib.llm.steps import topics as step
 from crowdnotes_site.models import OutboxMessage
-from judging.steps import topics as step
 from notes import services
 from notes.analytics.topics import topic_value
 from notes.models import Post, Topic

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from judging.steps.topics import TOPIC_LABELS
+from crowdnotes_site.lib.llm.steps.topics import TOPIC_LABELS
 from notes.analytics import topics
 from notes.models import Post, Topic
 from tests.support.llm_server import Reply, ScriptedLLM

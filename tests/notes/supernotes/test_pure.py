@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judging.steps import supernote
-from judging.steps.supernote import MergeSource, SourceNote
-from notes import scoring
-from notes import status as names
+from crowdnotes_site.lib import status as names
+from crowdnotes_site.lib.llm.steps import supernote
+from crowdnotes_site.lib.llm.steps.supernote import MergeSource, SourceNote
+from crowdnotes_site.lib.scoring import scoring
 from notes.supernotes import eligibility, filters, jury, phm
 from notes.supernotes.eligibility import MISLEADING, NoteState
 from tests.support.llm_server import ScriptedLLM
@@ -97,7 +97,7 @@ def test_link_filters_and_length() -> None:
 
 
 def test_llm_principle_checks_are_used_when_a_client_is_given(llm_server: ScriptedLLM) -> None:
-    from judging.services import llm_client as configured_client
+    from crowdnotes_site.llm import llm_client as configured_client
 
     llm_client = configured_client()
     assert llm_client is not None

@@ -13,12 +13,13 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.urls import reverse
 
-from crowdnotes_site.models import OutboxMessage
+from crowdnotes_site.lib.llm.client import LLMBudgetExceeded
+from crowdnotes_site.llm import llm_usage_charge
+from crowdnotes_site.models import LlmUsage, OutboxMessage
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import snippets
 from judging import services as judging_services
-from judging.llm import LLMBudgetExceeded
-from judging.models import JudgeRun, LlmUsage
+from judging.models import JudgeRun
 from judging.tasks import judge_run_step
 from notes import services as notes_services
 from notes.models import DraftJob, Note, SupernoteRun
@@ -204,14 +205,14 @@ def test_a_run_is_done_in_slices_each_queued_in_the_starters_fair_turn(
 @pytest.mark.django_db
 def test_the_budget_counts_each_users_calls_and_refuses_past_it(settings: Any, contributor: Any, rater: Any) -> None:
     settings.LLM_DAILY_CALLS_PER_USER = 2
-    assert judging_services.llm_usage_charge(user_id=contributor.pk) == 1
-    assert judging_services.llm_usage_charge(user_id=contributor.pk) == 2
+    assert llm_usage_charge(user_id=contributor.pk) == 1
+    assert llm_usage_charge(user_id=contributor.pk) == 2
     with pytest.raises(LLMBudgetExceeded, match="daily LLM budget of 2 calls"):
-        judging_services.llm_usage_charge(user_id=contributor.pk)
+        llm_usage_charge(user_id=contributor.pk)
     assert LlmUsage.objects.get(user=contributor).calls == 2  # the refused call is not counted
-    assert judging_services.llm_usage_charge(user_id=rater.pk) == 1
+    assert llm_usage_charge(user_id=rater.pk) == 1
     settings.LLM_DAILY_CALLS_PER_USER = 0  # no limit
-    assert judging_services.llm_usage_charge(user_id=contributor.pk) == 3
+    assert llm_usage_charge(user_id=contributor.pk) == 3
 
 
 @pytest.mark.django_db
@@ -233,7 +234,7 @@ def test_a_judge_run_past_its_authors_budget_fails_saying_why(settings: Any, llm
 def test_a_draft_past_the_budget_fails_saying_why(settings: Any, llm_server: Any, contributor: Any) -> None:
     settings.LLM_DAILY_CALLS_PER_USER = 1
     llm_server.script(Reply(content="never sent"))
-    judging_services.llm_usage_charge(user_id=contributor.pk)
+    llm_usage_charge(user_id=contributor.pk)
     job = make_job(contributor)
     kept = make_ready_snippet(job, "https://a.example/trials", "Trials found vitamin C does not prevent flu.")
     snippets.snippet_review(snippet=kept, user=contributor, confirmed=True)
@@ -249,8 +250,8 @@ def test_admins_see_each_users_llm_calls_against_the_budget(
 ) -> None:
     settings.LLM_DAILY_CALLS_PER_USER = 5
     for _ in range(3):
-        judging_services.llm_usage_charge(user_id=contributor.pk)
-    judging_services.llm_usage_charge(user_id=rater.pk)
+        llm_usage_charge(user_id=contributor.pk)
+    llm_usage_charge(user_id=rater.pk)
     html = admin_client.get(reverse("judging:llm_usage")).content.decode()
     assert "Daily budget: 5 calls per user" in html
     assert "<tr><td>carla</td><td>3</td><td>2</td><td>3</td></tr>" in html

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from notes import communitynotes_io as cio
-from notes import scoring, scoring_tsv
+from crowdnotes_site.lib.scoring import communitynotes_io as cio
+from crowdnotes_site.lib.scoring import scoring, scoring_tsv
 from notes.supernotes import evaluation, phm
 
 

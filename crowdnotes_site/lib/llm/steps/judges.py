@@ -1,0 +1,305 @@
+"""The three judges of a note — relevance, correctness, helpfulness — each with its prompt,
+its LLM step and its offline baseline (helpfulness also has a trained classifier). The gating
+(relevance → correctness → helpfulness) is crowdnotes_site.lib.llm.pipeline's."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from crowdnotes_site.lib.llm.client import LLMClient
+from crowdnotes_site.lib.llm.steps.common import (
+    DECISION_RULE,
+    HOSTILE_RE,
+    OPINION_RE,
+    Evidence,
+    Messages,
+    Producer,
+    Similarity,
+    StepResult,
+    baseline_result,
+    content_words,
+    decision_step,
+    lexical_overlap,
+    messages,
+    snippets_block,
+    stem,
+)
+from crowdnotes_site.lib.text_rules import strip_urls
+
+VERSIONS: dict[str, str] = {
+    "relevance": "relevance-v2",
+    "correctness": "correctness-v1",
+    "helpfulness": "helpfulness-v1",
+}
+
+RELEVANCE_COSINE_THRESHOLD = 0.30  # MiniLM: relevant 0.45-0.74, unrelated -0.06-0.13
+
+
+class HelpfulnessModel(Protocol):
+    """A trained helpfulness classifier (see crowdnotes_site.lib.llm.classifier)."""
+
+    version: str
+
+    def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]: ...
+
+
+# --- Prompts ------------------------------------------------------------------------------------
+
+
+def relevance_prompt(post: str, snippet: Evidence) -> Messages:
+    """One snippet, judged on its own (the stage passes when any snippet is relevant)."""
+    source = f" (source: {snippet.source})" if snippet.source else ""
+    return messages(
+        "You check evidence for a fact-checking note on a social media post.",
+        f"Post:\n{post.strip()}\n\nEvidence snippet{source}:\n{snippet.text.strip()}\n\n"
+        "A snippet is relevant when it adds meaningful factual background, clarification or "
+        "support for evaluating the claim made in the post; sharing a topic or a few words is "
+        "not enough.\n"
+        "Question: is this snippet relevant to the post's claim?\n"
+        "Answer yes if it is relevant, no if it is not.\n" + DECISION_RULE,
+    )
+
+
+def correctness_prompt(post: str, note: str, snippets: Sequence[Evidence]) -> Messages:
+    return messages(
+        "You check whether a fact-checking note is faithful to its evidence.",
+        f"Post:\n{post.strip()}\n\nEvidence snippets:\n{snippets_block(snippets)}\n\n"
+        f"Note:\n{note.strip()}\n\n"
+        "Compare every statement of the note with the snippets. A distortion is a factual "
+        "error, an exaggeration, an overgeneralization, misleading framing, or a claim the "
+        "snippets do not support.\n"
+        "Question: is the note faithful to the snippets, with no distortion of any snippet?\n"
+        "Answer yes if the note is faithful, no if it distorts any snippet.\n" + DECISION_RULE,
+    )
+
+
+def helpfulness_prompt(post: str, note: str, urls: Sequence[str]) -> Messages:
+    sources = "\n".join(f"- {u}" for u in urls) if urls else "(none)"
+    return messages(
+        "You rate fact-checking notes the way Community Notes raters do.",
+        f"Post:\n{post.strip()}\n\nNote:\n{note.strip()}\n\nSources cited by the note:\n{sources}\n\n"
+        "A helpful note is clear and well written, cites high-quality sources, directly "
+        "addresses the post's claim, provides important context and uses neutral language.\n"
+        "A note is not helpful when it has incorrect information, missing or unreliable "
+        "sources, misses key points or is irrelevant, is hard to understand, is argumentative "
+        "or biased, is spam or harassment, cites sources that do not support it, is opinion "
+        "or speculation, or is not needed.\n"
+        "Question: would raters from different perspectives find this note helpful?\n"
+        "Answer yes if helpful, no if not.\n" + DECISION_RULE,
+    )
+
+
+# --- Relevance --------------------------------------------------------------------------
+
+
+def relevance_llm(client: LLMClient, *, post: str, snippets: Sequence[Evidence]) -> StepResult:
+    """Ask about each snippet on its own, in order, until one is relevant.
+
+    value: True when a snippet is relevant; False when every snippet was answered "no";
+    None when no snippet was relevant and at least one answer could not be parsed."""
+    if not snippets:
+        return baseline_result(
+            "no-evidence-rule-v1", VERSIONS["relevance"], False, "No evidence snippets to judge.", time.monotonic()
+        )
+    parts: list[StepResult] = []
+    for i, ev in enumerate(snippets, start=1):
+        part = decision_step(
+            client, task="judge_relevance", prompt_version=VERSIONS["relevance"], messages=relevance_prompt(post, ev)
+        )
+        parts.append(replace(part, reasoning=f"Snippet {i}: {part.reasoning or '(no reasoning)'}"))
+        if part.value is True:
+            break
+    values = [p.value for p in parts]
+    value = True if True in values else (None if None in values else False)
+    return StepResult(
+        value=value,
+        producer=parts[-1].producer,
+        prompt_version=parts[-1].prompt_version,
+        prompt="\n\n".join(f"=== snippet {i} ===\n{p.prompt}" for i, p in enumerate(parts, start=1)),
+        raw_output="\n\n".join(f"=== snippet {i} ===\n{p.raw_output}" for i, p in enumerate(parts, start=1)),
+        reasoning="\n".join(p.reasoning for p in parts),
+        latency_s=sum(p.latency_s for p in parts),
+        prompt_tokens=_sum_or_none(p.prompt_tokens for p in parts),
+        completion_tokens=_sum_or_none(p.completion_tokens for p in parts),
+        extra={"snippet_verdicts": values},
+    )
+
+
+def _sum_or_none(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def relevance_baseline(
+    *,
+    post: str,
+    snippets: Sequence[Evidence],
+    similarity: Similarity | None = None,
+    threshold: float = RELEVANCE_COSINE_THRESHOLD,
+    similarity_name: str = "",
+) -> StepResult:
+    """Relevant when any snippet, on its own, is close enough to the post.
+
+    With a similarity function: cosine >= threshold. Without: at least 25% of the post's
+    content words (and at least two) occur in the snippet.
+    """
+    started = time.monotonic()
+    lines, verdict = [], False
+    for i, ev in enumerate(snippets, start=1):
+        if similarity is not None:
+            score = float(similarity(post, ev.text))
+            ok = score >= threshold
+            lines.append(f"Snippet {i}: cosine similarity {score:.3f} {'>=' if ok else '<'} {threshold:.2f}.")
+        else:
+            score = lexical_overlap(post, ev.text)
+            shared = len({stem(w) for w in content_words(post)} & {stem(w) for w in content_words(ev.text)})
+            ok = score >= 0.25 and shared >= 2
+            lines.append(
+                f"Snippet {i}: {shared} shared content words, overlap {score:.2f} ({'relevant' if ok else 'not relevant'})."
+            )
+        verdict = verdict or ok
+    if not snippets:
+        lines.append("No evidence snippets.")
+    model = f"{similarity_name}," if similarity_name else ""
+    name = f"embedding-cosine-v1({model}t={threshold:.2f})" if similarity is not None else "lexical-overlap-v1"
+    lines.append("At least one snippet is relevant." if verdict else "No snippet is relevant.")
+    return baseline_result(name, VERSIONS["relevance"], verdict, "\n".join(lines), started)
+
+
+# --- Correctness ------------------------------------------------------------------------
+
+_ABSOLUTES = frozenset(
+    """
+    always never all every everyone nobody none proven proves guaranteed guarantee completely totally
+    entirely cures cure definitely certainly impossible
+    """.split()
+)
+_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)?%?")
+
+
+def correctness_llm(client: LLMClient, *, post: str, note: str, snippets: Sequence[Evidence]) -> StepResult:
+    return decision_step(
+        client,
+        task="judge_correctness",
+        prompt_version=VERSIONS["correctness"],
+        messages=correctness_prompt(post, note, snippets),
+    )
+
+
+def correctness_baseline(*, post: str, note: str, snippets: Sequence[Evidence]) -> StepResult:
+    """Lexical support check: it cannot tell "supports" from "contradicts".
+
+    Fails when a number in the note is absent from the snippets, when the note uses an
+    absolute word (always, never, proven, ...) the snippets do not use, or when under half
+    of the note's content words occur in the snippets.
+    """
+    started = time.monotonic()
+    evidence = " ".join(ev.text for ev in snippets)
+    note_plain = strip_urls(note)
+    ev_numbers = set(_NUMBER_RE.findall(evidence))
+    ev_words = set(content_words(evidence))
+    ev_stems = {stem(w) for w in ev_words}
+    problems = []
+    missing_numbers = [n for n in _NUMBER_RE.findall(note_plain) if n not in ev_numbers]
+    if missing_numbers:
+        problems.append(f"numbers not found in the snippets: {', '.join(sorted(set(missing_numbers)))}")
+    words = content_words(note_plain)
+    absolutes = sorted({w for w in words if w in _ABSOLUTES and w not in ev_words})
+    if absolutes:
+        problems.append(f"absolute wording not used by the snippets: {', '.join(absolutes)}")
+    coverage = (sum(1 for w in words if stem(w) in ev_stems) / len(words)) if words else 0.0
+    if coverage < 0.5:
+        problems.append(f"only {coverage:.0%} of the note's content words occur in the snippets")
+    verdict = not problems and bool(snippets)
+    reasoning = (
+        f"Content-word coverage by the snippets: {coverage:.0%}. "
+        + ("Problems: " + "; ".join(problems) + "." if problems else "No unsupported numbers or absolute wording.")
+        + ("" if snippets else " No snippets to check against.")
+    )
+    return baseline_result(
+        "lexical-support-v1",
+        VERSIONS["correctness"],
+        verdict,
+        reasoning,
+        started,
+        coverage=coverage,
+    )
+
+
+# --- Helpfulness ------------------------------------------------------------------------
+
+
+def helpfulness_llm(client: LLMClient, *, post: str, note: str, urls: Sequence[str]) -> StepResult:
+    return decision_step(
+        client,
+        task="judge_helpfulness",
+        prompt_version=VERSIONS["helpfulness"],
+        messages=helpfulness_prompt(post, note, urls),
+    )
+
+
+_CAPS_WORD = r"[A-Z][A-Z'’]*[A-Z]"
+# Three or more all-capital words in a row, separated by spaces only: "THIS IS FALSE".
+_SHOUTING_RE = re.compile(rf"\b{_CAPS_WORD}(?:[ \t]+{_CAPS_WORD}){{2,}}\b")
+
+
+def shouting_run(text: str) -> str | None:
+    """The first run of three or more capitalised words in a row, or None.
+
+    Acronyms (SIDS, VAERS, CDC, ASRM, ACOG) stand alone or in lists ("the ASRM, ACOG and
+    SMFM"), so one or many of them are not shouting; a phrase written in capitals is."""
+    match = _SHOUTING_RE.search(strip_urls(text))
+    return match.group(0) if match else None
+
+
+def helpfulness_baseline(*, post: str, note: str, urls: Sequence[str]) -> StepResult:
+    """Checks a few Community Notes criteria that text rules can see: a source is cited,
+    the note is not a fragment, no opinion/speculation markers, no hostile wording, no
+    shouting. It cannot judge accuracy or importance."""
+    started = time.monotonic()
+    problems = []
+    if not urls:
+        problems.append("no source cited")
+    if len(note) < 40:
+        problems.append("too short to give context")
+    if OPINION_RE.search(note):
+        problems.append("opinion or speculation wording")
+    if HOSTILE_RE.search(note):
+        problems.append("argumentative or hostile wording")
+    run = shouting_run(note)
+    if run:
+        problems.append(f"shouting (a phrase in capitals: {run!r})")
+    elif "!!" in note:
+        problems.append("shouting (repeated exclamation marks)")
+    verdict = not problems
+    reasoning = (
+        "Problems: " + "; ".join(problems) + "."
+        if problems
+        else "Cites a source, gives context, no opinion, hostile or shouting wording."
+    )
+    return baseline_result("cn-criteria-heuristic-v2", VERSIONS["helpfulness"], verdict, reasoning, started)
+
+
+def helpfulness_classifier(model: HelpfulnessModel, *, post: str, note: str, urls: Sequence[str]) -> StepResult:
+    """The note as the stage judges it (text without URLs) with the cited URLs as a feature."""
+    started = time.monotonic()
+    proba = float(model.predict_proba_helpful([note], [list(urls)])[0])
+    verdict = proba >= 0.5
+    reasoning = (
+        f"Trained classifier: P(helpful) = {proba:.3f} ({'>=' if verdict else '<'} 0.5); "
+        f"{len(urls)} cited URL(s) counted."
+    )
+    return StepResult(
+        value=verdict,
+        producer=Producer("classifier", model.version),
+        prompt_version=VERSIONS["helpfulness"],
+        prompt="",
+        raw_output=f"p_helpful={proba:.6f}",
+        reasoning=reasoning,
+        latency_s=time.monotonic() - started,
+        extra={"p_helpful": proba},
+    )

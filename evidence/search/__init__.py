@@ -1,0 +1,1 @@
+"""Automation: "find evidence for me" (queries → search → pool → utility rounds)."""

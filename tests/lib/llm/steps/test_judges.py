@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import csv
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+from crowdnotes_site.lib.llm.steps import judges
+from crowdnotes_site.lib.llm.steps.common import Producer
+from tests.lib.llm.steps.examples import POST, SNIPPETS
+
+
+def test_it_labels_relevance_by_embedding_when_given_a_similarity() -> None:
+    sims = {SNIPPETS[0].text: 0.61, SNIPPETS[1].text: 0.02}
+    result = judges.relevance_baseline(post=POST, snippets=SNIPPETS, similarity=lambda a, b: sims[b])
+    assert result.value is True
+    assert result.producer == Producer("baseline", "embedding-cosine-v1(t=0.30)")
+    assert "Snippet 2: cosine similarity 0.020 < 0.30" in result.reasoning
+    assert judges.relevance_baseline(post=POST, snippets=SNIPPETS[1:], similarity=lambda a, b: 0.1).value is False
+
+
+def test_it_finds_no_lexical_relevance_for_an_unrelated_snippet() -> None:
+    assert judges.relevance_baseline(post=POST, snippets=SNIPPETS[1:]).value is False
+    assert judges.relevance_baseline(post=POST, snippets=SNIPPETS[:1]).value is True
+
+
+def test_it_flags_unsupported_numbers_and_absolutes_in_correctness() -> None:
+    good = judges.correctness_baseline(
+        post=POST,
+        note="Trials have not shown that high-dose vitamin C cures cancer.",
+        snippets=SNIPPETS,
+    )
+    assert good.value is True, good.reasoning
+    bad = judges.correctness_baseline(
+        post=POST,
+        note="Vitamin C never helps: 95% of cancer trials proved it useless.",
+        snippets=SNIPPETS,
+    )
+    assert bad.value is False
+    assert "95%" in bad.reasoning and "never" in bad.reasoning
+    assert bad.producer.kind == "baseline"
+
+
+def test_it_checks_visible_helpfulness_criteria() -> None:
+    ok = judges.helpfulness_baseline(
+        post=POST,
+        note="Clinical trials have not shown that high-dose vitamin C cures cancer.",
+        urls=["https://cancer.gov/vitc"],
+    )
+    assert ok.value is True
+    no_source = judges.helpfulness_baseline(
+        post=POST,
+        note="Clinical trials have not shown that high-dose vitamin C cures cancer.",
+        urls=[],
+    )
+    assert no_source.value is False and "no source" in no_source.reasoning
+    opinion = judges.helpfulness_baseline(
+        post=POST,
+        note="I think these people are idiots and vitamin C does nothing.",
+        urls=["https://x.org"],
+    )
+    assert opinion.value is False and "opinion" in opinion.reasoning and "hostile" in opinion.reasoning
+
+
+def _real_notes(cn_data: Path, ids: set[str]) -> dict[str, str]:
+    csv.field_size_limit(1 << 27)
+    with (cn_data / "colin-fraser/notes-00000.tsv").open(newline="", encoding="utf-8") as fh:
+        rows = csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+        found = {r["noteId"]: html.unescape(r["summary"]) for r in rows if r["noteId"] in ids}
+    assert set(found) == ids
+    return found
+
+
+# Real 2021 notes: calm, sourced notes full of acronyms (VAERS, SARS, PCR, ASRM/ACOG/SMFM,
+# ERCOT, FEMA), and two written in capitals.
+CALM_ACRONYM_NOTES = {
+    "1362902188595511296",  # VAERS ... VAERS
+    "1366511713810599940",  # VAERS data ... https://vaers.hhs.gov
+    "1367593090031226881",  # RT-qPCR ... SARS-CoV2 ... PCR primers ... RNA
+    "1365671548393295876",  # the ASRM, ACOG and SMFM released a joint statement
+    "1362018642267942915",  # ERCOT ... ERCOT
+    "1369766561670651906",  # FEMA ... FEMA ... FEMA
+}
+SHOUTING_NOTES = {
+    "1363319441337933824",  # IT IS NOT SAFE TO POST YOUR PASSWORD ON TWITTER.
+    "1357694080491409408",  # VACCINES DO NOT MICROCHIP PEOPLE PLEASE DONT SUSPEND ME
+}
+
+
+def test_acronyms_in_real_notes_are_not_shouting(cn_data: Path) -> None:
+    notes = _real_notes(cn_data, CALM_ACRONYM_NOTES | SHOUTING_NOTES)
+    for note_id in CALM_ACRONYM_NOTES:
+        result = judges.helpfulness_baseline(post=POST, note=notes[note_id], urls=["https://www.cdc.gov/x"])
+        assert "Problems" not in result.reasoning or "shouting" not in result.reasoning, (note_id, result.reasoning)
+    for note_id in SHOUTING_NOTES:
+        result = judges.helpfulness_baseline(post=POST, note=notes[note_id], urls=["https://www.cdc.gov/x"])
+        assert result.value is False and "shouting" in result.reasoning, note_id
+
+
+def test_a_calm_sourced_note_about_sids_is_helpful_by_the_baseline() -> None:
+    note = (
+        "The CDC and the WHO say safe sleep on the back lowers the risk of SIDS; no study links SIDS to COVID vaccines."
+    )
+    result = judges.helpfulness_baseline(post=POST, note=note, urls=["https://www.cdc.gov/sids"])
+    assert result.value is True, result.reasoning
+    assert judges.shouting_run("THE CDC IS LYING about SIDS") == "THE CDC IS LYING"
+    assert judges.shouting_run("The CDC, WHO, NIH and FDA agree") is None
+
+
+def test_the_classifier_judge_counts_the_cited_urls() -> None:
+    seen: list[tuple[list[str], list[list[str]]]] = []
+
+    class Model:
+        version = "clf-test"
+
+        def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]:
+            seen.append((list(texts), [list(u) for u in urls]))
+            return [0.9 if u else 0.1 for u in urls]
+
+    cited = judges.helpfulness_classifier(Model(), post=POST, note="Trials show no effect.", urls=["https://a.org"])
+    uncited = judges.helpfulness_classifier(Model(), post=POST, note="Trials show no effect.", urls=[])
+    assert cited.value is True and uncited.value is False
+    assert seen[0] == (["Trials show no effect."], [["https://a.org"]])
+    assert "1 cited URL" in cited.reasoning

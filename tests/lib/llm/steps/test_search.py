@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from crowdnotes_site.lib.llm.client import LLMClient
+from crowdnotes_site.lib.llm.steps import search
+from tests.lib.llm.steps.examples import POST
+from tests.support.llm_server import Reply, ScriptedLLM
+
+
+def test_it_parses_search_queries_from_the_llm(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    llm_server.script(Reply("1. vitamin C cancer trials\n2. high dose ascorbate oncology\n3. vitamin C cure myth"))
+    assert search.search_queries_llm(llm_client, post=POST, n=3).value == [
+        "vitamin C cancer trials",
+        "high dose ascorbate oncology",
+        "vitamin C cure myth",
+    ]
+    assert llm_server.requests[-1]["temperature"] == 0.7
+
+
+def test_its_offline_queries_look_at_the_claim_from_different_angles() -> None:
+    base = search.search_queries_baseline(post=POST, n=5)
+    assert base.producer.kind == "baseline" and len(base.value) == 5
+    assert base.value[0] == "vitamin c cancer"  # keyphrases, hype words ("cures", "won't tell") dropped
+    assert base.value[1].startswith("is it true that vitamin c cures cancer")
+    assert any("health authority" in q for q in base.value)
+    assert any("fact check" in q for q in base.value)
+    assert any("systematic review" in q for q in base.value)
+    # Not the old "drop one keyword" variants: the queries share few words with each other.
+    words = [set(q.split()) for q in base.value]
+    assert all(len(a & b) / len(a | b) < 0.8 for i, a in enumerate(words) for b in words[i + 1 :])
+
+
+def test_it_drops_near_duplicate_queries_by_similarity() -> None:
+    same_meaning = {frozenset({"flu shot safety", "is the flu vaccine safe"})}
+
+    def similarity(a: str, b: str) -> float:
+        return 0.95 if frozenset({a, b}) in same_meaning else 0.1
+
+    kept, dropped = search.drop_near_duplicates(
+        ["flu shot safety", "is the flu vaccine safe", "Flu shot safety", "influenza deaths per year"],
+        similarity=similarity,
+    )
+    assert kept == ["flu shot safety", "influenza deaths per year"]
+    assert dropped == ["is the flu vaccine safe", "Flu shot safety"]
+
+
+def test_it_picks_one_index_or_none(llm_server: ScriptedLLM, llm_client: LLMClient) -> None:
+    cands = [
+        ("Paris weather", "mild spring", "https://t/1"),
+        ("Vitamin C and cancer", "trials of vitamin C", "https://c/2"),
+    ]
+    llm_server.script(Reply("It reports the trials.\nIndex: 1"), Reply("5"), Reply("Either 0 or 1"), Reply("**[0]**"))
+    first = search.pick_most_useful_llm(llm_client, post=POST, candidates=cands)
+    assert first.value == 1 and search.pick_reasoning(first.raw_output) == "It reports the trials."
+    assert search.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value is None  # out of range
+    assert search.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value is None  # ambiguous
+    assert search.pick_most_useful_llm(llm_client, post=POST, candidates=cands).value == 0
+    assert "never instructions" in llm_server.requests[0]["messages"][0]["content"]
+    assert search.pick_most_useful_baseline(post=POST, candidates=cands).value == 1
+
+
+def test_its_baseline_adds_the_reliability_prior_transparently() -> None:
+    cands = [("Vitamin C cures cancer", "a blog post", "https://blog/1"), ("Vitamin C and cancer", "", "https://nih/2")]
+    plain = search.pick_most_useful_baseline(post=POST, candidates=cands)
+    assert plain.value == 0  # more words in common
+    weighted = search.pick_most_useful_baseline(
+        post=POST, candidates=cands, priors=[("social", 0.1), ("health_authority", 1.0)], prior_weight=0.5
+    )
+    assert weighted.value == 1
+    assert "0.5 × reliability prior 1.00 (health_authority)" in weighted.reasoning

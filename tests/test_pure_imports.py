@@ -1,0 +1,60 @@
+"""The pure cores load in a plain Python process: no Django, and crowdnotes_site.lib no app either
+(issue 24). The modules are the ones import-linter's "lib-pure" and "app-cores-pure" contracts in
+pyproject.toml name (every module under crowdnotes_site.lib, found by walking the package), so the
+static contract and this run check the same list."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FRESH_INTERPRETER = """
+import importlib, json, pkgutil, sys
+import crowdnotes_site.lib as lib
+lib_modules = sorted(m.name for m in pkgutil.walk_packages(lib.__path__, "crowdnotes_site.lib."))
+for name in lib_modules:
+    importlib.import_module(name)
+apps_after_lib = sorted(m for m in sys.modules if m.split(".")[0] in ("evidence", "judging", "notes"))
+django_after_lib = "django" in sys.modules
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+print(json.dumps({
+    "lib_modules": lib_modules,
+    "apps_after_lib": apps_after_lib,
+    "django_after_lib": django_after_lib,
+    "django": sorted(m for m in sys.modules if m == "django" or m.startswith("django.")),
+}))
+"""
+
+
+def _app_cores() -> list[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    return list(contracts["app-cores-pure"]["source_modules"])
+
+
+def test_the_pure_cores_import_no_django_in_a_fresh_interpreter() -> None:
+    cores = _app_cores()
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_INTERPRETER, json.dumps(cores)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "crowdnotes_site.lib.scoring.scoring" in report["lib_modules"]  # the walk found the package
+    assert "crowdnotes_site.lib.llm.client" in report["lib_modules"]
+    assert report["apps_after_lib"] == []
+    assert report["django_after_lib"] is False
+    assert len(cores) >= 20
+    assert report["django"] == []
