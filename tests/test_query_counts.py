@@ -114,4 +114,4 @@ def test_audit_list(admin_client: Any) -> None:
                     content_hash=f"h{note.pk}",
                 )  # fmt: skip
 
-    assert _counts(grow, lambda: admin_client.get("/judging/audit/")) == [11, 11]
+    assert _counts(grow, lambda: admin_client.get("/judging/audit/")) == [12, 12]

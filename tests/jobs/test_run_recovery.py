@@ -134,7 +134,7 @@ def test_the_sweeper_requeues_each_kind_of_run_whose_claim_expired_once(
         assert search_services.automation_runs_sweep() == [automation.pk]
         assert supernotes.supernote_runs_sweep() == [supernote.pk]
         assert notes_services.scoring_runs_sweep() == [scoring.pk]
-    assert [(c.task.name, c.args) for c in callbacks] == [
+    assert [(c.task, c.args) for c in callbacks] == [
         ("judging.tasks.judge_run_step", (judge.pk,)),
         ("evidence.tasks.automation_run_step", (automation.pk,)),
         ("notes.tasks.supernote_run_execute", (supernote.pk,)),

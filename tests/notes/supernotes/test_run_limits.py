@@ -26,7 +26,6 @@ from notes.models import DraftJob, Note, SupernoteRun
 from notes.roles import ADMIN, CONTRIBUTOR, RATER, TRUSTED
 from notes.services import post_create
 from notes.supernotes import services
-from notes.tasks import draft_generate
 from tests.conftest import CsrfClient
 from tests.judging.factories import note_with_evidence
 from tests.notes.factories import make_job, make_ready_snippet
@@ -185,13 +184,13 @@ def test_a_run_is_done_in_slices_each_queued_in_the_starters_fair_turn(
         run.refresh_from_db()
         done.append(run.candidates_done)
         assert run.state == "queued" and run.claimed_until is None
-        assert [(c.task.name, c.args) for c in callbacks] == [("notes.tasks.supernote_run_execute", (run.pk,))]
+        assert [(c.task, c.args) for c in callbacks] == [("notes.tasks.supernote_run_execute", (run.pk,))]
         priorities.append(callbacks[0].priority)
     assert done == [5, 10, 12]
     assert priorities == [1, 2, 3]  # the start was 0: each slice waits behind others' first messages
     # Another person's single LLM task queued now is served before the run's next slice.
     job = make_job(contributor)
-    other = enqueue_on_commit(draft_generate, job.pk, owner=contributor.pk)
+    other = enqueue_on_commit("notes.tasks.draft_generate", job.pk, owner=contributor.pk)
     assert other.priority == 0 < priorities[-1]
     assert services.supernote_run_step(run_id=run.pk) is False
     run.refresh_from_db()
