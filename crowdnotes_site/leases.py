@@ -91,7 +91,7 @@ def run_fail(model: type[Model], *, run_id: int, error: str) -> None:
     )
 
 
-def runs_sweep(model: type[Model], requeue: Callable[[int], None]) -> list[int]:
+def runs_sweep(model: type[Model], requeue: Callable[[int], object]) -> list[int]:
     """Hand back the runs whose worker stopped renewing its claim (beat: work_sweep): each such run
     goes back to QUEUED with its claim cleared, then `requeue(pk)` queues its next delivery. The
     compare-and-set per row means two sweepers never re-queue the same run twice."""

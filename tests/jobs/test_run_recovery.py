@@ -163,6 +163,9 @@ def test_the_heartbeat_keeps_a_live_claim_ahead_of_the_clock(settings: Any) -> N
     claimed = JudgeRun.objects.get(pk=run.pk).claimed_until
     assert claimed is not None
     with leases.heartbeat(JudgeRun, run.pk, field="claimed_until"):
-        wait_for(lambda: JudgeRun.objects.get(pk=run.pk).claimed_until > claimed + timedelta(seconds=0.5), timeout=10)
+        wait_for(
+            lambda: (JudgeRun.objects.get(pk=run.pk).claimed_until or claimed) > claimed + timedelta(seconds=0.5),
+            timeout=10,
+        )
         assert judging_services.judge_runs_sweep() == []
     assert not leases.run_claim(JudgeRun, run_id=run.pk)  # a live claim is not taken twice

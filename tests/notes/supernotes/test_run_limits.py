@@ -100,7 +100,7 @@ def test_two_concurrent_starts_give_one_run_and_a_clear_message(admin_user: Any)
     unique constraint makes the second insert wait for the first, then fail; the service turns that
     into the same message (before the constraint, both inserted: two runs)."""
     post, _, _ = _stuck_post()
-    inserted, results = threading.Event(), {}
+    inserted, results = threading.Event(), dict[str, Any]()
 
     def first() -> None:
         try:
