@@ -167,7 +167,8 @@ def part_automation(cache_path: Path) -> list[str]:
         f"checked; collection {sum(secs):.0f} s (median {sorted(secs)[len(secs) // 2]:.1f} s per post)."
     )
     # Where the acceptable and the other checked candidates fall (to choose the floor).
-    good, other = [], []
+    good: list[float] = []
+    other: list[float] = []
     for case in cases:
         ok = {case["file"], *case.get("also", [])}
         for url, rel in cache[case["post"]]["relevance"].items():

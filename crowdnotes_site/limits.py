@@ -41,22 +41,30 @@ ACTIONS = {
     "preflight": "pre-flight checks",
     "rating": "ratings",
     "prefetch": "links read ahead",
+    "supernote": "Supernote runs started by you",
+    "supernote_site": "Supernote runs started on the whole site",
 }
 
 
 # Refused while the counters are unreachable (see the module's docstring); the others go through.
-FAIL_CLOSED = frozenset({"signup", "contribute", "evidence", "draft", "preflight", "prefetch"})
+FAIL_CLOSED = frozenset(
+    {"signup", "contribute", "evidence", "draft", "preflight", "prefetch", "supernote", "supernote_site"}
+)
 
 
 def _rate(group: str, request: HttpRequest) -> str:
     return settings.RATE_LIMITS[group]
 
 
-def _past_rate(request: HttpRequest, group: str) -> bool | None:
-    """Count this request against `group`: past the rate, within it, or None when the counters
-    could not be reached (logged)."""
+def _site_key(group: str, request: HttpRequest) -> str:
+    return "site"
+
+
+def _past_rate(request: HttpRequest, group: str, key: Any = "user_or_ip") -> bool | None:
+    """Count this request against `group` (per user or client by default): past the rate, within
+    it, or None when the counters could not be reached (logged)."""
     try:
-        return bool(is_ratelimited(request, group=group, key="user_or_ip", rate=_rate, method="POST", increment=True))
+        return bool(is_ratelimited(request, group=group, key=key, rate=_rate, method="POST", increment=True))
     except (RedisError, OSError) as exc:
         logger.warning("rate limit %s: counters unreachable (%s): %s", group, exc.__class__.__name__, exc)
         return None
@@ -79,6 +87,28 @@ def limited(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             return view(request, *args, **kwargs)
 
         wrapped.limit_group = group  # type: ignore[attr-defined]  # read back by `ratelimited`
+        return wrapped
+
+    return decorate
+
+
+def limited_site(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Refuse (429) the POSTs of `group` past its rate counted for everybody together: a ceiling on
+    costly work (Supernote runs) that many accounts cannot get around. Put it under `@limited`
+    (per user), so a person over their own limit does not use up the site's."""
+    if group not in ACTIONS:
+        raise ValueError(f"unknown rate-limit group {group!r}")
+
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            verdict = _past_rate(request, group, key=_site_key)
+            if verdict is None and group in FAIL_CLOSED:
+                return _refuse(request, unavailable_message(group), status=503)
+            if verdict:
+                return _refuse(request, limit_message(group), status=429)
+            return view(request, *args, **kwargs)
+
         return wrapped
 
     return decorate

@@ -1,8 +1,10 @@
 """The transactional outbox: every task intent is a row written in the same transaction as the
-rows it works on (crowdnotes_site/queue.py writes and delivers them)."""
+rows it works on (crowdnotes_site/queue.py writes and delivers them); and the per-user count of
+LLM calls behind the daily budget (crowdnotes_site/llm.py)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -35,3 +37,19 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({'delivered' if self.delivered_at else 'pending'})"
+
+
+class LlmUsage(models.Model):
+    """LLM calls made for one user's work on one day (UTC), counted by the client of
+    `crowdnotes_site.llm.llm_client(owner=...)`; past LLM_DAILY_CALLS_PER_USER the calls are refused."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    calls = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day", "-calls"]
+        constraints = [models.UniqueConstraint(fields=["user", "day"], name="one_llm_usage_row_per_user_day")]
+
+    def __str__(self) -> str:
+        return f"{self.calls} LLM calls for user {self.user_id} on {self.day}"

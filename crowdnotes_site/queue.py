@@ -106,19 +106,25 @@ def fair_priority(owner: int) -> int:
     return min(recent, settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
 
 
-def _store(task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: int | None) -> OutboxMessage:
+def _store(
+    task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], owner: int | None, priority: int | None = None
+) -> OutboxMessage:
     key = outbox_key(task_name, args, kwargs)
-    priority = None if owner is None else fair_priority(owner)
+    if priority is None and owner is not None:
+        priority = fair_priority(owner)
     return OutboxMessage.objects.create(
         task_name=task_name, args=list(args), kwargs=kwargs, key=key, owner_id=owner, priority=priority
     )
 
 
-def enqueue_on_commit(task: str, *args: Any, owner: int | None = None, **kwargs: Any) -> Enqueued:
+def enqueue_on_commit(
+    task: str, *args: Any, owner: int | None = None, priority: int | None = None, **kwargs: Any
+) -> Enqueued:
     """Store the task named `task` with `(*args, **kwargs)` in the outbox now and send it once the
     current transaction commits (at once outside one). `owner` (a user id) puts the message in that
-    user's fair turn."""
-    row = _store(task, args, kwargs, owner)
+    user's fair turn; `priority` sets the broker priority instead (e.g. the last step for long work
+    nobody started, so that it waits behind people's work)."""
+    row = _store(task, args, kwargs, owner, priority)
     callback = Enqueued(task, args, kwargs, message_id=row.pk, priority=row.priority)
     transaction.on_commit(callback)
     return callback

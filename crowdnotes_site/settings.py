@@ -212,6 +212,12 @@ CELERY_BEAT_SCHEDULE["score-notes"] = {
 # --- Supernotes ------------------------------------------------------------------------------
 SUPERNOTE_CANDIDATES = env_int("SUPERNOTE_CANDIDATES", 100, minimum=1)
 SUPERNOTE_JURY_SIZE = env_int("SUPERNOTE_JURY_SIZE", 200, minimum=1)
+# Who may start a run (~300 LLM calls): admins; with this on, also the "Trusted contributor" group.
+SUPERNOTES_OPEN_TO_TRUSTED = env_bool("SUPERNOTES_OPEN_TO_TRUSTED", False)
+# A run is done in slices of this many candidates (about 3 LLM calls each), one task delivery per
+# slice, re-queued in the starter's fair turn so other people's LLM work goes in between.
+SUPERNOTE_SLICE_CANDIDATES = env_int("SUPERNOTE_SLICE_CANDIDATES", 5, minimum=1)
+SUPERNOTE_MAX_CLAIMS = env_int("SUPERNOTE_MAX_CLAIMS", 5, minimum=1)  # deliveries of one slice (lost workers)
 # Fetch every candidate link through evidence/fetch.py (off: only the well-formed check).
 SUPERNOTE_CHECK_LINKS_REACHABLE = env_bool("SUPERNOTE_CHECK_LINKS_REACHABLE", False)
 # Optional periodic job: a Supernote run for stuck posts without one (0 = off).
@@ -259,6 +265,9 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4.1-mini")
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
 LLM_BACKOFF_BASE_S = env_float("LLM_BACKOFF_BASE_S", 0.5)  # doubled per retry
 LLM_BACKOFF_MAX_S = env_float("LLM_BACKOFF_MAX_S", 8.0)
+# LLM calls per user per day (UTC) for the work a user started (judging their notes, pre-flights,
+# drafts, "find evidence for me", Supernote runs); past it the work fails saying why. 0 = no limit.
+LLM_DAILY_CALLS_PER_USER = env_int("LLM_DAILY_CALLS_PER_USER", 1000, minimum=0)
 # Per-task model overrides: LLM_MODEL_DRAFT=..., LLM_MODEL_RELEVANCE=..., one variable per task.
 LLM_TASK_MODELS = {
     name[len("LLM_MODEL_") :].lower(): value
@@ -277,9 +286,8 @@ JUDGE_BASELINE_SIMILARITY = env_choice("JUDGE_BASELINE_SIMILARITY", "embedding",
 JUDGE_PARSE_ATTEMPTS = env_int("JUDGE_PARSE_ATTEMPTS", 2, minimum=1)  # re-asks of an unparsable answer
 JUDGE_TASK_MAX_RETRIES = env_int("JUDGE_TASK_MAX_RETRIES", 3, minimum=0)  # Celery retries on LLM outages
 JUDGE_RETRY_BACKOFF_S = env_int("JUDGE_RETRY_BACKOFF_S", 30, minimum=0)  # doubled per retry
-# A running stage's claim expires after this; must exceed the hard limit (a live worker keeps
-# its claim) and stay under the visibility timeout (a redelivered task can take over).
-JUDGE_CLAIM_LEASE_S = env_int("JUDGE_CLAIM_LEASE_S", CELERY_TASK_TIME_LIMIT + 30, minimum=1)
+# A running stage is claimed for WORK_LEASE_S and its heartbeat renews the claim; a lost worker's
+# run is re-queued by work_sweep (crowdnotes_site/leases.py).
 JUDGE_MAX_CLAIMS = env_int("JUDGE_MAX_CLAIMS", 10, minimum=1)  # poison-message bound (worker deaths)
 HELPFULNESS_CLASSIFIER_DIR = Path(env_str("HELPFULNESS_CLASSIFIER_DIR", str(VAR_DIR / "models" / "helpfulness")))
 # `run_benchmark` writes each run to BENCHMARK_DIR/<dataset name> by default; the results page reads the latest.
@@ -365,7 +373,12 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 # even with the right password; AXES_USERNAME_FAILURE_LIMIT wrong passwords for one username from all
 # clients together lock it for everyone. Its state is in the database (not the cache): log-in works
 # while Redis is down.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+    # notes.add_supernoterun for the "Trusted contributor" group when SUPERNOTES_OPEN_TO_TRUSTED=1.
+    "notes.auth.TrustedContributorBackend",
+]
 AXES_HANDLER = "crowdnotes_site.lockout.PairAndUsernameHandler"
 AXES_CLIENT_IP_CALLABLE = "crowdnotes_site.clientip.client_ip"
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
@@ -393,6 +406,9 @@ RATE_LIMITS = {
     "rating": env_str("RATE_LIMIT_RATING", "300/h"),
     # The URL field's debounced head-start requests (evidence.prefetch): one per typing pause.
     "prefetch": env_str("RATE_LIMIT_PREFETCH", "60/m"),
+    # Supernote runs (~300 LLM calls each): per user, and for the whole site (all users together).
+    "supernote": env_str("RATE_LIMIT_SUPERNOTE", "3/h"),
+    "supernote_site": env_str("RATE_LIMIT_SUPERNOTE_SITE", "10/h"),
 }
 # Evidence pages one contributor may have waiting for the CPU queue (queued or being matched) at
 # once; a contribution or an addition past it is refused with a form error.
@@ -494,8 +510,7 @@ SEARCH_HTTP_BACKOFF_S = env_float("SEARCH_HTTP_BACKOFF_S", 0.5)  # doubled per r
 SEARXNG_URL = env_str("SEARXNG_URL", "")
 BRAVE_API_KEY = env_str("BRAVE_API_KEY", "")
 BRAVE_API_URL = env_str("BRAVE_API_URL", "https://api.search.brave.com/res/v1")
-# An automation run's stage is owned by one worker until the lease ends (hard limit < lease < visibility).
-SEARCH_CLAIM_LEASE_S = env_int("SEARCH_CLAIM_LEASE_S", CELERY_TASK_TIME_LIMIT + 30, minimum=1)
+# An automation run's stage is claimed for WORK_LEASE_S, renewed by its heartbeat (crowdnotes_site/leases.py).
 SEARCH_MAX_CLAIMS = env_int("SEARCH_MAX_CLAIMS", 30, minimum=1)
 # Ask the LLM for the category of domains the rules do not know (kept in the admin's mapping table).
 SOURCE_CATEGORY_LLM = env_bool("SOURCE_CATEGORY_LLM", False)

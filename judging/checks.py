@@ -1,5 +1,6 @@
 """Start-up check that the judges' timeouts nest (STYLE.md): LLM client timeout < task soft
-limit < hard limit < claim lease < broker visibility timeout."""
+limit < hard limit < broker visibility timeout, and the work lease (renewed by a heartbeat while
+a stage runs) < visibility timeout, so the sweeper, not the broker, recovers a lost worker's run."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ def judge_timeouts_nest(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         ("LLM_TIMEOUT_S", float(settings.LLM_TIMEOUT_S)),
         ("CELERY_TASK_SOFT_TIME_LIMIT", float(settings.CELERY_TASK_SOFT_TIME_LIMIT)),
         ("CELERY_TASK_TIME_LIMIT", float(settings.CELERY_TASK_TIME_LIMIT)),
-        ("JUDGE_CLAIM_LEASE_S", float(settings.JUDGE_CLAIM_LEASE_S)),
         ("CELERY_VISIBILITY_TIMEOUT", float(settings.CELERY_VISIBILITY_TIMEOUT)),
     ]
+    pairs = [*itertools.pairwise(chain), (("WORK_LEASE_S", float(settings.WORK_LEASE_S)), chain[-1])]
     problems: list[Any] = [
         Error(f"{a} ({va:g}) must be smaller than {b} ({vb:g})", id="judging.E001")
-        for (a, va), (b, vb) in itertools.pairwise(chain)
+        for (a, va), (b, vb) in pairs
         if va >= vb
     ]
     retries = settings.LLM_MAX_RETRIES

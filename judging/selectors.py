@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import F, Q, QuerySet, Sum
+from django.utils import timezone
 
 from crowdnotes_site.lib import status as note_status
 from crowdnotes_site.lib.llm.pipeline import NOT_REACHED, STAGES, JudgeInput, gated, helpful_of, stopped_by
 from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.models import LlmUsage
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from judging.benchmark.results import latest_table
@@ -170,21 +172,30 @@ def _latest_versions(decisions: QuerySet[JudgeDecision]) -> QuerySet[JudgeDecisi
 
 def _real_inputs(decisions: QuerySet[JudgeDecision]) -> set[tuple[int, str]]:
     """(note id, content hash) of versions judged with real inputs: the relevance judge saw
-    evidence snippets and the post's own text (not an import placeholder)."""
-    rows = decisions.filter(stage=Stage.RELEVANCE, note__post__text_available=True).values_list(
-        "note_id", "content_hash", "inputs"
-    )
-    return {(note_id, h) for note_id, h, inputs in rows if (inputs or {}).get("snippets")}
+    evidence snippets and the post's own text (not an import placeholder). Decided in SQL on the
+    stored inputs, so the (large) inputs JSON of every decision is not sent to Python and parsed
+    on each audit page."""
+    with_snippets = Q(inputs__has_key="snippets") & ~Q(inputs__snippets=[]) & ~Q(inputs__snippets=None)
+    rows = decisions.filter(with_snippets, stage=Stage.RELEVANCE, note__post__text_available=True)
+    return set(rows.values_list("note_id", "content_hash"))
+
+
+def _judged(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], set[int]]:
+    """note id -> verdicts of its latest judged version, for notes judged with real inputs, and
+    the ids of the judged notes left out because they were not."""
+    base = _latest_versions(decisions)
+    per_note = {k: v for k, v in _verdicts_by_note(base).items() if Stage.RELEVANCE in v}
+    real = _real_inputs(base)
+    kept = {note_id: v for (note_id, h), v in per_note.items() if (note_id, h) in real}
+    excluded = {note_id for (note_id, h) in per_note if (note_id, h) not in real}
+    return kept, excluded
 
 
 def judged_notes(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], int]:
     """note id -> verdicts of its latest judged version, for notes judged with real inputs,
     and how many judged notes were left out because they were not."""
-    base = _latest_versions(decisions)
-    per_note = {k: v for k, v in _verdicts_by_note(base).items() if Stage.RELEVANCE in v}
-    real = _real_inputs(base)
-    kept = {note_id: v for (note_id, h), v in per_note.items() if (note_id, h) in real}
-    return kept, len(per_note) - len(kept)
+    kept, excluded = _judged(decisions)
+    return kept, len(excluded)
 
 
 def funnel_of(per_note: Iterable[Verdicts], n_excluded: int = 0) -> Funnel:
@@ -222,11 +233,14 @@ class CrowdAgreement:
 def crowd_agreement() -> list[CrowdAgreement]:
     """For crowd-Helpful and crowd-Not-Helpful notes judged with real inputs: how many the
     judges fail at R and C (the source study: 11.7% of crowd-Helpful notes failed relevance,
-    14.0% correctness)."""
+    14.0% correctness). The judged notes of both statuses are read in one pass."""
+    statuses = (note_status.CURRENTLY_RATED_HELPFUL, note_status.CURRENTLY_RATED_NOT_HELPFUL)
+    decisions = JudgeDecision.objects.filter(note__status__in=statuses)
+    kept, excluded = _judged(decisions)
+    status_of = dict(decisions.order_by().values_list("note_id", "note__status").distinct())
     rows = []
-    for status in (note_status.CURRENTLY_RATED_HELPFUL, note_status.CURRENTLY_RATED_NOT_HELPFUL):
-        by_note, excluded = judged_notes(JudgeDecision.objects.filter(note__status=status))
-        per_note = list(by_note.values())
+    for status in statuses:
+        per_note = [v for note_id, v in kept.items() if status_of.get(note_id) == status]
         rows.append(
             CrowdAgreement(
                 status=note_status.LABELS[status],
@@ -236,7 +250,7 @@ def crowd_agreement() -> list[CrowdAgreement]:
                     1 for v in per_note if v[Stage.RELEVANCE] == "yes" and v.get(Stage.CORRECTNESS, "yes") != "yes"
                 ),
                 judged_helpful=sum(1 for v in per_note if all(v.get(s) == "yes" for s in STAGES)),
-                n_excluded=excluded,
+                n_excluded=sum(1 for note_id in excluded if status_of.get(note_id) == status),
             )
         )
     return rows
@@ -370,3 +384,41 @@ def judging_for_notes(notes: list[Note]) -> dict[int, JudgingView]:
             error=run.error,
         )
     return views
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    username: str
+    today: int
+    week: int
+    remaining: int | None  # None: no budget (LLM_DAILY_CALLS_PER_USER = 0)
+
+
+@dataclass(frozen=True)
+class LlmUsageOverview:
+    day: dt.date
+    budget: int
+    rows: list[UsageRow]
+
+
+def llm_usage(*, days: int = 7, limit: int = 200) -> LlmUsageOverview:
+    """Who used LLM calls today (UTC) and over the last `days` days, most calls today first."""
+    today = timezone.now().date()
+    since = today - dt.timedelta(days=days - 1)
+    budget = settings.LLM_DAILY_CALLS_PER_USER
+    totals = (
+        LlmUsage.objects.filter(day__gte=since)
+        .values("user_id", "user__username")
+        .annotate(today=Sum("calls", filter=Q(day=today)), week=Sum("calls"))
+        .order_by(F("today").desc(nulls_last=True), "-week", "user__username")[:limit]
+    )
+    rows = [
+        UsageRow(
+            username=row["user__username"],
+            today=row["today"] or 0,
+            week=row["week"] or 0,
+            remaining=max(budget - (row["today"] or 0), 0) if budget else None,
+        )
+        for row in totals
+    ]
+    return LlmUsageOverview(day=today, budget=budget, rows=rows)

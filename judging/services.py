@@ -57,13 +57,13 @@ def helpfulness_classifier() -> clf.HelpfulnessClassifier | None:
     return _load_classifier(str(directory), version) if version else None
 
 
-def judges_from_settings() -> dict[str, pipeline.Judge]:
+def judges_from_settings(*, owner: int | None = None) -> dict[str, pipeline.Judge]:
     backends = {
         pipeline.RELEVANCE: settings.JUDGE_BACKEND_RELEVANCE,
         pipeline.CORRECTNESS: settings.JUDGE_BACKEND_CORRECTNESS,
         pipeline.HELPFULNESS: settings.JUDGE_BACKEND_HELPFULNESS,
     }
-    client = llm_client()
+    client = llm_client(owner=owner)
     model = None
     if backends[pipeline.HELPFULNESS] == "classifier" or (client is None and backends[pipeline.HELPFULNESS] == "auto"):
         model = helpfulness_classifier()
@@ -99,7 +99,7 @@ def judge_run_request(*, note: Note) -> JudgeRun:
         note=note, content_hash=content_hash, defaults={"stage": pipeline.RELEVANCE}
     )
     if created:
-        _enqueue_after_commit(run.pk)
+        _enqueue_after_commit(run.pk, owner=note.author.user_id if note.author else None)
     return run
 
 
@@ -113,14 +113,21 @@ def judge_run_retry(*, run: JudgeRun) -> bool:
     return bool(updated)
 
 
-def _enqueue_after_commit(run_id: int) -> None:
-    enqueue_on_commit("judging.tasks.judge_run_step", run_id)
+def _enqueue_after_commit(run_id: int, owner: int | None = None) -> None:
+    if owner is None:
+        owner = JudgeRun.objects.filter(pk=run_id).values_list("note__author__user_id", flat=True).first()
+    enqueue_on_commit("judging.tasks.judge_run_step", run_id, owner=owner)
+
+
+def judge_runs_sweep() -> list[int]:
+    """Re-queue the judge runs whose worker stopped renewing the claim (beat: work_sweep)."""
+    return leases.runs_sweep(JudgeRun, _enqueue_after_commit)
 
 
 def judge_run_claim(*, run_id: int) -> bool:
     """Take the run if it is queued, or running under an expired claim (its worker was lost).
     Exactly one of several concurrent callers wins."""
-    return leases.run_claim(JudgeRun, run_id=run_id, lease_s=settings.JUDGE_CLAIM_LEASE_S)
+    return leases.run_claim(JudgeRun, run_id=run_id)
 
 
 def judge_run_release(*, run_id: int, error: str = "") -> None:
@@ -143,7 +150,12 @@ def judge_run_step(*, run_id: int) -> str | None:
     JUDGE_PARSE_ATTEMPTS is stored as verdict "error" and fails the run."""
     if not judge_run_claim(run_id=run_id):
         return None
-    run = JudgeRun.objects.select_related("note__post").get(pk=run_id)
+    with leases.heartbeat(JudgeRun, run_id, field="claimed_until"):
+        return _judge_claimed(run_id)
+
+
+def _judge_claimed(run_id: int) -> str | None:
+    run = JudgeRun.objects.select_related("note__post", "note__author").get(pk=run_id)
     if run.attempts > settings.JUDGE_MAX_CLAIMS:
         judge_run_fail(run_id=run_id, error=f"gave up after {run.attempts - 1} attempts (workers lost or retries)")
         return None
@@ -158,7 +170,7 @@ def judge_run_step(*, run_id: int) -> str | None:
         return None
     stage = pipeline.next_stage([d.verdict for d in decisions_for_run(run)])
     if stage is not None:
-        judges = judges_from_settings()
+        judges = judges_from_settings(owner=run.note.author.user_id if run.note.author else None)
         result = pipeline.run_stage(
             stage, inp, judges[stage], max_attempts=settings.JUDGE_PARSE_ATTEMPTS, raise_llm_errors=True
         )
@@ -201,7 +213,7 @@ def _advance(run: JudgeRun) -> None:
     nxt = pipeline.next_stage(verdicts)
     if nxt is not None:
         JudgeRun.objects.filter(pk=run.pk).update(state=JudgeRun.State.QUEUED, stage=nxt, claimed_until=None, error="")
-        _enqueue_after_commit(run.pk)
+        _enqueue_after_commit(run.pk, owner=run.note.author.user_id if run.note.author else None)
         return
     errored = [d for d in decisions_for_run(run) if d.verdict == JudgeDecision.Verdict.ERROR]
     JudgeRun.objects.filter(pk=run.pk).update(
@@ -240,7 +252,12 @@ def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, use
 
 
 def preflight_run(
-    *, post_text: str, note_text: str, urls: Sequence[str] = (), snippets: Sequence[str | Evidence] = ()
+    *,
+    post_text: str,
+    note_text: str,
+    urls: Sequence[str] = (),
+    snippets: Sequence[str | Evidence] = (),
+    owner: int | None = None,
 ) -> PipelineResult:
     """Run the three judges synchronously on a draft, without storing anything.
 
@@ -248,7 +265,8 @@ def preflight_run(
     reasoning, and never submits or rejects anything."""
     evidence = tuple(s if isinstance(s, Evidence) else Evidence(text=s) for s in snippets)
     inp = JudgeInput(post=post_text, note=note_text, urls=tuple(urls), snippets=evidence)
-    return pipeline.run_pipeline(inp, judges_from_settings(), max_attempts=settings.JUDGE_PARSE_ATTEMPTS)
+    judges = judges_from_settings(owner=owner)
+    return pipeline.run_pipeline(inp, judges, max_attempts=settings.JUDGE_PARSE_ATTEMPTS)
 
 
 # --- Pre-flight as background work ------------------------------------------------------------
@@ -274,7 +292,7 @@ def preflight_request(
         urls=list(urls),
         snippets=[{"text": ev.text, "source": ev.source} for ev in evidence],
     )
-    enqueue_on_commit("judging.tasks.preflight_check", check.pk)
+    enqueue_on_commit("judging.tasks.preflight_check", check.pk, owner=user.pk)
     return check
 
 
@@ -292,19 +310,20 @@ def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
     a claim older than the lease (a lost worker) may be taken again."""
     now = timezone.now()
     claimable = Q(state=PreflightCheck.State.QUEUED) | Q(state=PreflightCheck.State.RUNNING, claimed_until__lt=now)
-    lease = now + dt.timedelta(seconds=settings.JUDGE_CLAIM_LEASE_S)
     if not PreflightCheck.objects.filter(claimable, pk=check_id).update(
-        state=PreflightCheck.State.RUNNING, claimed_until=lease
+        state=PreflightCheck.State.RUNNING, claimed_until=leases.lease_deadline()
     ):
         return None
     check = PreflightCheck.objects.get(pk=check_id)
     try:
-        result = preflight_run(
-            post_text=check.post_text,
-            note_text=check.note_text,
-            urls=check.urls,
-            snippets=[Evidence(text=s["text"], source=s.get("source", "")) for s in check.snippets],
-        )
+        with leases.heartbeat(PreflightCheck, check_id, field="claimed_until"):
+            result = preflight_run(
+                post_text=check.post_text,
+                note_text=check.note_text,
+                urls=check.urls,
+                snippets=[Evidence(text=s["text"], source=s.get("source", "")) for s in check.snippets],
+                owner=check.requested_by_id,
+            )
     except Exception as exc:
         PreflightCheck.objects.filter(pk=check_id).update(
             state=PreflightCheck.State.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=timezone.now()

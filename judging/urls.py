@@ -14,4 +14,5 @@ urlpatterns = [
     path("preflight/", views.preflight, name="preflight"),
     path("preflight/<int:check_id>/", views.preflight_detail, name="preflight_detail"),
     path("benchmark/", views.benchmark_results, name="benchmark_results"),
+    path("llm-usage/", views.llm_usage, name="llm_usage"),
 ]

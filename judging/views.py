@@ -117,3 +117,9 @@ def benchmark_results(request: AuthenticatedHttpRequest) -> HttpResponse:
 
     context = {"run": selectors.benchmark_latest(), "benchmark_dir": settings.BENCHMARK_DIR}
     return render(request, "judging/benchmark.html", context)
+
+
+@endpoint(methods=["GET"], permission=VIEW)
+def llm_usage(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Admin: LLM calls per user today against the daily budget, and the last 7 days' totals."""
+    return render(request, "judging/llm_usage.html", {"usage": selectors.llm_usage()})

@@ -229,6 +229,9 @@ class ScoringRun(models.Model):
     # The scorer's summary (notes, ratings, notes_updated, status_changes, helpful, ...).
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # The worker's claim, renewed by its heartbeat; past it the sweeper re-queues the run.
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -410,10 +413,23 @@ class SupernoteRun(models.Model):
     winner_intercept = models.FloatField(null=True, blank=True)
     winner_intercept_sd = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A run is done in slices, one task delivery each (notes.supernotes.services.supernote_run_step):
+    # candidates written and checked so far; the worker's claim on the current slice (renewed by its
+    # heartbeat, swept when it expires) and the deliveries of that slice.
+    candidates_done = models.PositiveIntegerField(default=0)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            # One run per post at a time: two concurrent "Generate" clicks cannot both insert.
+            models.UniqueConstraint(
+                fields=["post"], condition=Q(state__in=["queued", "running"]), name="one_active_supernote_run_per_post"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"supernote run {self.pk} ({self.state})"

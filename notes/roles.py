@@ -9,6 +9,9 @@ RATER = "Rater"
 ADMIN = "Admin"
 # Contributors an admin marks as AI Note Writers for X (xnotes: propose a note to X).
 X_WRITER = "X writer"
+# Contributors an admin trusts with costly work: with SUPERNOTES_OPEN_TO_TRUSTED=1 they may start
+# Supernote runs (notes.supernotes.services.supernote_may_start). The group holds no permission.
+TRUSTED = "Trusted contributor"
 
 ROLE_PERMISSIONS: dict[str, list[str]] = {
     CONTRIBUTOR: [
@@ -17,8 +20,6 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "notes.add_draftjob",
         "notes.change_draftjob",
         "notes.view_draftjob",
-        # Stuck posts page and its "Generate Supernote" button.
-        "notes.add_supernoterun",
         "evidence.add_snippet",
         "evidence.change_snippet",
     ],
@@ -31,6 +32,8 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
     # Admins audit and moderate: every permission of the apps.
     ADMIN: ["notes.*", "evidence.*", "judging.*", "xnotes.*"],
     X_WRITER: ["xnotes.propose_xnote"],
+    # Supernote runs (~300 LLM calls each) are admins' by default; see TRUSTED above.
+    TRUSTED: [],
 }
 
 SIGNUP_ROLES = (CONTRIBUTOR, RATER)

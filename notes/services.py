@@ -16,6 +16,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Model, Q
 from django.utils import timezone
 
+from crowdnotes_site import leases
 from crowdnotes_site.dbstats import refresh_planner_statistics
 from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.lib.hashing import sha256_hex
@@ -114,7 +115,8 @@ def post_create(
 
 def _classify_on_commit(post: Post) -> None:
     if settings.TOPICS_CLASSIFY_NEW_POSTS and post.text_available and post.text.strip():
-        enqueue_on_commit("notes.tasks.topic_classify_post", post.pk)
+        # In the flagger's fair turn on the llm queue; one call per flagged post (itself rate-limited).
+        enqueue_on_commit("notes.tasks.topic_classify_post", post.pk, owner=post.flagged_by_id)
 
 
 @transaction.atomic
@@ -319,7 +321,7 @@ def draft_job_request_draft(*, job: DraftJob, seen_round: int | None = None) -> 
         updated_at=timezone.now(),
     ):
         raise FlowError("This draft was already requested (or the note was submitted); showing its current state.")
-    enqueue_on_commit("notes.tasks.draft_generate", job.pk)
+    enqueue_on_commit("notes.tasks.draft_generate", job.pk, owner=job.contributor_id)
     job.refresh_from_db()
     return job
 
@@ -348,7 +350,8 @@ def draft_jobs_sweep() -> list[int]:
             if DraftJob.objects.filter(pk=job_id, state=DraftJob.State.DRAFTING, lease_until__lt=timezone.now()).update(
                 lease_until=None
             ):
-                enqueue_on_commit("notes.tasks.draft_generate", job_id)
+                owner = DraftJob.objects.filter(pk=job_id).values_list("contributor_id", flat=True).first()
+                enqueue_on_commit("notes.tasks.draft_generate", job_id, owner=owner)
                 requeued.append(job_id)
     return requeued
 
@@ -361,7 +364,8 @@ def _draft_claimed(job: DraftJob) -> DraftJob:
             raise drafting.DraftError(f"No draft: {missing}.")
         # Every confirmed snippet has a passage (snippet_is_confirmed checks it); the filter narrows the type.
         evidence = [(s.url, s.passage.text) for s in confirmed if s.passage is not None]
-        draft = drafting.draft_note(post=job.post.text, snippets=evidence, client=llm_client())
+        client = llm_client(owner=job.contributor_id)
+        draft = drafting.draft_note(post=job.post.text, snippets=evidence, client=client)
     except drafting.DraftError as exc:
         DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
             state=DraftJob.State.FAILED, error=str(exc), lease_until=None, updated_at=timezone.now()
@@ -489,37 +493,53 @@ def notes_rescore_request(*, user: User | None = None) -> ScoringRun:
     if pending is not None:
         return pending
     run = ScoringRun.objects.create(trigger=ScoringRun.Trigger.ADMIN, requested_by=user)
-    enqueue_on_commit("notes.tasks.score_notes", run.pk)
+    enqueue_on_commit("notes.tasks.score_notes", run.pk, owner=user.pk if user is not None else None)
     return run
 
 
 def scoring_run_execute(*, run_id: int | None = None) -> ScoringRun:
     """Run the scorer and record the run (a scheduled run, run_id None, gets its row here).
 
-    The run's row is written outside the scoring transaction, so a failed scoring still shows
-    as a failed run with its error."""
+    The run is claimed first (compare-and-set; a failed run may be claimed again by the task's
+    retry) and its claim is renewed by a heartbeat while the scorer runs, so a lost worker's run is
+    re-queued by the sweeper (`scoring_runs_sweep`) within WORK_LEASE_S + WORK_SWEEP_INTERVAL_S.
+    The run's row is written outside the scoring transaction, so a failed scoring still shows as a
+    failed run with its error."""
     if run_id is None:
-        run = ScoringRun.objects.create(trigger=ScoringRun.Trigger.SCHEDULE)
-    else:
-        run = ScoringRun.objects.get(pk=run_id)
-        if run.state in (ScoringRun.State.DONE, ScoringRun.State.SKIPPED):
-            return run  # a redelivered task: the work is done
-    run.state, run.started_at, run.error = ScoringRun.State.RUNNING, timezone.now(), ""
-    run.save(update_fields=["state", "started_at", "error"])
-    try:
-        summary = notes_rescore(now=run.started_at)  # its status changes carry the run's start time
-    except Exception as exc:
-        run.state, run.error, run.finished_at = (
-            ScoringRun.State.FAILED,
-            f"{type(exc).__name__}: {exc}"[:2000],
-            timezone.now(),
-        )
-        run.save(update_fields=["state", "error", "finished_at"])
-        raise
+        run_id = ScoringRun.objects.create(trigger=ScoringRun.Trigger.SCHEDULE).pk
+    now = timezone.now()
+    claimable = Q(state__in=[ScoringRun.State.QUEUED, ScoringRun.State.FAILED]) | Q(
+        state=ScoringRun.State.RUNNING, claimed_until__lt=now
+    )
+    claimed = ScoringRun.objects.filter(claimable, pk=run_id).update(
+        state=ScoringRun.State.RUNNING, claimed_until=lease_deadline(), started_at=now, error="",
+        attempts=F("attempts") + 1,
+    )  # fmt: skip
+    run = ScoringRun.objects.get(pk=run_id)
+    if not claimed:
+        return run  # done, skipped, or another worker holds a live claim (a redelivered task)
+    with heartbeat(ScoringRun, run_id, field="claimed_until"):
+        try:
+            summary = notes_rescore(now=run.started_at)  # its status changes carry the run's start time
+        except Exception as exc:
+            run.state, run.error, run.finished_at, run.claimed_until = (
+                ScoringRun.State.FAILED,
+                f"{type(exc).__name__}: {exc}"[:2000],
+                timezone.now(),
+                None,
+            )
+            run.save(update_fields=["state", "error", "finished_at", "claimed_until"])
+            raise
     run.state = ScoringRun.State.SKIPPED if "skipped" in summary else ScoringRun.State.DONE
-    run.summary, run.finished_at = summary, timezone.now()
-    run.save(update_fields=["state", "summary", "finished_at"])
+    run.summary, run.finished_at, run.claimed_until = summary, timezone.now(), None
+    run.save(update_fields=["state", "summary", "finished_at", "claimed_until"])
     return run
+
+
+def scoring_runs_sweep() -> list[int]:
+    """Re-queue the scoring runs whose worker stopped renewing the claim (beat: work_sweep)."""
+
+    return leases.runs_sweep(ScoringRun, lambda pk: enqueue_on_commit("notes.tasks.score_notes", pk))
 
 
 def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[Any, ...]]) -> None:

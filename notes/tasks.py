@@ -7,8 +7,9 @@ from django.conf import settings
 from django.db import OperationalError
 
 from evidence.prefetch import prefetch_prune
+from evidence.search.services import automation_runs_sweep
 from evidence.snippets import snippet_refines_sweep, snippets_sweep
-from judging.services import preflight_prune
+from judging.services import judge_runs_sweep, preflight_prune
 from notes import services
 from notes.analytics.topics import post_classify_topic
 from notes.models import Post
@@ -47,9 +48,11 @@ def score_notes(run_id: int | None = None) -> dict[str, Any]:
 
 
 # Routed to the "llm" queue (CELERY_TASK_ROUTES "notes.tasks.supernote_*"): mostly LLM calls.
-@shared_task(name="notes.tasks.supernote_run_execute", acks_late=True, soft_time_limit=3000, time_limit=3060)
+# One slice of a run per delivery (SUPERNOTE_SLICE_CANDIDATES candidates, or the jury at the end);
+# the service queues the next slice itself, in the starter's fair turn.
+@shared_task(name="notes.tasks.supernote_run_execute", acks_late=True)
 def supernote_run_execute(run_id: int) -> None:
-    supernotes.supernote_run_execute(run_id=run_id)
+    supernotes.supernote_run_step(run_id=run_id)
 
 
 @shared_task(name="notes.tasks.supernote_runs_start_stuck")
@@ -61,8 +64,17 @@ def supernote_runs_start_stuck() -> int:
 # of several apps below it; their registered names and beat entries are those of crowdnotes_site.tasks.
 @shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
 def work_sweep() -> dict[str, list[int]]:
-    """Re-queue snippet processing, snippet refines and drafts whose worker was lost (lease expired)."""
-    return {"snippets": snippets_sweep(), "refines": snippet_refines_sweep(), "drafts": services.draft_jobs_sweep()}
+    """Re-queue the work whose worker was lost (lease or claim expired): snippet processing, snippet
+    refines, drafts, judge runs, automation runs, Supernote runs and scoring runs."""
+    return {
+        "snippets": snippets_sweep(),
+        "refines": snippet_refines_sweep(),
+        "drafts": services.draft_jobs_sweep(),
+        "judge_runs": judge_runs_sweep(),
+        "automation_runs": automation_runs_sweep(),
+        "supernote_runs": supernotes.supernote_runs_sweep(),
+        "scoring_runs": services.scoring_runs_sweep(),
+    }
 
 
 @shared_task(name="crowdnotes_site.tasks.prune_finished_work", ignore_result=True)

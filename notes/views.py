@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
-from crowdnotes_site.limits import limited
+from crowdnotes_site.limits import limited, limited_site
 from evidence import snippets
 from evidence.models import Snippet
 from evidence.search.selectors import automation_view
@@ -45,11 +45,10 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     notes = post.notes.select_related("author__user").order_by("-created_at")
     viewer = selectors.participant_of(user=request.user)
     run = supernote_selectors.latest_run(post=post)
-    return render(
-        request,
-        "notes/post_detail.html",
-        {"post": post, "notes": notes, "viewer": viewer, "run": run, **_run_context(run)},
-    )
+    # The run's details only for admins and its starter; raters still get the blind comparison.
+    run_visible = run is not None and supernote_services.supernote_run_visible_to(run, request.user)
+    context = {"post": post, "notes": notes, "viewer": viewer, "run": run, "run_visible": run_visible}
+    return render(request, "notes/post_detail.html", {**context, **(_run_context(run) if run_visible else {})})
 
 
 @endpoint(methods=["GET", "POST"], permission=PUBLIC)
@@ -393,6 +392,8 @@ def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["POST"], permission="notes.add_supernoterun")
+@limited("supernote")
+@limited_site("supernote_site")
 def supernote_generate(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
     post = get_object_or_404(Post, pk=post_id)
     try:
@@ -406,6 +407,8 @@ def supernote_generate(request: AuthenticatedHttpRequest, post_id: int) -> HttpR
 @endpoint(methods=["GET"], permission="notes.add_supernoterun")
 def supernote_run(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(SupernoteRun.objects.select_related("post", "proposed_note"), pk=run_id)
+    if not supernote_services.supernote_run_visible_to(run, request.user):
+        raise PermissionDenied("A Supernote run is shown to admins and to the person who started it.")
     context = {"run": run, "active": run.state in (SupernoteRun.State.QUEUED, SupernoteRun.State.RUNNING),
                **_run_context(run)}  # fmt: skip
     template = "notes/_supernote_run.html" if request.htmx else "notes/supernote_run.html"

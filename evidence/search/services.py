@@ -185,10 +185,11 @@ def candidate_relevance(post: str, candidate: Candidate) -> float | None:
     return result.best_score
 
 
-def search_deps() -> flow.Deps:
+def search_deps(*, owner: int | None = None) -> flow.Deps:
+    """The flow's dependencies; `owner` (the contributor whose run this is) is charged for LLM calls."""
     return flow.Deps(
         backends=search_backends(),
-        client=llm_client(),
+        client=llm_client(owner=owner),
         similarity=_similarity(),
         categorize=categorize,
         enrich=enrich_known,
@@ -246,17 +247,24 @@ def automation_run_start(*, job: DraftJob, tau: int | None = None, cutoff: date 
         single_query=cfg.single_query,
         rank_order=cfg.rank_order,
     )
-    _enqueue(run.pk)
+    _enqueue(run.pk, owner=job.contributor_id)
     return run
 
 
-def _enqueue(run_id: int) -> None:
-    enqueue_on_commit("evidence.tasks.automation_run_step", run_id)
+def _enqueue(run_id: int, owner: int | None = None) -> None:
+    if owner is None:
+        owner = AutomationRun.objects.filter(pk=run_id).values_list("draft_job__contributor_id", flat=True).first()
+    enqueue_on_commit("evidence.tasks.automation_run_step", run_id, owner=owner)
+
+
+def automation_runs_sweep() -> list[int]:
+    """Re-queue the automation runs whose worker stopped renewing the claim (beat: work_sweep)."""
+    return leases.runs_sweep(AutomationRun, _enqueue)
 
 
 def automation_run_claim(*, run_id: int) -> bool:
     """Take the run if queued, or running under an expired lease (lost worker)."""
-    return leases.run_claim(AutomationRun, run_id=run_id, lease_s=settings.SEARCH_CLAIM_LEASE_S)
+    return leases.run_claim(AutomationRun, run_id=run_id)
 
 
 def automation_run_release(*, run_id: int, error: str = "") -> None:
@@ -276,7 +284,13 @@ def automation_run_step(*, run_id: int) -> str | None:
     stage. Returns the stage run (None when another worker has it or it is finished)."""
     if not automation_run_claim(run_id=run_id):
         return None
+    with leases.heartbeat(AutomationRun, run_id, field="claimed_until"):
+        return _step_claimed(run_id)
+
+
+def _step_claimed(run_id: int) -> str | None:
     run = AutomationRun.objects.select_related("draft_job").get(pk=run_id)
+    owner = run.draft_job.contributor_id if run.draft_job is not None else None
     if run.attempts > settings.SEARCH_MAX_CLAIMS:
         automation_run_fail(run_id=run_id, error=f"gave up after {run.attempts - 1} deliveries")
         return None
@@ -286,10 +300,10 @@ def automation_run_step(*, run_id: int) -> str | None:
     Stage = AutomationRun.Stage
     new_round: flow.Round | None = None
     if stage == Stage.QUERIES:
-        flow.write_queries(state, cfg, search_deps())
+        flow.write_queries(state, cfg, search_deps(owner=owner))
         following = Stage.SEARCH
     elif stage == Stage.SEARCH:
-        flow.run_searches(state, cfg, search_deps())
+        flow.run_searches(state, cfg, search_deps(owner=owner))
         following = Stage.POOL
     elif stage == Stage.POOL:
         flow.make_pool(state, cfg, flow.Deps(backends=[], categorize=categorize))
@@ -297,10 +311,10 @@ def automation_run_step(*, run_id: int) -> str | None:
     elif stage == Stage.CHOOSING and not state.screen_done:
         # A few candidates per delivery (each a best-passage match), so a run never holds the
         # CPU worker for long: the next batch is queued at the back, like a refine slice.
-        flow.screen(state, cfg, search_deps())
+        flow.screen(state, cfg, search_deps(owner=owner))
         following = Stage.FETCHING if state.done_choosing(cfg) else Stage.CHOOSING
     elif stage == Stage.CHOOSING:
-        new_round = flow.choose_one(state, cfg, search_deps())
+        new_round = flow.choose_one(state, cfg, search_deps(owner=owner))
         following = Stage.FETCHING if state.done_choosing(cfg) else Stage.CHOOSING
     elif stage == Stage.FETCHING:
         following = Stage.CHOOSING if _fetch_chosen(state, cfg) else Stage.DONE
@@ -329,7 +343,7 @@ def _advance(run: AutomationRun, state: flow.SearchState, following: str, new_ro
         finished_at=timezone.now() if done else None,
     )
     if not done:
-        _enqueue(run.pk)
+        _enqueue(run.pk, owner=run.draft_job.contributor_id if run.draft_job is not None else None)
 
 
 def _store_round(run: AutomationRun, state: flow.SearchState, record: flow.Round) -> None:

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from crowdnotes_site import leases
 from crowdnotes_site.lib.llm.steps import supernote as supernote_step
 from crowdnotes_site.lib.text_rules import find_urls
 from crowdnotes_site.llm import llm_client
@@ -37,7 +38,7 @@ from notes.supernotes import candidates as cand
 from notes.supernotes import comparison, filters, jury, selectors
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
+    from django.contrib.auth.models import AnonymousUser, User
 
     from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
@@ -105,26 +106,64 @@ def phm_train_from_db(*, embedder_name: str, epochs: int = 8, max_ratings: int |
 # --- Runs ------------------------------------------------------------------------------------
 
 
+def supernote_run_visible_to(run: SupernoteRun, user: User | AnonymousUser) -> bool:
+    """A run (its candidates, filters, provenance) is shown to admins and to whoever started it.
+    Who may start one: permission notes.add_supernoterun (admins; see notes/auth.py)."""
+    if not user.is_authenticated:
+        return False
+    if user.has_perm("notes.view_supernoterun"):
+        return True
+    return run.requested_by_id is not None and run.requested_by_id == user.pk
+
+
+ACTIVE_STATES = [SupernoteRun.State.QUEUED, SupernoteRun.State.RUNNING]
+ALREADY_RUNNING = "A Supernote run for this post is already under way."
+
+
 def supernote_run_start(
     *, post: Post, user: User | None, n_candidates: int | None = None, jury_size: int | None = None,
     stratified: bool = False,
 ) -> SupernoteRun:  # fmt: skip
-    """Queue a Supernote run for a stuck post (refused when the post is not stuck or a run is going)."""
+    """Queue a Supernote run for a stuck post (refused when the post is not stuck or a run is going).
+
+    One active run per post is the database's rule (partial unique constraint
+    `one_active_supernote_run_per_post`): of two concurrent clicks one inserts, the other gets
+    the same "already under way" message, never a 500."""
     if not selectors.post_is_stuck(post=post):
         raise SupernoteError("This post is not stuck: it needs two misleading notes that Need More Ratings.")
-    if post.supernote_runs.filter(state__in=[SupernoteRun.State.QUEUED, SupernoteRun.State.RUNNING]).exists():
-        raise SupernoteError("A Supernote run for this post is already under way.")
-    run = SupernoteRun.objects.create(
-        post=post,
-        requested_by=user,
-        n_candidates=n_candidates or settings.SUPERNOTE_CANDIDATES,
-        jury_size=jury_size or settings.SUPERNOTE_JURY_SIZE,
-        stratified=stratified,
-        seed=int(np.random.default_rng().integers(0, 2**31)),
-        stage="Queued",
-    )
-    enqueue_on_commit("notes.tasks.supernote_run_execute", run.pk)
+    if post.supernote_runs.filter(state__in=ACTIVE_STATES).exists():
+        raise SupernoteError(ALREADY_RUNNING)
+    try:
+        with transaction.atomic():
+            run = SupernoteRun.objects.create(
+                post=post,
+                requested_by=user,
+                n_candidates=n_candidates or settings.SUPERNOTE_CANDIDATES,
+                jury_size=jury_size or settings.SUPERNOTE_JURY_SIZE,
+                stratified=stratified,
+                seed=int(np.random.default_rng().integers(0, 2**31)),
+                stage="Queued",
+            )
+            _enqueue(run)
+    except IntegrityError as exc:  # a concurrent start won the race
+        raise SupernoteError(ALREADY_RUNNING) from exc
     return run
+
+
+def _enqueue(run: SupernoteRun) -> None:
+    """Queue the run's next slice in its starter's fair turn (crowdnotes_site/queue.py): each slice
+    of a long run is a new message with a later priority, so other people's single calls on the
+    llm queue go between the slices. A run nobody started (the periodic job) waits behind people."""
+    task = "notes.tasks.supernote_run_execute"
+    if run.requested_by_id is not None:
+        enqueue_on_commit(task, run.pk, owner=run.requested_by_id)
+    else:
+        enqueue_on_commit(task, run.pk, priority=settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
+
+
+def supernote_runs_sweep() -> list[int]:
+    """Re-queue the Supernote runs whose worker stopped renewing the claim (beat: work_sweep)."""
+    return leases.runs_sweep(SupernoteRun, lambda pk: _enqueue(SupernoteRun.objects.get(pk=pk)))
 
 
 def supernote_runs_start_stuck(*, limit: int = 20) -> int:
@@ -132,7 +171,10 @@ def supernote_runs_start_stuck(*, limit: int = 20) -> int:
     started = 0
     for stuck in selectors.stuck_posts(limit=limit):
         if stuck.latest_run is None:
-            supernote_run_start(post=stuck.post, user=None)
+            try:
+                supernote_run_start(post=stuck.post, user=None)
+            except SupernoteError:
+                continue
             started += 1
     return started
 
@@ -150,38 +192,78 @@ def _reachable(url: str) -> str | None:
     return None
 
 
-def supernote_run_execute(*, run_id: int, embed: Embed | None = None) -> None:
-    """Do a queued run. Idempotent: only a queued run is claimed; a failure is recorded on the run."""
-    if not SupernoteRun.objects.filter(pk=run_id, state=SupernoteRun.State.QUEUED).update(
-        state=SupernoteRun.State.RUNNING, stage="Starting"
-    ):
-        return
-    run = SupernoteRun.objects.select_related("post").get(pk=run_id)
+def supernote_run_step(*, run_id: int, embed: Embed | None = None) -> bool:
+    """One delivery of a run (task `notes.tasks.supernote_run_execute`): claim it, write and check
+    the next SUPERNOTE_SLICE_CANDIDATES candidates (or, once all are written, run the jury and the
+    selection), then hand it back with the next slice queued. True when more slices follow.
+
+    Idempotent: only a queued run (or one whose worker's claim expired) is claimed, candidates are
+    unique per (run, index), and a slice redone after a lost worker stores nothing twice. A
+    failure is recorded on the run."""
+    if not leases.run_claim(SupernoteRun, run_id=run_id):
+        return False
     try:
-        _execute(run, embed)
+        with leases.heartbeat(SupernoteRun, run_id, field="claimed_until"):
+            return _step_claimed(run_id, embed)
     except Exception as exc:
         logger.exception("supernote run %s failed", run_id)
-        SupernoteRun.objects.filter(pk=run_id).update(
-            state=SupernoteRun.State.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=timezone.now()
-        )
+        leases.run_fail(SupernoteRun, run_id=run_id, error=f"{type(exc).__name__}: {exc}")
         raise
 
 
-def _execute(run: SupernoteRun, embed: Embed | None) -> None:
-    rng = np.random.default_rng(run.seed)
+def supernote_run_execute(*, run_id: int, embed: Embed | None = None) -> None:
+    """Do a whole queued run here, slice after slice (commands and tests; workers run one slice
+    per delivery through `supernote_run_step`)."""
+    while supernote_run_step(run_id=run_id, embed=embed):
+        pass
+
+
+def _run_notes(run: SupernoteRun) -> list[cand.NoteSummary]:
+    """The run's source notes: chosen at its first slice and stored, the same ones every slice."""
     notes = selectors.note_summaries(post=run.post)
-    if len(notes) < cand.MIN_SUBSET:
-        raise SupernoteError("The post has fewer than two eligible notes now.")
-    run.source_note_ids = [n.pk for n in notes]
-    run.save(update_fields=["source_note_ids"])
-    client = llm_client()
-    # A post imported without its text has only a placeholder: never given to the writer or the jury as the post.
-    post_text = "" if run.post.text_missing_reason() else run.post.text
-    subsets = cand.sample_subsets(len(notes), run.n_candidates, rng)
+    if not run.source_note_ids:
+        if len(notes) < cand.MIN_SUBSET:
+            raise SupernoteError("The post has fewer than two eligible notes now.")
+        run.source_note_ids = [n.pk for n in notes]
+        SupernoteRun.objects.filter(pk=run.pk).update(source_note_ids=run.source_note_ids)
+        return notes
+    by_pk = {n.pk: n for n in notes}
+    missing = [pk for pk in run.source_note_ids if pk not in by_pk]
+    if missing:
+        raise SupernoteError(f"Source notes {missing} are no longer eligible; start a new run.")
+    return [by_pk[pk] for pk in run.source_note_ids]
+
+
+def _post_text(run: SupernoteRun) -> str:
+    """A post imported without its text has only a placeholder: never given to the writer or the jury as the post."""
+    return "" if run.post.text_missing_reason() else run.post.text
+
+
+def _step_claimed(run_id: int, embed: Embed | None) -> bool:
+    run = SupernoteRun.objects.select_related("post").get(pk=run_id)
+    if run.attempts > settings.SUPERNOTE_MAX_CLAIMS:
+        error = f"gave up after {run.attempts - 1} deliveries of one slice (workers lost)"
+        leases.run_fail(SupernoteRun, run_id=run_id, error=error)
+        return False
+    notes = _run_notes(run)
+    subsets = cand.sample_subsets(len(notes), run.n_candidates, np.random.default_rng(run.seed))
+    if run.candidates_done < len(subsets):
+        _candidates_slice(run, notes, subsets)
+        return True
+    _select(run, notes, embed)
+    return False
+
+
+def _candidates_slice(run: SupernoteRun, notes: list[cand.NoteSummary], subsets: list[list[int]]) -> None:
+    """Write and check the next slice of candidates (0-80 % of the progress), then hand the run back."""
+    client = llm_client(owner=run.requested_by_id)
+    post_text = _post_text(run)
+    first, total = run.candidates_done, len(subsets)
+    last = min(first + settings.SUPERNOTE_SLICE_CANDIDATES, total)
+    _progress(run, f"Writing candidates {first + 1}-{last} of {total}", int(80 * first / total))
     rows: list[SupernoteCandidate] = []
-    # 1. Candidates (0-60 %)
-    for k, subset in enumerate(subsets):
-        chosen = cand.pick(notes, subset)
+    for k in range(first, last):
+        chosen = cand.pick(notes, subsets[k])
         if client is not None:
             step = supernote_step.supernote_candidate_llm(
                 client, post=post_text, notes=[n.source_note() for n in chosen]
@@ -197,30 +279,42 @@ def _execute(run: SupernoteRun, embed: Embed | None) -> None:
                                                    "by": step.producer.label}],
             )
         )  # fmt: skip
-        if k % 5 == 4 or k == len(subsets) - 1:
-            _progress(run, f"Writing candidates ({k + 1}/{len(subsets)})", int(60 * (k + 1) / len(subsets)))
-    # Repeats of a text are not new candidates: each distinct (normalized) text is filtered and
-    # scored once, so the jury's spread is not sampling noise on one text.
-    repeats = cand.first_of_each_text([r.text for r in rows])
-    for k, first in repeats.items():
-        rows[k].filter_log = [{"filter": "duplicate", "ok": False, "by": "normalized text",
-                               "reason": f"Same text as candidate {first}: filtered and scored once."}]  # fmt: skip
-    run.n_drawn = sum(1 for r in rows if r.text)
-    run.n_distinct = run.n_drawn - len(repeats)
-    distinct = f"{run.n_distinct} distinct candidate{'s' if run.n_distinct != 1 else ''} of {run.n_drawn} drawn"
-    # 2. Filters (60-80 %)
+    # Repeats of a text (also of an earlier slice's) are not new candidates: each distinct
+    # (normalized) text is filtered and scored once, so the jury's spread is not sampling noise on one text.
+    earlier = list(run.candidates.filter(index__lt=first).order_by("index").values_list("text", flat=True))
+    repeats = cand.first_of_each_text([*earlier, *(r.text for r in rows)])
+    for k, original in repeats.items():
+        if k >= first:
+            rows[k - first].filter_log = [{"filter": "duplicate", "ok": False, "by": "normalized text",
+                                           "reason": f"Same text as candidate {original}: filtered and scored once."}]  # fmt: skip
     texts = {n.pk: n.text for n in notes}
     reach = _reachable if settings.SUPERNOTE_CHECK_LINKS_REACHABLE else None
-    for k, row in enumerate(rows):
-        if row.text and k not in repeats:
+    _progress(run, f"Checking principles of candidates {first + 1}-{last} of {total}", int(80 * first / total))
+    for row in rows:
+        if row.text and row.index not in repeats:
             results = filters.run_filters(row.text, [texts[pk] for pk in row.source_note_ids], client=client,
                                           reachable=reach)  # fmt: skip
             row.filter_log = [r.as_log() for r in results]
             row.passed = all(r.ok for r in results)
-        if k % 10 == 9 or k == len(rows) - 1:
-            _progress(run, f"Checking principles ({k + 1}/{len(rows)})", 60 + int(20 * (k + 1) / len(rows)))
-    SupernoteCandidate.objects.bulk_create(rows)
-    # 3. Jury (80-95 %)
+    with transaction.atomic():
+        SupernoteCandidate.objects.bulk_create(rows, ignore_conflicts=True)
+        handed_back = SupernoteRun.objects.filter(pk=run.pk, state=SupernoteRun.State.RUNNING).update(
+            state=SupernoteRun.State.QUEUED, claimed_until=None, attempts=0, candidates_done=last,
+            progress=int(80 * last / total), stage=f"Candidates written and checked: {last} of {total}",
+        )  # fmt: skip
+        if handed_back:
+            _enqueue(run)
+
+
+def _select(run: SupernoteRun, notes: list[cand.NoteSummary], embed: Embed | None) -> None:
+    """Jury and selection (80-100 %), once every candidate is written and checked."""
+    texts = {n.pk: n.text for n in notes}
+    post_text = _post_text(run)
+    rows = list(run.candidates.order_by("index"))
+    repeats = cand.first_of_each_text([r.text for r in rows])
+    run.n_drawn = sum(1 for r in rows if r.text)
+    run.n_distinct = run.n_drawn - len(repeats)
+    distinct = f"{run.n_distinct} distinct candidate{'s' if run.n_distinct != 1 else ''} of {run.n_drawn} drawn"
     passed = [r for r in rows if r.passed]
     model = phm_latest()
     existing = list(run.post.notes.exclude(origin=Note.Origin.SUPERNOTE).exclude(intercept__isnull=True))
@@ -292,8 +386,12 @@ def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) 
 
 def _finish(run: SupernoteRun, outcome: str) -> None:
     run.state, run.outcome, run.stage, run.progress = SupernoteRun.State.DONE, outcome, "Done", 100
-    run.finished_at = timezone.now()
-    run.save()
+    run.finished_at, run.claimed_until = timezone.now(), None
+    run.save(update_fields=[
+        "state", "outcome", "stage", "progress", "finished_at", "claimed_until", "best_existing_note",
+        "best_existing_intercept", "phm_version", "mu", "phm_trained_on", "phm_auc", "proposed_note",
+        "n_drawn", "n_distinct", "winner_index", "winner_intercept", "winner_intercept_sd",
+    ])  # fmt: skip
 
 
 # --- Blind comparison (item 7) ---------------------------------------------------------------

@@ -72,12 +72,12 @@ def test_it_recovers_after_transient_errors(own_workers: Any, llm_server: Any) -
 
 
 def test_it_completes_exactly_once_after_the_worker_is_killed_mid_judge(own_workers: Any, llm_server: Any) -> None:
-    # Short but still nested timeouts: LLM 1 s < soft 2 s < hard 3 s < claim lease 4 s < visibility 5 s.
+    # Short but still nested timeouts: LLM 1 s < soft 2 s < hard 3 s < visibility 5 s; the claim (4 s) renewed by the heartbeat.
     fast_recovery = {
         "LLM_TIMEOUT_S": "1",
         "CELERY_TASK_SOFT_TIME_LIMIT": "2",
         "CELERY_TASK_TIME_LIMIT": "3",
-        "JUDGE_CLAIM_LEASE_S": "4",
+        "WORK_LEASE_S": "4",
         "CELERY_VISIBILITY_TIMEOUT": "5",
         "CELERY_UNACKED_RESTORE_INTERVAL_S": "0.5",
         "CELERY_UNACKED_RESTORE_THROTTLE": "1",

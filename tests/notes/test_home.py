@@ -72,3 +72,15 @@ def test_each_post_shows_how_many_notes_it_has(anon_client: Any) -> None:
     Note.objects.create(post=one, text="Context")
     html = anon_client.get("/").content.decode()
     assert ">1 note<" in html and ">3 notes<" in html
+
+
+def test_home_reads_only_what_it_shows_of_each_note(anon_client: Any) -> None:
+    """Issue 27 item 7: the home page (20 posts, all their notes prefetched) no longer reads the
+    scorer's stored explanation and rules of every note, nor joins each note's author."""
+    from notes.selectors import posts_for_home
+
+    (post,) = _posts(1)
+    Note.objects.create(post=post, text="Context", score_explanation="x" * 5000, score_rules=["a"] * 50)
+    note = posts_for_home().posts[0].notes.all()[0]
+    assert {"score_explanation", "score_rules", "author_id", "draft_text"} <= note.get_deferred_fields()
+    assert "Context" in anon_client.get("/").content.decode()

@@ -29,7 +29,12 @@ def purge_broker() -> None:
 
 
 class Worker:
-    def __init__(self, *, queues: str = "default,cpu,llm", extra_env: dict[str, str] | None = None, name: str = "w1"):
+    def __init__(
+        self, *, queues: str = "default,cpu,llm", extra_env: dict[str, str] | None = None, name: str = "w1",
+        beat: bool = False,
+    ):  # fmt: skip
+        """`beat`: run celery beat inside the worker (`-B`) with the settings' schedule, as a
+        deployment's beat would (outbox_dispatch, work_sweep, ...)."""
         env = os.environ.copy()
         env.update(
             {
@@ -53,11 +58,12 @@ class Worker:
         self.log_path = ROOT / "artifacts" / f"worker-{name}-{int(time.time() * 1000)}.log"
         self.log_path.parent.mkdir(exist_ok=True)
         self.log = self.log_path.open("wb")
+        beat_args = ["-B", "-s", str(self.log_path.with_suffix(".beat-schedule"))] if beat else []
         self.proc = subprocess.Popen(
             [
                 sys.executable, "-m", "celery", "-A", "crowdnotes_site", "worker",
                 "--pool=solo", "--concurrency=1", "-Q", queues, "-n", f"{name}@%h",
-                "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
+                "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", *beat_args,
             ],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip

@@ -39,6 +39,10 @@ class LLMPermanentError(LLMError):
     """A failure that retrying the same request will not fix (4xx, bad response)."""
 
 
+class LLMBudgetExceeded(LLMPermanentError):
+    """The user whose work this is has used up the day's LLM calls (LLM_DAILY_CALLS_PER_USER)."""
+
+
 @dataclass(frozen=True)
 class LLMConfig:
     base_url: str | None = None
@@ -190,6 +194,22 @@ class LLMClient:
         if retry_after is not None:
             delay = max(delay, retry_after)
         return min(delay, self.config.backoff_max_s)
+
+
+class CountedClient(LLMClient):
+    """An LLM client whose every call is first charged to someone: `charge()` counts the call or
+    raises (LLMBudgetExceeded) to refuse it before anything is sent. The wrapped client does the
+    work, so settings, retries and the SDK's connection pool are shared."""
+
+    def __init__(self, inner: LLMClient, *, charge: Callable[[], object]) -> None:  # no super(): no second SDK client
+        self.config = inner.config
+        self._sleep = inner._sleep
+        self._client = inner._client
+        self._charge = charge
+
+    def complete(self, **kwargs: Any) -> LLMResult:  # type: ignore[override]
+        self._charge()
+        return super().complete(**kwargs)
 
 
 def _to_result(response: Any, *, model: str, started: float, attempts: int, task: str) -> LLMResult:

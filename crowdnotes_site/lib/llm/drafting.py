@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crowdnotes_site.lib.llm.client import LLMClient, LLMError
+from crowdnotes_site.lib.llm.client import LLMBudgetExceeded, LLMClient, LLMError
 from crowdnotes_site.lib.llm.steps.common import Evidence, sentences
 from crowdnotes_site.lib.llm.steps.drafting import draft_note_baseline, draft_note_llm
 from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, find_urls
@@ -40,6 +40,8 @@ def draft_note(*, post: str, snippets: Sequence[tuple[str, str]], client: LLMCli
     if client is not None:
         try:
             result = draft_note_llm(client, post=post, snippets=evidence, budget=budget)
+        except LLMBudgetExceeded as exc:
+            raise DraftError(f"No draft: {exc}. Write the note yourself, or draft again tomorrow.") from exc
         except LLMError as exc:
             raise DraftError(f"The LLM endpoint failed ({exc}). Nothing was lost: try drafting again.") from exc
         if result.value is None:

@@ -144,7 +144,9 @@ def test_the_floor_marks_a_weak_human_source_without_blocking_it(
     for snippet in added:
         snippets.snippet_process(snippet_id=snippet.pk)
     rows = {s.url: s for s in job.snippets.all()}
-    assert rows[good].similarity >= FLOOR > rows[weak].similarity
+    good_similarity, weak_similarity = rows[good].similarity, rows[weak].similarity
+    assert good_similarity is not None and weak_similarity is not None
+    assert good_similarity >= FLOOR > weak_similarity
     page = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     assert page.count("This page may not address the post") == 1
     weak_card = page[page.index(f'id="snippet-{rows[weak].pk}"') :]

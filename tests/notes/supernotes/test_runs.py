@@ -66,7 +66,7 @@ def phm_dir(tmp_path: Any, settings: Any) -> Any:
     return settings.PHM_DIR
 
 
-def test_stuck_posts_lists_eligible_posts_with_counts(contributor_client: Any, db: None) -> None:
+def test_stuck_posts_lists_eligible_posts_with_counts(admin_client: Any, db: None) -> None:
     post, _notes, _ = _stuck_post()
     other = post_create(text="Not stuck: one note")
     Note.objects.create(post=other, text="Only one note")
@@ -77,7 +77,7 @@ def test_stuck_posts_lists_eligible_posts_with_counts(contributor_client: Any, d
     stuck = selectors.stuck_posts()
     assert [s.post.pk for s in stuck] == [post.pk]
     assert [n.n_ratings for n in stuck[0].notes] == [39, 39, 39]  # type: ignore[attr-defined]
-    page = contributor_client.get(reverse("stuck_posts"))
+    page = admin_client.get(reverse("stuck_posts"))
     assert page.status_code == 200
     html = page.content.decode()
     assert "Generate Supernote" in html and "39 ratings" in html and "Not stuck" not in html
@@ -88,19 +88,19 @@ def test_raters_cannot_open_stuck_posts(rater_client: Any) -> None:
 
 
 def test_generate_queues_one_run_after_commit(
-    contributor_client: Any, django_capture_on_commit_callbacks: Any, db: None
+    admin_client: Any, django_capture_on_commit_callbacks: Any, db: None
 ) -> None:
     post, _, _ = _stuck_post()
     with django_capture_on_commit_callbacks() as callbacks:
-        response = contributor_client.post(reverse("supernote_generate", args=[post.pk]))
+        response = admin_client.post(reverse("supernote_generate", args=[post.pk]))
     run = SupernoteRun.objects.get(post=post)
     assert response.status_code == 302 and response["Location"] == reverse("supernote_run", args=[run.pk])
     assert [c.task for c in callbacks] == ["notes.tasks.supernote_run_execute"]
     assert callbacks[0].args == (run.pk,)
     # A second request while the first is queued is refused.
-    contributor_client.post(reverse("supernote_generate", args=[post.pk]))
+    admin_client.post(reverse("supernote_generate", args=[post.pk]))
     assert SupernoteRun.objects.filter(post=post).count() == 1
-    page = contributor_client.get(reverse("supernote_run", args=[run.pk]))
+    page = admin_client.get(reverse("supernote_run", args=[run.pk]))
     assert 'hx-trigger="every 2s"' in page.content.decode() and "Queued" in page.content.decode()
 
 

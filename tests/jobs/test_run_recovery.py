@@ -1,0 +1,171 @@
+"""Issue 27, item 2: every kind of run recovers within 2 minutes of its worker's death.
+
+The `default,llm` worker is SIGKILLed while the loopback LLM holds its call (mid-judge, mid-Supernote
+run), then restarted with celery beat inside it and DEFAULT lease and sweep settings (WORK_LEASE_S 60,
+WORK_SWEEP_INTERVAL_S 30, visibility timeout 1 hour): nothing in these two tests shortens a timeout.
+The run must complete exactly once within 120 s of the restart. Before, a judge run waited for the
+broker's visibility timeout (3,624 s measured in issue 27) and a Supernote run was never resumed.
+The other tests exercise the sweeper directly on rows (no worker)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from crowdnotes_site import leases
+from crowdnotes_site.queue import Enqueued
+from evidence.models import AutomationRun
+from evidence.search import services as search_services
+from judging import services as judging_services
+from judging.models import JudgeDecision, JudgeRun
+from notes import services as notes_services
+from notes.models import ScoringRun, SupernoteRun
+from notes.supernotes import services as supernotes
+from tests.conftest import wait_for
+from tests.judging.factories import answers, note_with_evidence, stage_of
+from tests.notes.factories import make_job
+from tests.notes.supernotes.test_runs import _stuck_post
+from tests.support.llm_server import Reply
+
+ALL_YES = answers(
+    relevance="Relevant.\nFinal decision: yes",
+    correctness="Faithful.\nFinal decision: yes",
+    helpfulness="Helpful.\nFinal decision: yes",
+)
+GOOD = "Large studies of millions of children found no link between vaccines and autism. https://cdc.gov/autism"
+
+
+def _supernote_answer(messages: list[dict[str, Any]]) -> str:
+    return "Fine.\nFinal decision: yes" if "Question:" in messages[-1]["content"] else GOOD
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_judge_run_of_a_killed_llm_worker_completes_once_within_two_minutes_of_the_restart(
+    worker_factory: Any, llm_server: Any
+) -> None:
+    held = threading.Event()
+    llm_server.script(Reply(content="Never used: this worker is killed.", hold=held))
+    llm_server.respond_with(ALL_YES)
+    first = worker_factory(queues="default,llm")
+    run = judging_services.judge_run_request(note=note_with_evidence())
+    wait_for(lambda: llm_server.requests, timeout=60)
+    run.refresh_from_db()
+    assert run.state == "running" and run.claimed_until is not None
+    first.kill()
+    held.set()
+    restarted = time.monotonic()
+    second = worker_factory(queues="default,llm", beat=True)
+    wait_for(lambda: JudgeRun.objects.get(pk=run.pk).state in ("done", "failed"), timeout=120)
+    recovered_s = time.monotonic() - restarted
+    run.refresh_from_db()
+    assert (run.state, run.helpful, run.claimed_until) == ("done", True, None), second.output()
+    assert sorted(JudgeDecision.objects.filter(run=run).values_list("stage", flat=True)) == [
+        "correctness", "helpfulness", "relevance",
+    ]  # fmt: skip
+    stages = [stage_of(r["messages"]) for r in llm_server.requests]
+    assert (stages.count("relevance"), stages.count("correctness"), stages.count("helpfulness")) == (2, 1, 1)
+    assert recovered_s < 120
+    print(f"judge run recovered {recovered_s:.1f} s after the restart")  # bench/README.md, "Recovery"
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_supernote_run_of_a_killed_llm_worker_completes_once_within_two_minutes_of_the_restart(
+    worker_factory: Any, llm_server: Any, admin_user: Any, tmp_path: Any
+) -> None:
+    post, _notes, _ = _stuck_post()
+    held = threading.Event()
+    llm_server.script(Reply(content=GOOD), Reply(content=GOOD), Reply(content="Never used: killed.", hold=held))
+    llm_server.respond_with(_supernote_answer)
+    env = {"PHM_DIR": str(tmp_path / "no-phm")}  # no jury model: the run ends after the candidates
+    first = worker_factory(queues="default,llm", extra_env=env)
+    run = supernotes.supernote_run_start(post=post, user=admin_user, n_candidates=8, jury_size=10)
+    wait_for(lambda: len(llm_server.requests) >= 3, timeout=60)  # the first slice's third call hangs
+    first.kill()
+    held.set()
+    restarted = time.monotonic()
+    second = worker_factory(queues="default,llm", extra_env=env, beat=True)
+    wait_for(lambda: SupernoteRun.objects.get(pk=run.pk).state in ("done", "failed"), timeout=120)
+    recovered_s = time.monotonic() - restarted
+    run.refresh_from_db()
+    assert run.state == "done", (run.error, second.output())
+    assert "No personalized helpfulness model" in run.outcome
+    assert sorted(run.candidates.values_list("index", flat=True)) == list(range(8))  # each candidate once
+    assert (run.candidates_done, run.claimed_until) == (8, None)
+    assert recovered_s < 120
+    print(f"Supernote run recovered {recovered_s:.1f} s after the restart")  # bench/README.md, "Recovery"
+
+
+# --- The sweeper on rows (no worker) ------------------------------------------------------------
+
+
+def _expire(model: Any, pk: int) -> None:
+    model.objects.filter(pk=pk).update(state="running", claimed_until=timezone.now() - timedelta(seconds=1))
+
+
+@pytest.mark.django_db
+def test_the_sweeper_requeues_each_kind_of_run_whose_claim_expired_once(
+    django_capture_on_commit_callbacks: Any, contributor: Any, admin_user: Any
+) -> None:
+    note = note_with_evidence()
+    judge = JudgeRun.objects.create(note=note, content_hash="x", stage="relevance")
+    live = JudgeRun.objects.create(note=note, content_hash="y", stage="relevance")
+    JudgeRun.objects.filter(pk=live.pk).update(state="running", claimed_until=leases.lease_deadline())
+    done = JudgeRun.objects.create(note=note, content_hash="z", state="done")
+    automation = AutomationRun.objects.create(draft_job=make_job(contributor), post_text="p", tau=1)
+    post, _, _ = _stuck_post()
+    supernote = SupernoteRun.objects.create(post=post, requested_by=admin_user)
+    scoring = ScoringRun.objects.create()
+    for model, row in (
+        (JudgeRun, judge),
+        (AutomationRun, automation),
+        (SupernoteRun, supernote),
+        (ScoringRun, scoring),
+    ):
+        _expire(model, row.pk)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert judging_services.judge_runs_sweep() == [judge.pk]
+        assert search_services.automation_runs_sweep() == [automation.pk]
+        assert supernotes.supernote_runs_sweep() == [supernote.pk]
+        assert notes_services.scoring_runs_sweep() == [scoring.pk]
+    assert [(c.task, c.args) for c in callbacks] == [
+        ("judging.tasks.judge_run_step", (judge.pk,)),
+        ("evidence.tasks.automation_run_step", (automation.pk,)),
+        ("notes.tasks.supernote_run_execute", (supernote.pk,)),
+        ("notes.tasks.score_notes", (scoring.pk,)),
+    ]
+    assert all(isinstance(c, Enqueued) for c in callbacks)
+    # The owner's fair turn: the automation run is its contributor's, the Supernote run its starter's.
+    assert [c.priority is not None for c in callbacks] == [False, True, True, False]
+    for model, row in (
+        (JudgeRun, judge),
+        (AutomationRun, automation),
+        (SupernoteRun, supernote),
+        (ScoringRun, scoring),
+    ):
+        assert model.objects.values_list("state", "claimed_until").get(pk=row.pk) == ("queued", None)
+    assert JudgeRun.objects.get(pk=live.pk).state == "running" and JudgeRun.objects.get(pk=done.pk).state == "done"
+    # Swept once: a second sweep finds nothing.
+    assert judging_services.judge_runs_sweep() == supernotes.supernote_runs_sweep() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_keeps_a_live_claim_ahead_of_the_clock(settings: Any) -> None:
+    settings.WORK_LEASE_S = 3  # renewed every second
+    run = JudgeRun.objects.create(note=note_with_evidence(), content_hash="x", stage="relevance")
+    assert leases.run_claim(JudgeRun, run_id=run.pk)
+    claimed = JudgeRun.objects.get(pk=run.pk).claimed_until
+    assert claimed is not None
+    with leases.heartbeat(JudgeRun, run.pk, field="claimed_until"):
+        wait_for(
+            lambda: (JudgeRun.objects.get(pk=run.pk).claimed_until or claimed) > claimed + timedelta(seconds=0.5),
+            timeout=10,
+        )
+        assert judging_services.judge_runs_sweep() == []
+    assert not leases.run_claim(JudgeRun, run_id=run.pk)  # a live claim is not taken twice
