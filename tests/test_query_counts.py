@@ -60,7 +60,10 @@ def test_post_page(rater_client: Any) -> None:
         for author in _authors(n):
             Note.objects.create(post=post, author=author, text=f"Context by {author.pk}")
 
-    assert _counts(grow, lambda: rater_client.get(f"/posts/{post.pk}/")) == [8, 8]  # 8: with the Supernote proposal
+    assert _counts(grow, lambda: rater_client.get(f"/posts/{post.pk}/")) == [
+        9,
+        9,
+    ]  # with the Supernote proposal and the X panel
 
 
 def test_rating_queue(rater_client: Any, rater: Any) -> None:
@@ -114,5 +117,5 @@ def test_audit_list(admin_client: Any) -> None:
                     content_hash=f"h{note.pk}",
                 )  # fmt: skip
 
-    # 14: one query reads the listed versions' verdicts, so a stage an override gated out shows "not reached".
-    assert _counts(grow, lambda: admin_client.get("/judging/audit/")) == [14, 14]
+    # 13: agreement in one pass (12), plus one query for the listed versions' verdicts, so a stage an override gated out shows "not reached".
+    assert _counts(grow, lambda: admin_client.get("/judging/audit/")) == [13, 13]
