@@ -142,9 +142,11 @@ def test_gunicorn_serves_every_request_after_its_database_connections_are_termin
         workers=2,
     )
     try:
-        assert {server.get("/")[0] for _ in range(20)} == {200}  # both workers hold a persistent connection
+        # Each worker that served one of these holds a persistent connection (the kernel may hand
+        # all of them to one worker, so at least one connection is certain).
+        assert {server.get("/")[0] for _ in range(20)} == {200}
         terminated = _terminate_backends(database, keep={_backend_pid()})
-        assert terminated >= 2
+        assert terminated >= 1
         answers = [server.get("/") for _ in range(40)]
     finally:
         server.stop()
