@@ -55,6 +55,6 @@ def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
         "X_API_KEY_SECRET": x_server.CONSUMER_SECRET, "X_ACCESS_TOKEN": x_server.ACCESS_TOKEN,
         "X_ACCESS_TOKEN_SECRET": x_server.ACCESS_TOKEN_SECRET, "X_BEARER_TOKEN": x_server.BEARER_TOKEN,
         "X_API_BACKOFF_S": "0.05", "TOPICS_CLASSIFY_NEW_POSTS": "0",
-    })  # fmt: skip
+    }, beat=True)  # fmt: skip  # beat's outbox dispatcher, as deployed: a message whose on-commit send failed still goes
     yield worker
     worker.stop()

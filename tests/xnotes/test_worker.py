@@ -17,6 +17,14 @@ from xnotes.models import XFetchRun, XPost, XProposal
 ELIGIBLE = "/2/notes/search/posts_eligible_for_notes"
 
 
+def _wait(worker: Worker, predicate: Any) -> Any:
+    """wait_for, with the worker's log in the failure message."""
+    try:
+        return wait_for(predicate, timeout=90)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- worker log ---\n{worker.output()[-4000:]}") from exc
+
+
 @pytest.mark.worker
 def test_fetch_now_waits_for_the_reset_in_the_queue(x_worker: Worker, x_api: FakeX, admin_client: CsrfClient) -> None:
     x_api.eligible_pages = [[tweet("1900000000000000001", "Garlic cures measles.")],
@@ -25,7 +33,7 @@ def test_fetch_now_waits_for_the_reset_in_the_queue(x_worker: Worker, x_api: Fak
     x_api.rate_limit_next(ELIGIBLE, reset_in_s=3)
     admin_client.post("/x/writer/fetch/")
     run = XFetchRun.objects.get()
-    done = wait_for(lambda: XFetchRun.objects.filter(pk=run.pk, state=XFetchRun.State.DONE).first(), timeout=60)
+    done = _wait(x_worker, lambda: XFetchRun.objects.filter(pk=run.pk, state=XFetchRun.State.DONE).first())
     assert (done.pages, done.new, done.rate_limited_waits) == (2, 2, 1)
     limited, after = x_api.of(ELIGIBLE)[1], x_api.of(ELIGIBLE)[2]
     assert limited.status == 429 and after.at - limited.at >= 3
@@ -37,6 +45,6 @@ def test_fetch_now_waits_for_the_reset_in_the_queue(x_worker: Worker, x_api: Fak
 def test_a_proposal_reaches_x_once_through_the_outbox(x_worker: Worker, x_api: FakeX, admin_user: Any) -> None:
     note = proposable_note()
     proposal, _ = services.proposal_request(note=note, user=admin_user, classification="not_misleading", tags=[])
-    sent = wait_for(lambda: XProposal.objects.filter(pk=proposal.pk, state=XProposal.State.SENT).first(), timeout=60)
+    sent = _wait(x_worker, lambda: XProposal.objects.filter(pk=proposal.pk, state=XProposal.State.SENT).first())
     assert sent.x_note_id == x_api.notes[0]["id"]
     assert len(x_api.of("/2/notes", "POST")) == 1
