@@ -539,7 +539,9 @@ X_NOT_FOUND_RETRY_DAYS = env_int("X_NOT_FOUND_RETRY_DAYS", 7, minimum=1)
 X_FETCH_INTERVAL_S = env_int("X_FETCH_INTERVAL_S", 1800, minimum=0)  # 0 = no beat task
 X_HYDRATE_INTERVAL_S = env_int("X_HYDRATE_INTERVAL_S", 3600, minimum=0)
 X_SYNC_INTERVAL_S = env_int("X_SYNC_INTERVAL_S", 3600, minimum=0)
-CELERY_TASK_ROUTES["xnotes.tasks.*"] = {"queue": "default"}
+# The queue of the X tasks (a deployment may give X its own worker; the tests give theirs one).
+X_TASK_QUEUE = env_str("X_TASK_QUEUE", "default")
+CELERY_TASK_ROUTES["xnotes.tasks.*"] = {"queue": X_TASK_QUEUE}
 for _name, _task, _every in (
     ("x-fetch-eligible", "xnotes.tasks.x_fetch_eligible", X_FETCH_INTERVAL_S),
     ("x-hydrate-posts", "xnotes.tasks.x_hydrate_posts", X_HYDRATE_INTERVAL_S),

@@ -49,8 +49,15 @@ def no_x_credentials(settings: Any) -> None:
 @pytest.fixture
 def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
     """A worker on the default queue whose X settings point at the fake (no model needed)."""
+    from crowdnotes_site.celery import app
+
+    # The X tasks go to a queue only this worker reads, so no other test's worker can take them.
+    queue = "xnotes-test"
+    routes = app.conf.task_routes
+    app.conf.task_routes = {**routes, "xnotes.tasks.*": {"queue": queue}}
+    app.amqp.flush_routes()
     purge_broker()
-    worker = Worker(queues="default", name="xnotes", extra_env={
+    worker = Worker(queues=f"default,{queue}", name="xnotes", extra_env={"X_TASK_QUEUE": queue,
         "X_API_BASE_URL": x_api.base_url, "X_API_KEY": x_server.CONSUMER_KEY,
         "X_API_KEY_SECRET": x_server.CONSUMER_SECRET, "X_ACCESS_TOKEN": x_server.ACCESS_TOKEN,
         "X_ACCESS_TOKEN_SECRET": x_server.ACCESS_TOKEN_SECRET, "X_BEARER_TOKEN": x_server.BEARER_TOKEN,
@@ -58,3 +65,5 @@ def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
     }, beat=True)  # fmt: skip  # beat's outbox dispatcher, as deployed: a message whose on-commit send failed still goes
     yield worker
     worker.stop()
+    app.conf.task_routes = routes
+    app.amqp.flush_routes()
