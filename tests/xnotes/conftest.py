@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from crowdnotes_site.celery import app
 from tests.support import x_server
 from tests.support.worker import Worker, purge_broker
 from tests.support.x_server import FakeX
@@ -49,8 +50,6 @@ def no_x_credentials(settings: Any) -> None:
 @pytest.fixture
 def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
     """A worker on the default queue whose X settings point at the fake (no model needed)."""
-    from crowdnotes_site.celery import app
-
     # The X tasks go to a queue only this worker reads, so no other test's worker can take them.
     queue = "xnotes-test"
     routes = app.conf.task_routes
