@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import redis
@@ -26,6 +28,30 @@ def test_database_url() -> str:
 
 def purge_broker() -> None:
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+
+
+# A worker must never outlive the test run that started it: one left behind by an interrupted run
+# (pytest killed, a timeout) keeps consuming this broker's queues with its own, stale settings and
+# takes a later run's tasks. The kernel kills ours when pytest dies (PR_SET_PDEATHSIG via
+# util-linux `setpriv`), and the first worker of a run tells any worker already listening on this
+# broker to shut down.
+_SETPRIV = shutil.which("setpriv")
+_strays_checked = False
+
+
+def shut_down_stray_workers(timeout: float = 20) -> list[str]:
+    """Ask every worker that answers on the test broker to shut down; return their names."""
+    from crowdnotes_site.celery import app
+
+    names = sorted({name for reply in app.control.ping(timeout=1.0) or [] for name in reply})
+    if not names:
+        return []
+    warnings.warn(f"workers left by an earlier test run were listening on the test broker: {names}", stacklevel=2)
+    app.control.shutdown(destination=names)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and app.control.ping(destination=names, timeout=1.0):
+        time.sleep(0.5)
+    return names
 
 
 class Worker:
@@ -55,13 +81,18 @@ class Worker:
             }
         )
         env.update(extra_env or {})
+        global _strays_checked
+        if not _strays_checked:
+            shut_down_stray_workers()
+            _strays_checked = True
         self.log_path = ROOT / "artifacts" / f"worker-{name}-{int(time.time() * 1000)}.log"
         self.log_path.parent.mkdir(exist_ok=True)
         self.log = self.log_path.open("wb")
         beat_args = ["-B", "-s", str(self.log_path.with_suffix(".beat-schedule"))] if beat else []
+        die_with_pytest = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "crowdnotes_site", "worker",
+                *die_with_pytest, sys.executable, "-m", "celery", "-A", "crowdnotes_site", "worker",
                 "--pool=solo", "--concurrency=1", "-Q", queues, "-n", f"{name}@%h",
                 "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", *beat_args,
             ],
