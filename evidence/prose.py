@@ -79,24 +79,46 @@ def _reference_line(line: str) -> bool:
 
 
 # A line break inside a sentence (PDF columns, hard-wrapped text): the line does not end a
-# sentence, and the next one goes on in lower case, a digit or a bracket, or the break splits a
-# hyphenated word, or a line of 5+ words ends in a lower-case word or a comma (a heading is
-# shorter or capitalised).
+# sentence, and the next one goes on in lower case (or, in hard-wrapped text, a digit, quote or
+# bracket), or the break splits a hyphenated word, or (hard-wrapped text only) a line filling the column ends in a lower-case word
+# or a comma before a capital ("... adopted by the\nWorld Health Organization"). A heading is
+# shorter than the column; extracted HTML has no column (one paragraph, list item or heading per
+# line), so there a capital always starts a new line's sentence: "7. Clean out the kitchen" stays
+# off the sentence below it.
 _BREAK = re.compile(r"[ \t]*\n[ \t]*")
 _GOES_ON = re.compile(r"[a-z0-9(\[“\"‘']")
+# Hard-wrapped text is wrapped at a column: 90% of its lines are at most this many characters (PDF
+# text here: 60-75). Extracted HTML paragraphs run to hundreds of characters on one line.
+WRAP_WIDTH = 100
+# A line at least this share of the column wide is a full line, one the wrap may have cut.
+FULL_LINE = 0.7
+
+
+def column_width(text: str) -> int | None:
+    """The width hard-wrapped text is wrapped at (the 90th percentile of its line lengths), or None
+    when the text is not hard-wrapped (fewer than 3 lines, or lines longer than WRAP_WIDTH)."""
+    lengths = sorted(len(line.strip()) for line in text.splitlines() if line.strip())
+    if len(lengths) < 3:
+        return None
+    width = lengths[int(0.9 * (len(lengths) - 1))]
+    return width if width <= WRAP_WIDTH else None
 
 
 def join_wrapped_lines(text: str) -> str:
     """The text with hard-wrapped lines joined (same length: each joining newline becomes a space)."""
     out = list(text)
+    width = column_width(text)
     for match in _BREAK.finditer(text):
         before = text[max(0, match.start() - 200) : match.start()]
         after = text[match.end() : match.end() + 1]
         line = before.rsplit("\n", 1)[-1]
         if not line.strip() or not after or re.search(r"[.!?:;][\"'”’)\]]*$", line):
             continue
-        wrapped = bool(_GOES_ON.match(after)) or line.endswith("-")
-        if not wrapped and after.isupper() and len(line.split()) >= 5:
+        # Without a column a digit, quote or bracket starts a new paragraph ("Summary\n3-D scanners").
+        goes_on = _GOES_ON.match(after) if width is not None else after.islower()
+        wrapped = bool(goes_on) or line.endswith("-")
+        full = width is not None and len(line.strip()) >= FULL_LINE * width
+        if not wrapped and full and after.isupper() and len(line.split()) >= 5:
             wrapped = bool(re.search(r"(?:\b[a-z][\w'’-]*|,)$", line))
         if wrapped:
             for i in range(match.start(), match.end()):

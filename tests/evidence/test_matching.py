@@ -189,6 +189,25 @@ def test_a_pair_of_sentences_is_shown_only_when_it_matches_clearly_better(minilm
     assert single is not None and single.text == "Measles is a contagious viral disease."
 
 
+def test_the_highlighted_sentence_has_no_heading_glued_to_it(minilm_matcher: Matcher) -> None:
+    # Extracted HTML: headings and whole paragraphs on their own lines. The heading has five words
+    # and ends in a lower-case word, which in a PDF's column would be a wrapped sentence.
+    answer = (
+        "In rare cases, green tea extract may cause liver problems, so talk to your doctor before taking it "
+        "and stop if you have abdominal pain or dark urine."
+    )
+    passage = (
+        "Green tea vs. black tea\n"
+        "Green and black tea come from the same plant, but green tea is not fermented and keeps more of the "
+        "catechins that give it its colour and taste.\n"
+        "Side effects of green tea extract\n" + answer
+    )
+    found = minilm_matcher.best_sentence("Green tea extract pills are perfectly safe for your liver", passage)
+    assert found is not None
+    assert found.text == answer
+    assert passage[found.start : found.end] == found.text
+
+
 class _FakeHidden:
     """What the fake transformer returns: records that it was brought back with .cpu()."""
 

@@ -54,3 +54,56 @@ def test_candidates_are_real_sentences_and_adjacent_pairs() -> None:
 
 def test_a_passage_of_stubs_still_has_candidates() -> None:
     assert [c.text for c in candidates("Home\nAbout us") if not c.pair] == ["Home", "About us"]
+
+
+# Extracted HTML: one heading, paragraph or list item per line (lines of a paragraph's length), as
+# trafilatura gives healthline's and WebMD's pages.
+HEADED_HTML = (
+    "Binge eating disorder is the most common eating disorder in the United States, and many people "
+    "with it feel a loss of control while eating.\n"
+    "7. Clean out the kitchen\n"
+    "Having lots of junk food or trigger foods in the kitchen can make it much easier to binge eat.\n"
+    "Green tea vs. black tea\n"
+    "Green and black tea come from the same plant, Camellia sinensis, but they are processed differently.\n"
+    "This is particularly important if you:\n"
+    "- are pregnant or nursing\n"
+    "Here are answers to the most common questions about intermittent fasting."
+)
+
+
+def test_a_heading_is_not_glued_to_the_sentence_below_it() -> None:
+    texts = [s.text for s in split_sentences(HEADED_HTML)]
+    # Five-word headings that end in a lower-case word, each followed by a capital: in
+    # hard-wrapped (PDF) text such a line is a wrapped sentence; in HTML each line stands alone.
+    assert "7. Clean out the kitchen" in texts
+    assert "Having lots of junk food or trigger foods in the kitchen can make it much easier to binge eat." in texts
+    assert "Green tea vs. black tea" in texts
+    assert "are pregnant or nursing" in texts  # a list item stays off the next paragraph too
+    assert "Here are answers to the most common questions about intermittent fasting." in texts
+
+
+def test_a_heading_is_never_a_candidate_nor_half_of_a_pair() -> None:
+    spans = split_sentences(HEADED_HTML)
+    assert [s.text for s in spans if s.heading] == ["7. Clean out the kitchen", "Green tea vs. black tea"]
+    shown = [c.text for c in candidates(HEADED_HTML)]
+    assert not [t for t in shown if "Clean out the kitchen" in t or "Green tea vs. black tea" in t]
+    # The list item is a statement without its full stop, not a heading; the passage's last line
+    # may be a sentence cut by the passage's edge, not a heading either.
+    assert "are pregnant or nursing" in [s.text for s in spans if not s.heading]
+    assert not split_sentences("Intro text that goes on.\nThe passage ends in the middle of a sentence")[-1].heading
+
+
+def test_a_capital_after_a_full_pdf_line_still_continues_the_sentence() -> None:
+    # The same "5+ words, lower-case end, capital next" break inside a PDF column is a wrap.
+    pdf = (
+        "Healthy diet\n"
+        "Consuming a healthy diet throughout life helps to\n"
+        "prevent malnutrition in all its forms as well as a\n"
+        "range of noncommunicable diseases, as set out by the\n"
+        "World Health Organization in its guidance on diet.\n"
+        "Key facts"
+    )
+    texts = [s.text for s in split_sentences(pdf)]
+    assert texts[0] == "Healthy diet"
+    assert texts[1].startswith("Consuming") and texts[1].endswith("guidance on diet.")
+    assert "set out by the\nWorld Health" in texts[1]
