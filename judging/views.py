@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.functional import cached_property
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
 from crowdnotes_site.lib.csvsafe import SafeWriter
@@ -19,20 +22,36 @@ VIEW = "judging.view_judgedecision"
 AUDIT_PAGE_SIZE = 25
 
 
+class CountedPaginator(Paginator):
+    """A paginator told the number of rows (counted with the page's cached aggregates) instead
+    of running COUNT(*) over the decisions on every request."""
+
+    def __init__(self, object_list: Any, per_page: int, *, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self._known_count = count
+
+    @cached_property
+    def count(self) -> int:
+        return self._known_count
+
+
 @endpoint(methods=["GET"], permission=VIEW)
 def decision_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = DecisionFilterForm(request.GET or None)
-    decisions = selectors.decisions_filtered(form.filters())
-    page = Paginator(decisions, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    filters = form.filters()
+    summary = selectors.audit_summary(filters)
+    paginator = CountedPaginator(selectors.decisions_listed(filters), AUDIT_PAGE_SIZE, count=summary.count)
+    page = paginator.get_page(request.GET.get("page"))
     stopped = selectors.gated_out(page.object_list)
     for d in page.object_list:
         d.stopped_by = stopped.get(d.pk, "")  # type: ignore[attr-defined]
     context = {
         "form": form,
         "page": page,
-        "funnel": selectors.funnel(decisions),
-        "agreement": selectors.crowd_agreement(),
-        "judge_names": selectors.judge_names(),
+        "funnel": summary.funnel,
+        "agreement": summary.agreement,
+        "judge_names": summary.judge_names,
+        "computed_at": summary.computed_at,
         "query": request.GET.urlencode(),
     }
     template = "judging/decision_list.html" + ("#table-section" if request.htmx else "")
