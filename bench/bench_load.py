@@ -4,7 +4,10 @@ Sets up a benchmark database (migrate, the demo, `--ratings` synthetic Community
 imported with `import_communitynotes`, one draft with evidence per client, judge decisions),
 starts `gunicorn -w 4` with production settings (DEBUG=0), then, one page at a time, lets
 `--clients` threads (one signed-in user each) send `--requests` requests each, and prints
-p50 / p95 / max latency and throughput per page.
+p50 / p95 / max latency and throughput per page, with the load average before and after. The last
+row is a baseline of the same server in the same run: /favicon.ico, a redirect through the whole
+middleware stack without a query or a template, i.e. what the machine (other jobs, the load client
+on the same cores) adds to any request.
 
     flock /tmp/heavy.lock .venv/bin/python bench/bench_load.py \\
         --database-url postgres://postgres@127.0.0.1:5432/cn_bench_load --redis-url redis://127.0.0.1:6379/4

@@ -118,7 +118,9 @@ def main() -> None:
     post = Post.objects.filter(is_demo=True).order_by("pk").first()
     pages["post page"] = f"/posts/{post.pk}/" if post else "/"
     names = args.page or list(pages)
-    print(f"| page | queries | SQL ms | render ms | total ms | CPU ms (this process) | bytes |  (medians of {args.requests})")
+    print(
+        f"| page | queries | SQL ms | render ms | total ms | CPU ms (this process) | bytes |  (medians of {args.requests})"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name in names:
         path = pages[name]
