@@ -59,8 +59,8 @@ def test_home_signed_in_with_every_role(make_user: Any) -> None:
     from tests.conftest import _client_for
 
     client = _client_for(make_user("rolf", ADMIN, CONTRIBUTOR, RATER))
-    # session, user, the user's and the groups' permissions (the nav), posts, their notes
-    assert _counts(_grow_home, lambda: client.get("/")) == [6, 6]
+    # session, user, the permissions (the nav; one query: crowdnotes_site/permissions.py), posts, their notes
+    assert _counts(_grow_home, lambda: client.get("/")) == [5, 5]
 
 
 def test_home_rendering_its_list_afresh(anon_client: Any) -> None:
@@ -83,8 +83,8 @@ def test_post_page(rater_client: Any) -> None:
             Note.objects.create(post=post, author=author, text=f"Context by {author.pk}")
 
     assert _counts(grow, lambda: rater_client.get(f"/posts/{post.pk}/")) == [
-        9,
-        9,
+        8,
+        8,
     ]  # with the Supernote proposal and the X panel
 
 
@@ -99,8 +99,8 @@ def test_rating_queue(rater_client: Any, rater: Any) -> None:
             # A proposed Supernote beside it: the post is offered for a blind comparison.
             Note.objects.create(post=post, text="Merged context.", origin=Note.Origin.SUPERNOTE)
 
-    # 9: with the blind-comparison offers (posts, their notes, the rater's answered pairs).
-    assert _counts(grow, lambda: rater_client.get("/rate/")) == [9, 9]
+    # 8: with the blind-comparison offers (posts, their notes, the rater's answered pairs).
+    assert _counts(grow, lambda: rater_client.get("/rate/")) == [8, 8]
 
 
 def test_posting_a_rating(rater_client: Any, rater: Any) -> None:
@@ -114,7 +114,7 @@ def test_posting_a_rating(rater_client: Any, rater: Any) -> None:
 
     levels = iter(["HELPFUL", "NOT_HELPFUL"] * 4)
     counts = _counts(grow, lambda: rater_client.post(f"/rate/{note.pk}/", {"level": next(levels)}))
-    assert counts == [13, 13]
+    assert counts == [12, 12]
 
 
 def test_draft_page_poll(contributor_client: Any, contributor: Any) -> None:
@@ -126,7 +126,7 @@ def test_draft_page_poll(contributor_client: Any, contributor: Any) -> None:
             make_ready_snippet(job, f"https://example.org/{start + i}", f"Passage {start + i} about bleach and flu.")
 
     poll = lambda: contributor_client.get(f"/drafts/{job.pk}/?was=collecting", HTTP_HX_REQUEST="true")  # noqa: E731
-    assert _counts(grow, poll) == [8, 8]
+    assert _counts(grow, poll) == [7, 7]
 
 
 def _grow_audit(n: int) -> None:
@@ -140,10 +140,10 @@ def _grow_audit(n: int) -> None:
 
 
 def test_audit_list(admin_client: Any) -> None:
-    # 7: session, user, permissions (2), the aggregates' version (newest decision, override, run),
+    # 6: session, user, permissions (one query), the aggregates' version (newest decision, override, run),
     # the page's decisions, the listed versions' verdicts (a stage an override gated out shows
     # "not reached"). The funnel, agreement, judge names and count come from the worker's cache.
-    assert _counts(_grow_audit, lambda: admin_client.get("/judging/audit/")) == [7, 7]
+    assert _counts(_grow_audit, lambda: admin_client.get("/judging/audit/")) == [6, 6]
 
 
 def test_audit_list_computing_its_aggregates(admin_client: Any) -> None:
@@ -155,6 +155,6 @@ def test_audit_list_computing_its_aggregates(admin_client: Any) -> None:
         selectors._AUDIT_SUMMARIES.clear()
         return admin_client.get("/judging/audit/")
 
-    # The 6 above that are not the version, plus 8 for the aggregates (funnel, crowd agreement,
-    # judge names, count of decisions) and the version: 14, whatever the number of decisions.
-    assert _counts(_grow_audit, fetch) == [14, 14]
+    # The 6 above plus 7 for the aggregates (funnel, crowd agreement, judge names, count of
+    # decisions): 13, whatever the number of decisions.
+    assert _counts(_grow_audit, fetch) == [13, 13]
