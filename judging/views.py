@@ -6,10 +6,12 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils.functional import cached_property
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
 from crowdnotes_site.lib.csvsafe import SafeWriter
+from crowdnotes_site.lib.memo import Memo, content_key
 from crowdnotes_site.limits import limited
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
@@ -20,6 +22,13 @@ VIEW = "judging.view_judgedecision"
 
 # Decisions per page of the audit list (a page of 25 renders in a few milliseconds).
 AUDIT_PAGE_SIZE = 25
+
+
+# Every value a row shows (and the note's text).
+_ROW_FIELDS = (
+    "pk", "created_at", "stage", "verdict", "override_verdict", "stopped_by", "judge_kind", "judge_name", "latency_ms",
+)  # fmt: skip
+_ROWS: Memo[str] = Memo(size=64)
 
 
 class CountedPaginator(Paginator):
@@ -43,11 +52,18 @@ def decision_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     paginator = CountedPaginator(selectors.decisions_listed(filters), AUDIT_PAGE_SIZE, count=summary.count)
     page = paginator.get_page(request.GET.get("page"))
     stopped = selectors.gated_out(page.object_list)
-    for d in page.object_list:
+    decisions = list(page.object_list)
+    for d in decisions:
         d.stopped_by = stopped.get(d.pk, "")  # type: ignore[attr-defined]
+    # The rows are the same for every admin: rendered once per worker and content.
+    rows = _ROWS.get_or_build(
+        content_key([[getattr(d, f) for f in _ROW_FIELDS] + [d.note.text] for d in decisions]),
+        lambda: render_to_string("judging/_decision_rows.html", {"decisions": decisions}),
+    )
     context = {
         "form": form,
         "page": page,
+        "rows": rows.value,
         "funnel": summary.funnel,
         "agreement": summary.agreement,
         "judge_names": summary.judge_names,

@@ -69,8 +69,12 @@ def test_the_audit_aggregates_follow_new_decisions_and_overrides_at_once(
     assert "Computed " in first.content.decode()
     relevance = JudgeDecision.objects.get(note=judged, stage="relevance")
     services.decision_override(decision=relevance, verdict="no", reason="Off topic after all.", user=admin_user)
-    after = admin_client.get(url).context["funnel"]
+    response = admin_client.get(url)
+    after = response.context["funnel"]
     assert (after.n_notes, after.n_relevant, after.n_helpful) == (1, 0, 0)
+    # The cached rows follow too: the override, and the later stages it gated out.
+    html = response.content.decode()
+    assert "(overridden; judge said yes)" in html and "Relevance is not yes after an override" in html
 
 
 def test_the_audit_agreement_shows_a_rescored_status_within_the_max_age(
