@@ -4,7 +4,10 @@ Sets up a benchmark database (migrate, the demo, `--ratings` synthetic Community
 imported with `import_communitynotes`, one draft with evidence per client, judge decisions),
 starts `gunicorn -w 4` with production settings (DEBUG=0), then, one page at a time, lets
 `--clients` threads (one signed-in user each) send `--requests` requests each, and prints
-p50 / p95 / max latency and throughput per page.
+p50 / p95 / max latency and throughput per page, with the load average before and after. The last
+row is a baseline of the same server in the same run: /favicon.ico, a redirect through the whole
+middleware stack without a query or a template, i.e. what the machine (other jobs, the load client
+on the same cores) adds to any request.
 
     flock /tmp/heavy.lock .venv/bin/python bench/bench_load.py \\
         --database-url postgres://postgres@127.0.0.1:5432/cn_bench_load --redis-url redis://127.0.0.1:6379/4
@@ -124,10 +127,17 @@ def child_setup(n_clients: int) -> None:
     if JudgeDecision.objects.count() < 300:
         for note in Note.objects.order_by("pk")[:150]:
             for stage in (Stage.RELEVANCE, Stage.CORRECTNESS):
-                JudgeDecision.objects.create(
-                    note=note, stage=stage, verdict="yes", judge_kind=JudgeKind.BASELINE, judge_name="bench",
-                    content_hash=f"bench-{note.pk}", reasoning="Benchmark decision.",
-                )  # fmt: skip
+                JudgeDecision.objects.get_or_create(
+                    note=note,
+                    stage=stage,
+                    content_hash=f"bench-{note.pk}",
+                    defaults={
+                        "verdict": "yes",
+                        "judge_kind": JudgeKind.BASELINE,
+                        "judge_name": "bench",
+                        "reasoning": "Benchmark decision.",
+                    },
+                )  # get: a database with fewer than 150 notes gets this setup again on each run
     clients = []
     for i in range(n_clients):
         user, _ = get_user_model().objects.get_or_create(username=f"bench-user-{i:02d}")
@@ -208,6 +218,8 @@ def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int, think
                 path, headers = f"/drafts/{info['job']}/?was=collecting", {"HX-Request": "true"}
             elif name == "audit list":
                 path = "/judging/audit/"
+            elif name == BASELINE:
+                path, ok = "/favicon.ico", (301,)
             started = time.perf_counter()
             status = _request(port, method, path, cookies, headers, body)
             elapsed = (time.perf_counter() - started) * 1000
@@ -236,7 +248,11 @@ def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int, think
     }
 
 
-PAGES = ["home", "post page", "rating queue", "posting a rating", "draft page poll", "audit list"]
+# The machine's share: the cheapest answer of the same server in the same run (a redirect through
+# the whole middleware stack, no query, no template), so a page's latency can be split into what
+# the machine adds to any request and what the page itself costs.
+BASELINE = "baseline: /favicon.ico (redirect, no query)"
+PAGES = ["home", "post page", "rating queue", "posting a rating", "draft page poll", "audit list", BASELINE]
 
 
 def main() -> None:
@@ -251,6 +267,7 @@ def main() -> None:
         "--think", type=float, default=0.0,
         help="seconds a client waits between requests (0: closed loop, each client sends its next request at once)",
     )  # fmt: skip
+    parser.add_argument("--pages", nargs="+", choices=PAGES, default=PAGES, help="measure only these pages")
     parser.add_argument("--child", choices=["count-ratings", "setup"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child == "count-ratings":
@@ -312,16 +329,19 @@ def main() -> None:
             if time.monotonic() > deadline or server.poll() is not None:
                 raise SystemExit(f"gunicorn did not start; see {workdir / 'gunicorn.log'}")
             time.sleep(0.5)
-        for name in PAGES:  # warm every worker's connections and templates
+        for name in args.pages:  # warm every worker's connections and templates
             run_page(port, {**setup, "clients": setup["clients"][:4]}, name, 2)
-        rows = [run_page(port, setup, name, args.requests, args.think) for name in PAGES]
+        load_before = os.getloadavg()
+        rows = [run_page(port, setup, name, args.requests, args.think) for name in args.pages]
+        load_after = os.getloadavg()
     finally:
         server.terminate()
         server.wait(timeout=30)
     print(
         f"\n{args.clients} clients x {args.requests} requests per page, think time {args.think:g} s "
         f"(0.5-1.5x, per request), gunicorn -w {args.workers} (sync), DEBUG=0; "
-        f"database: {int(counts[0]):,} posts, {int(counts[1]):,} notes, {int(counts[2]):,} ratings\n"
+        f"database: {int(counts[0]):,} posts, {int(counts[1]):,} notes, {int(counts[2]):,} ratings; "
+        f"load average (1 min) {load_before[0]:.2f} before the measured pages, {load_after[0]:.2f} after\n"
     )
     print("| page | requests | errors | p50 ms | p95 ms | max ms | req/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")

@@ -375,6 +375,8 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 # while Redis is down.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
+    # The model permissions in one query instead of two; ModelBackend then answers from its set.
+    "crowdnotes_site.permissions.OneQueryPermissionsBackend",
     "django.contrib.auth.backends.ModelBackend",
     # notes.add_supernoterun for the "Trusted contributor" group when SUPERNOTES_OPEN_TO_TRUSTED=1.
     "notes.auth.TrustedContributorBackend",

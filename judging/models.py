@@ -133,6 +133,8 @@ class PreflightCheck(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     claimed_until = models.DateTimeField(null=True, blank=True)
+    # Claims taken so far: a pre-flight whose worker keeps dying is failed after JUDGE_MAX_CLAIMS.
+    attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 

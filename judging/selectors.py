@@ -10,18 +10,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from crowdnotes_site.lib import status as note_status
 from crowdnotes_site.lib.llm.pipeline import NOT_REACHED, STAGES, JudgeInput, gated, helpful_of, stopped_by
 from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.lib.memo import Memo
 from crowdnotes_site.models import LlmUsage
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from judging.benchmark.results import latest_table
 from judging.benchmark.table import MODE_TEXT
-from judging.models import JudgeDecision, JudgeKind, JudgeRun, PreflightCheck, Stage
+from judging.models import JudgeDecision, JudgeKind, JudgeOverride, JudgeRun, PreflightCheck, Stage
 
 if TYPE_CHECKING:  # type hints only: judging reaches a Note through its relations (notes sits above)
     from notes.models import Note
@@ -84,6 +86,19 @@ def decisions_filtered(filters: DecisionFilters) -> QuerySet[JudgeDecision]:
     if filters.date_to:
         qs = qs.filter(created_at__date__lte=filters.date_to)
     return qs
+
+
+# What the audit list shows of a decision and its note. The inputs, prompt and raw output (often
+# kilobytes of JSON and text each) and the note's scorer fields are read on the decision's page.
+LISTED_FIELDS = (
+    "id", "note", "content_hash", "stage", "verdict", "override_verdict", "judge_kind", "judge_name",
+    "latency_ms", "created_at", "note__text",
+)  # fmt: skip
+
+
+def decisions_listed(filters: DecisionFilters) -> QuerySet[JudgeDecision]:
+    """The filtered decisions as the audit list shows them (newest first, only the shown fields)."""
+    return decisions_filtered(filters).select_related(None).select_related("note").only(*LISTED_FIELDS)
 
 
 def gated_out(decisions: Iterable[JudgeDecision]) -> dict[int, str]:
@@ -254,6 +269,57 @@ def crowd_agreement() -> list[CrowdAgreement]:
             )
         )
     return rows
+
+
+# --- The audit list's aggregates, cached -------------------------------------------------------
+# The funnel, the crowd agreement, the judge names and the count of matching decisions read every
+# decision (9 queries and a pass in Python); the page shows 25 rows. They are kept per web worker,
+# keyed by the filters and by the newest decision, override and run (one cheap query per request:
+# three index lookups), so a new decision, override or run shows at once. What that key does not
+# see (a rescoring changing crowd statuses, an import) shows within AUDIT_SUMMARY_MAX_AGE_S; the
+# page says when the figures were computed.
+AUDIT_SUMMARY_MAX_AGE_S = 60
+
+
+@dataclass(frozen=True)
+class AuditSummary:
+    funnel: Funnel
+    agreement: list[CrowdAgreement]
+    judge_names: list[str]
+    count: int  # decisions matching the filters
+    computed_at: dt.datetime
+
+
+_AUDIT_SUMMARIES: Memo[AuditSummary] = Memo(size=32, max_age_s=AUDIT_SUMMARY_MAX_AGE_S)
+
+
+def audit_version() -> tuple[Any, ...]:
+    """The newest decision, override and run ids, in one query (each an index lookup)."""
+    tables = [m._meta.db_table for m in (JudgeDecision, JudgeOverride, JudgeRun)]
+    # The table names come from the models, never from input.
+    sql = "SELECT " + ", ".join(f"(SELECT MAX(id) FROM {connection.ops.quote_name(t)})" for t in tables)  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        row = cursor.fetchone()
+    return tuple(row) if row else ()
+
+
+def audit_summary(filters: DecisionFilters) -> AuditSummary:
+    """The audit list's funnel (over the filtered decisions), crowd agreement, judge names and
+    the count of filtered decisions; computed at most once per AUDIT_SUMMARY_MAX_AGE_S per worker
+    while no decision, override or run is added."""
+
+    def build() -> AuditSummary:
+        decisions = decisions_filtered(filters)
+        return AuditSummary(
+            funnel=funnel(decisions),
+            agreement=crowd_agreement(),
+            judge_names=judge_names(),
+            count=decisions.count(),
+            computed_at=timezone.now(),
+        )
+
+    return _AUDIT_SUMMARIES.get_or_build((filters, audit_version()), build).value
 
 
 CSV_COLUMNS = (

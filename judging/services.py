@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from crowdnotes_site import leases
@@ -296,6 +296,17 @@ def preflight_request(
     return check
 
 
+def _preflight_enqueue(check_id: int) -> None:
+    owner = PreflightCheck.objects.filter(pk=check_id).values_list("requested_by_id", flat=True).first()
+    enqueue_on_commit("judging.tasks.preflight_check", check_id, owner=owner)
+
+
+def preflight_checks_sweep() -> list[int]:
+    """Re-queue the pre-flights whose worker stopped renewing the claim (beat: work_sweep), in
+    their contributor's fair turn: the contributor is waiting on the page for this advice."""
+    return leases.runs_sweep(PreflightCheck, _preflight_enqueue)
+
+
 def preflight_prune(*, days: int) -> int:
     """Delete the pre-flights that finished more than `days` ago: advice shown once to its
     contributor, which nothing else refers to. Queued or running ones are left to the lease."""
@@ -307,14 +318,23 @@ def preflight_prune(*, days: int) -> int:
 
 def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
     """Run a queued pre-flight (in a worker). Claimed first, so a duplicate delivery does nothing;
-    a claim older than the lease (a lost worker) may be taken again."""
+    a claim older than the lease (a lost worker) may be taken again, JUDGE_MAX_CLAIMS times in all
+    (then the check fails: a pre-flight that kills its worker is not retried for ever)."""
     now = timezone.now()
     claimable = Q(state=PreflightCheck.State.QUEUED) | Q(state=PreflightCheck.State.RUNNING, claimed_until__lt=now)
     if not PreflightCheck.objects.filter(claimable, pk=check_id).update(
-        state=PreflightCheck.State.RUNNING, claimed_until=leases.lease_deadline()
+        state=PreflightCheck.State.RUNNING, claimed_until=leases.lease_deadline(), attempts=F("attempts") + 1
     ):
         return None
     check = PreflightCheck.objects.get(pk=check_id)
+    if check.attempts > settings.JUDGE_MAX_CLAIMS:
+        PreflightCheck.objects.filter(pk=check_id).update(
+            state=PreflightCheck.State.FAILED,
+            claimed_until=None,
+            error=f"gave up after {check.attempts - 1} attempts (workers lost); ask for the check again",
+            finished_at=timezone.now(),
+        )
+        return None
     try:
         with leases.heartbeat(PreflightCheck, check_id, field="claimed_until"):
             result = preflight_run(

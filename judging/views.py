@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.utils.functional import cached_property
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
 from crowdnotes_site.lib.csvsafe import SafeWriter
+from crowdnotes_site.lib.memo import Memo, content_key
 from crowdnotes_site.limits import limited
 from judging import selectors, services
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
@@ -19,20 +24,50 @@ VIEW = "judging.view_judgedecision"
 AUDIT_PAGE_SIZE = 25
 
 
+# Every value a row shows (and the note's text).
+_ROW_FIELDS = (
+    "pk", "created_at", "stage", "verdict", "override_verdict", "stopped_by", "judge_kind", "judge_name", "latency_ms",
+)  # fmt: skip
+_ROWS: Memo[str] = Memo(size=64)
+
+
+class CountedPaginator(Paginator):
+    """A paginator told the number of rows (counted with the page's cached aggregates) instead
+    of running COUNT(*) over the decisions on every request."""
+
+    def __init__(self, object_list: Any, per_page: int, *, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self._known_count = count
+
+    @cached_property
+    def count(self) -> int:
+        return self._known_count
+
+
 @endpoint(methods=["GET"], permission=VIEW)
 def decision_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = DecisionFilterForm(request.GET or None)
-    decisions = selectors.decisions_filtered(form.filters())
-    page = Paginator(decisions, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    filters = form.filters()
+    summary = selectors.audit_summary(filters)
+    paginator = CountedPaginator(selectors.decisions_listed(filters), AUDIT_PAGE_SIZE, count=summary.count)
+    page = paginator.get_page(request.GET.get("page"))
     stopped = selectors.gated_out(page.object_list)
-    for d in page.object_list:
+    decisions = list(page.object_list)
+    for d in decisions:
         d.stopped_by = stopped.get(d.pk, "")  # type: ignore[attr-defined]
+    # The rows are the same for every admin: rendered once per worker and content.
+    rows = _ROWS.get_or_build(
+        content_key([[getattr(d, f) for f in _ROW_FIELDS] + [d.note.text] for d in decisions]),
+        lambda: render_to_string("judging/_decision_rows.html", {"decisions": decisions}),
+    )
     context = {
         "form": form,
         "page": page,
-        "funnel": selectors.funnel(decisions),
-        "agreement": selectors.crowd_agreement(),
-        "judge_names": selectors.judge_names(),
+        "rows": rows.value,
+        "funnel": summary.funnel,
+        "agreement": summary.agreement,
+        "judge_names": summary.judge_names,
+        "computed_at": summary.computed_at,
         "query": request.GET.urlencode(),
     }
     template = "judging/decision_list.html" + ("#table-section" if request.htmx else "")

@@ -30,6 +30,7 @@ from django.db.models.functions import MD5, Cast, Least
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from crowdnotes_site.lib.memo import content_key
 from crowdnotes_site.lib.scoring import pgcopy, scoring
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
@@ -66,6 +67,18 @@ class HomePage:
     posts: list[Post]
     page: int
     has_next: bool
+
+    def content_key(self) -> str:
+        """A digest of every value the post list shows (posts, their notes in order, the pager):
+        the key of its cached rendering, so a cached list is never older than its data."""
+        rows = [
+            (
+                post.pk, post.text, post.text_available, post.external_id, post.author_handle, post.posted_at,
+                post.created_at, post.topic, post.is_demo, [(n.pk, n.text, n.status) for n in post.notes.all()],
+            )
+            for post in self.posts
+        ]  # fmt: skip
+        return content_key(self.page, self.has_next, rows)
 
 
 def posts_for_home(*, page: int = 1, topic: str = "", size: int = HOME_PAGE_SIZE) -> HomePage:

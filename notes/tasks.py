@@ -9,7 +9,7 @@ from django.db import OperationalError
 from evidence.prefetch import prefetch_prune
 from evidence.search.services import automation_runs_sweep
 from evidence.snippets import snippet_refines_sweep, snippets_sweep
-from judging.services import judge_runs_sweep, preflight_prune
+from judging.services import judge_runs_sweep, preflight_checks_sweep, preflight_prune
 from notes import services
 from notes.analytics.topics import post_classify_topic
 from notes.models import Post
@@ -23,11 +23,12 @@ def draft_generate(job_id: int) -> None:
 
 
 # Routed to the "llm" queue ("notes.tasks.topic_*"): queued by services.post_create for a post
-# with text. Safe to run twice (it overwrites the topic with the same answer).
+# with text. Safe to run twice (it overwrites the topic with the same answer). The LLM call is
+# the flagger's: it counts against their daily LLM budget.
 @shared_task(name="notes.tasks.topic_classify_post", acks_late=True, soft_time_limit=300, time_limit=330)
 def topic_classify_post(post_id: int) -> str | None:
     post = Post.objects.filter(pk=post_id).first()
-    return post_classify_topic(post=post) if post is not None else None
+    return post_classify_topic(post=post, owner=post.flagged_by_id) if post is not None else None
 
 
 # Routed to the "cpu" queue by CELERY_TASK_ROUTES ("notes.tasks.score_*"). Safe to run twice:
@@ -65,12 +66,13 @@ def supernote_runs_start_stuck() -> int:
 @shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
 def work_sweep() -> dict[str, list[int]]:
     """Re-queue the work whose worker was lost (lease or claim expired): snippet processing, snippet
-    refines, drafts, judge runs, automation runs, Supernote runs and scoring runs."""
+    refines, drafts, judge runs, pre-flights, automation runs, Supernote runs and scoring runs."""
     return {
         "snippets": snippets_sweep(),
         "refines": snippet_refines_sweep(),
         "drafts": services.draft_jobs_sweep(),
         "judge_runs": judge_runs_sweep(),
+        "preflights": preflight_checks_sweep(),
         "automation_runs": automation_runs_sweep(),
         "supernote_runs": supernotes.supernote_runs_sweep(),
         "scoring_runs": services.scoring_runs_sweep(),

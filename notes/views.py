@@ -5,10 +5,12 @@ from django.contrib.auth import login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
+from crowdnotes_site.lib.memo import Memo
 from crowdnotes_site.limits import limited, limited_site
 from evidence import snippets
 from evidence.models import Snippet
@@ -30,8 +32,18 @@ def home(request: HttpRequest) -> HttpResponse:
     topic = topic if topic in Topic.values else ""
     page = request.GET.get("page", "1")
     page_number = int(page) if page.isdigit() and 0 < int(page) <= 10_000 else 1
-    context = {"home": selectors.posts_for_home(page=page_number, topic=topic), "topics": Topic.choices, "topic": topic}
+    home = selectors.posts_for_home(page=page_number, topic=topic)
+    # The list is the same for every visitor: rendered once per worker and content (rendering 20
+    # posts with their notes cost more than the queries that read them).
+    listing = _HOME_LISTS.get_or_build(
+        (home.content_key(), topic),
+        lambda: render_to_string("notes/_home_posts.html", {"home": home, "topic": topic}),
+    )
+    context = {"listing": listing.value, "topics": Topic.choices, "topic": topic}
     return render(request, "notes/home.html", context)
+
+
+_HOME_LISTS: Memo[str] = Memo(size=64)
 
 
 @endpoint(methods=["GET"], permission="notes.add_post")

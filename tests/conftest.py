@@ -50,6 +50,15 @@ def _block_outbound_network() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_page_caches() -> None:
+    """Each test starts with empty in-process page caches (crowdnotes_site/lib/memo.py): ids of an
+    emptied database may come back with other data."""
+    from crowdnotes_site.lib import memo
+
+    memo.clear_all()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_rate_limits() -> None:
     """Each test starts with no request counted against the rate limits (crowdnotes_site/limits.py)."""
     from django.core.cache import caches

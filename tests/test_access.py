@@ -7,6 +7,7 @@ import typing
 from typing import Any
 
 import pytest
+from django.contrib.auth.backends import ModelBackend
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from crowdnotes_site.access import Access, AuthenticatedHttpRequest
@@ -94,3 +95,26 @@ def test_it_gives_admins_every_permission_of_the_roles() -> None:
 @pytest.mark.django_db
 def test_it_refuses_other_methods(anon_client: Any) -> None:
     assert anon_client.options("/").status_code == 405
+
+
+@pytest.mark.django_db
+def test_permissions_come_from_one_query_and_answer_as_the_model_backend(make_user: Any) -> None:
+    """crowdnotes_site/permissions.py: a user's own and their groups' permissions, in one query."""
+    from django.contrib.auth.models import Permission
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from notes.roles import CONTRIBUTOR
+
+    user = make_user("perry", CONTRIBUTOR)
+    user.user_permissions.add(Permission.objects.get(codename="view_judgedecision"))
+    fresh = type(user).objects.get(pk=user.pk)
+    with CaptureQueriesContext(connection) as captured:
+        assert fresh.has_perm("notes.add_post")  # from the group
+        assert fresh.has_perm("judging.view_judgedecision")  # the user's own
+        assert not fresh.has_perm("notes.run_scoring")
+        assert fresh.has_module_perms("judging") and not fresh.has_module_perms("xnotes")
+    assert len(captured) == 1
+    assert fresh.get_all_permissions() == ModelBackend().get_all_permissions(type(user).objects.get(pk=user.pk))
+    fresh.is_active = False
+    assert not fresh.has_perm("notes.add_post")

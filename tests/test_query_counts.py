@@ -43,14 +43,36 @@ def _authors(n: int) -> list[Participant]:
     return [Participant.objects.create(external_id=f"author-{start + i}") for i in range(n)]
 
 
-def test_home(anon_client: Any) -> None:
-    def grow(n: int) -> None:
-        for i, author in enumerate(_authors(n)):
-            post = post_create(text=f"Claim number {author.pk} {i}")
-            for j in range(3):
-                Note.objects.create(post=post, author=author, text=f"Context {j}")
+def _grow_home(n: int) -> None:
+    for i, author in enumerate(_authors(n)):
+        post = post_create(text=f"Claim number {author.pk} {i}")
+        for j in range(3):
+            Note.objects.create(post=post, author=author, text=f"Context {j}")
 
-    assert _counts(grow, lambda: anon_client.get("/")) == [2, 2]
+
+def test_home(anon_client: Any) -> None:
+    assert _counts(_grow_home, lambda: anon_client.get("/")) == [2, 2]  # posts, their notes
+
+
+def test_home_signed_in_with_every_role(make_user: Any) -> None:
+    from notes.roles import ADMIN, CONTRIBUTOR, RATER
+    from tests.conftest import _client_for
+
+    client = _client_for(make_user("rolf", ADMIN, CONTRIBUTOR, RATER))
+    # session, user, the permissions (the nav; one query: crowdnotes_site/permissions.py), posts, their notes
+    assert _counts(_grow_home, lambda: client.get("/")) == [5, 5]
+
+
+def test_home_rendering_its_list_afresh(anon_client: Any) -> None:
+    """The list's cached rendering cleared before each request: still no query per post or note."""
+
+    def fetch() -> Any:
+        from notes import views
+
+        views._HOME_LISTS.clear()
+        return anon_client.get("/")
+
+    assert _counts(_grow_home, fetch) == [2, 2]
 
 
 def test_post_page(rater_client: Any) -> None:
@@ -61,8 +83,8 @@ def test_post_page(rater_client: Any) -> None:
             Note.objects.create(post=post, author=author, text=f"Context by {author.pk}")
 
     assert _counts(grow, lambda: rater_client.get(f"/posts/{post.pk}/")) == [
-        9,
-        9,
+        8,
+        8,
     ]  # with the Supernote proposal and the X panel
 
 
@@ -77,8 +99,8 @@ def test_rating_queue(rater_client: Any, rater: Any) -> None:
             # A proposed Supernote beside it: the post is offered for a blind comparison.
             Note.objects.create(post=post, text="Merged context.", origin=Note.Origin.SUPERNOTE)
 
-    # 9: with the blind-comparison offers (posts, their notes, the rater's answered pairs).
-    assert _counts(grow, lambda: rater_client.get("/rate/")) == [9, 9]
+    # 8: with the blind-comparison offers (posts, their notes, the rater's answered pairs).
+    assert _counts(grow, lambda: rater_client.get("/rate/")) == [8, 8]
 
 
 def test_posting_a_rating(rater_client: Any, rater: Any) -> None:
@@ -92,7 +114,7 @@ def test_posting_a_rating(rater_client: Any, rater: Any) -> None:
 
     levels = iter(["HELPFUL", "NOT_HELPFUL"] * 4)
     counts = _counts(grow, lambda: rater_client.post(f"/rate/{note.pk}/", {"level": next(levels)}))
-    assert counts == [13, 13]
+    assert counts == [12, 12]
 
 
 def test_draft_page_poll(contributor_client: Any, contributor: Any) -> None:
@@ -104,18 +126,35 @@ def test_draft_page_poll(contributor_client: Any, contributor: Any) -> None:
             make_ready_snippet(job, f"https://example.org/{start + i}", f"Passage {start + i} about bleach and flu.")
 
     poll = lambda: contributor_client.get(f"/drafts/{job.pk}/?was=collecting", HTTP_HX_REQUEST="true")  # noqa: E731
-    assert _counts(grow, poll) == [8, 8]
+    assert _counts(grow, poll) == [7, 7]
+
+
+def _grow_audit(n: int) -> None:
+    for author in _authors(n):
+        note = Note.objects.create(post=post_create(text=f"Claim {author.pk}"), author=author, text="Context.")
+        for stage in (Stage.RELEVANCE, Stage.CORRECTNESS):
+            JudgeDecision.objects.create(
+                note=note, stage=stage, verdict="yes", judge_kind=JudgeKind.BASELINE, judge_name="lexical",
+                content_hash=f"h{note.pk}",
+            )  # fmt: skip
 
 
 def test_audit_list(admin_client: Any) -> None:
-    def grow(n: int) -> None:
-        for author in _authors(n):
-            note = Note.objects.create(post=post_create(text=f"Claim {author.pk}"), author=author, text="Context.")
-            for stage in (Stage.RELEVANCE, Stage.CORRECTNESS):
-                JudgeDecision.objects.create(
-                    note=note, stage=stage, verdict="yes", judge_kind=JudgeKind.BASELINE, judge_name="lexical",
-                    content_hash=f"h{note.pk}",
-                )  # fmt: skip
+    # 6: session, user, permissions (one query), the aggregates' version (newest decision, override, run),
+    # the page's decisions, the listed versions' verdicts (a stage an override gated out shows
+    # "not reached"). The funnel, agreement, judge names and count come from the worker's cache.
+    assert _counts(_grow_audit, lambda: admin_client.get("/judging/audit/")) == [6, 6]
 
-    # 13: agreement in one pass (12), plus one query for the listed versions' verdicts, so a stage an override gated out shows "not reached".
-    assert _counts(grow, lambda: admin_client.get("/judging/audit/")) == [13, 13]
+
+def test_audit_list_computing_its_aggregates(admin_client: Any) -> None:
+    """The aggregates' cache cleared before each request: a fixed count too (no query per decision)."""
+
+    def fetch() -> Any:
+        from judging import selectors
+
+        selectors._AUDIT_SUMMARIES.clear()
+        return admin_client.get("/judging/audit/")
+
+    # The 6 above plus 7 for the aggregates (funnel, crowd agreement, judge names, count of
+    # decisions): 13, whatever the number of decisions.
+    assert _counts(_grow_audit, fetch) == [13, 13]

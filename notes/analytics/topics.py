@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from crowdnotes_site.lib.llm.client import LLMBudgetExceeded
 from crowdnotes_site.lib.llm.steps import topics as topic_step
 from crowdnotes_site.lib.llm.steps.common import StepResult
 from crowdnotes_site.llm import llm_client
@@ -22,21 +23,29 @@ def topic_value(label: str | None) -> str | None:
     return TOPIC_BY_LABEL.get(label.lower()) if label else None
 
 
-def classify_text(text: str) -> StepResult:
-    client = llm_client()
-    if client is None:
-        # Keywords beat embedding similarity on the labelled set (bench/README.md "Topic
-        # baselines"), so they stay the default offline baseline.
-        return topic_step.topic_label_baseline(text=text)
-    return topic_step.topic_label_llm(client, text=text)
+def classify_text(text: str, *, owner: int | None = None) -> StepResult:
+    """The topic of a text: the LLM when configured (its call charged to `owner`'s daily LLM
+    budget when given), else the keyword baseline. An owner past the budget gets the keyword
+    baseline too, labelled as such (the call is refused before anything is sent)."""
+    client = llm_client(owner=owner)
+    if client is not None:
+        try:
+            return topic_step.topic_label_llm(client, text=text)
+        except LLMBudgetExceeded:
+            pass
+    # Keywords beat embedding similarity on the labelled set (bench/README.md "Topic
+    # baselines"), so they stay the default offline baseline.
+    return topic_step.topic_label_baseline(text=text)
 
 
-def post_classify_topic(*, post: Post) -> str | None:
+def post_classify_topic(*, post: Post, owner: int | None = None) -> str | None:
     """Classify one post and store its topic and the producer ("llm:<model>" or
-    "baseline:<name>"); None when the post has no text or the answer did not parse."""
+    "baseline:<name>"); None when the post has no text or the answer did not parse. `owner`:
+    the user whose daily LLM budget the call counts against (the task passes the flagger;
+    commands and the demo load classify for nobody in particular)."""
     if not post.text_available:
         return None
-    result = classify_text(post.text)
+    result = classify_text(post.text, owner=owner)
     value = topic_value(result.value)
     if value is None:
         return None

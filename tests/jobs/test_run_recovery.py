@@ -22,10 +22,11 @@ from crowdnotes_site.queue import Enqueued
 from evidence.models import AutomationRun
 from evidence.search import services as search_services
 from judging import services as judging_services
-from judging.models import JudgeDecision, JudgeRun
+from judging.models import JudgeDecision, JudgeRun, PreflightCheck
 from notes import services as notes_services
 from notes.models import ScoringRun, SupernoteRun
 from notes.supernotes import services as supernotes
+from notes.tasks import work_sweep
 from tests.conftest import wait_for
 from tests.judging.factories import answers, note_with_evidence, stage_of
 from tests.notes.factories import make_job
@@ -153,6 +154,53 @@ def test_the_sweeper_requeues_each_kind_of_run_whose_claim_expired_once(
     assert JudgeRun.objects.get(pk=live.pk).state == "running" and JudgeRun.objects.get(pk=done.pk).state == "done"
     # Swept once: a second sweep finds nothing.
     assert judging_services.judge_runs_sweep() == supernotes.supernote_runs_sweep() == []
+
+
+@pytest.mark.django_db
+def test_the_sweeper_requeues_a_preflight_whose_claim_expired_in_its_contributors_turn(
+    django_capture_on_commit_callbacks: Any, contributor: Any
+) -> None:
+    lost = judging_services.preflight_request(user=contributor, post_text="Garlic cures flu", note_text="No.")
+    live = judging_services.preflight_request(user=contributor, post_text="Onions cure colds", note_text="No.")
+    PreflightCheck.objects.filter(pk=live.pk).update(state="running", claimed_until=leases.lease_deadline())
+    _expire(PreflightCheck, lost.pk)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert judging_services.preflight_checks_sweep() == [lost.pk]
+        assert judging_services.preflight_checks_sweep() == []  # re-queued once
+    assert [(c.task, c.args) for c in callbacks] == [("judging.tasks.preflight_check", (lost.pk,))]
+    assert isinstance(callbacks[0], Enqueued) and callbacks[0].priority is not None  # the contributor's turn
+    assert PreflightCheck.objects.values_list("state", "claimed_until").get(pk=lost.pk) == ("queued", None)
+    assert PreflightCheck.objects.get(pk=live.pk).state == "running"  # a live claim is never swept
+    # The beat task sweeps pre-flights with the runs.
+    _expire(PreflightCheck, lost.pk)
+    assert work_sweep()["preflights"] == [lost.pk]
+
+
+@pytest.mark.django_db
+def test_a_swept_preflight_runs_once_and_one_that_keeps_losing_its_worker_fails(
+    settings: Any, contributor: Any, llm_server: Any
+) -> None:
+    llm_server.respond_with(ALL_YES)
+    check = judging_services.preflight_request(
+        user=contributor, post_text="Garlic cures flu", note_text="Trials show it does not.",
+        snippets=["Trials found that garlic does not prevent or cure flu."],
+    )  # fmt: skip
+    _expire(PreflightCheck, check.pk)  # a worker claimed it and died
+    assert judging_services.preflight_checks_sweep() == [check.pk]
+    done = judging_services.preflight_check_run(check_id=check.pk)
+    assert done is not None and done.state == "done" and done.result is not None and done.result["helpful"] is True
+    assert judging_services.preflight_check_run(check_id=check.pk) is None  # a duplicate delivery does nothing
+    assert len(llm_server.requests) == 3
+
+    settings.JUDGE_MAX_CLAIMS = 2
+    poison = judging_services.preflight_request(user=contributor, post_text="Bleach cures flu", note_text="No.")
+    PreflightCheck.objects.filter(pk=poison.pk).update(attempts=2)
+    _expire(PreflightCheck, poison.pk)
+    assert judging_services.preflight_checks_sweep() == [poison.pk]
+    assert judging_services.preflight_check_run(check_id=poison.pk) is None
+    poison.refresh_from_db()
+    assert poison.state == "failed" and "gave up after 2 attempts" in poison.error
+    assert len(llm_server.requests) == 3  # the failed check called nothing
 
 
 @pytest.mark.django_db(transaction=True)

@@ -53,3 +53,27 @@ def test_the_home_page_filters_posts_by_topic(anon_client: Any) -> None:
     html = anon_client.get("/", {"topic": Topic.WELLNESS}).content.decode()
     assert "Vitamin D cures everything" in html and "Nurses strike" not in html
     assert "Nurses strike" in anon_client.get("/").content.decode()
+
+
+def test_the_flaggers_topic_call_counts_against_their_llm_budget(
+    llm_server: ScriptedLLM, settings: Any, contributor: Any
+) -> None:
+    from crowdnotes_site.models import LlmUsage
+    from notes.tasks import topic_classify_post
+
+    settings.LLM_DAILY_CALLS_PER_USER = 1
+    llm_server.respond_with(lambda messages: "7")
+    first = Post.objects.create(text="The plandemic was planned", text_hash="p1", flagged_by=contributor)
+    assert topic_classify_post.apply(args=[first.pk]).get() == Topic.CONSPIRACIES
+    assert LlmUsage.objects.get(user=contributor).calls == 1
+    assert len(llm_server.requests) == 1
+    # Past the budget the call is refused before anything is sent: the keyword baseline labels it.
+    second = Post.objects.create(text="New booster vaccine dose approved", text_hash="p2", flagged_by=contributor)
+    assert topic_classify_post.apply(args=[second.pk]).get() == Topic.TREATMENTS
+    second.refresh_from_db()
+    assert second.topic_method == "baseline:keywords-v1"
+    assert len(llm_server.requests) == 1 and LlmUsage.objects.get(user=contributor).calls == 1
+    # A post nobody flagged (an import) charges nobody.
+    imported = Post.objects.create(text="The plandemic was planned again", text_hash="p3")
+    assert topic_classify_post.apply(args=[imported.pk]).get() == Topic.CONSPIRACIES
+    assert LlmUsage.objects.count() == 1 and LlmUsage.objects.get(user=contributor).calls == 1
