@@ -29,10 +29,10 @@ procs_run $PY manage.py load_demo
 # The shared data as the settings find it (next to the checkout, further up from a git worktree, or
 # CROWDNOTES_SHARED_DATA): a fixed ../shared/data silently skipped the pages from a worktree.
 PAGES=$($PY -c 'import django; django.setup(); from django.conf import settings; print(settings.SHARED_DATA_DIR / "webpages")')
-# Warm-up that serving pages does not need (the Supernote jury's model, the evidence index of the real
-# pages, the embedding model and its pre-filter table: several minutes on a first run) starts after
-# the app is up, in the background (scripts/lib/warmup.sh, log var/log/warmup.log); every page shows a
-# banner while the marker var/warmup.running exists.
+# Warm-up that serving pages does not need (the Supernote jury's model and the demo's Supernote run,
+# the evidence index of the real pages, the embedding model and its pre-filter table: several minutes
+# on a first run) starts after the app is up, in the background (scripts/lib/warmup.sh, log
+# var/log/warmup.log); every page shows a banner while the marker var/warmup.running exists.
 date -u +%H:%M >var/warmup.running
 
 # CPU work (embedding, scoring) and I/O work (LLM calls, drafts, the outbox and the sweeper) get
@@ -52,8 +52,8 @@ CrowdNotes demo is starting at http://127.0.0.1:$PORT/
     raters of the two simulated camps: demo-rater-a1, demo-rater-a2 (camp A), demo-rater-b1, demo-rater-b2 (camp B)
   evidence pages to paste: http://127.0.0.1:$PAGES_PORT/health/cdc.gov__about-sids.html (and the rest of $PAGES)
   or press "Find evidence for me": CrowdNotes searches its index of those pages (offline baseline without an LLM)
-  warming up in the background (Supernote jury model, evidence index, embedding model;
-    a banner shows until done): var/log/warmup.log
+  warming up in the background (Supernote jury model and a Supernote run for the
+    demo's stuck post, evidence index, embedding model; a banner shows until done): var/log/warmup.log
   logs: var/log/worker-cpu.log, var/log/worker-llm.log, var/log/beat.log, var/log/web.log
   Ctrl-C (or SIGTERM to this script) stops everything it started.
 
