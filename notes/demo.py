@@ -22,9 +22,10 @@ from crowdnotes_site.lib.text_rules import find_urls, strip_urls
 from judging.services import NotJudgeable, judge_run_request
 from notes.analytics.delays import snowflake_time
 from notes.analytics.topics import posts_classify_topics
-from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel
+from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel, SupernoteRun
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
+from notes.supernotes.services import SupernoteError, supernote_run_start
 
 DEMO_PASSWORD = "crowdnotes-demo"  # noqa: S105 - published demo login, demo data only
 DEMO_USERS = {"demo-contributor": [CONTRIBUTOR], "demo-rater": [RATER], "demo-admin": [ADMIN, CONTRIBUTOR, RATER]}
@@ -67,6 +68,11 @@ def _plain(text: str) -> str:
 # Every NEAR_THRESHOLD_EVERY-th demo note starts with only NEAR_THRESHOLD_RATINGS Helpful ratings
 # (alternating camps): below the 5 a status needs, so it shows Needs More Ratings until rated more.
 NEAR_THRESHOLD_EVERY, NEAR_THRESHOLD_RATINGS = 6, 4
+# The demo's stuck post (the first with at least STUCK_MIN_NOTES misleading notes): every simulated
+# rater rates each of its misleading notes, and each note is liked by one camp only (camps
+# alternating from note to note): each has enough ratings but stays Needs More Ratings, the case a
+# Supernote is for (README "Supernotes"). Its notes are never near the threshold.
+STUCK_MIN_NOTES, STUCK_QUALITY, STUCK_SLANT = 3, 0.5, 0.5
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,21 @@ def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
     return picked
 
 
+def stuck_post_text(demos: list[DemoNote]) -> str | None:
+    """The text of the demo's stuck post: the first post with at least STUCK_MIN_NOTES misleading notes."""
+    counts: dict[str, int] = {}
+    for demo in demos:
+        if demo.classification == Note.Classification.MISLEADING:
+            counts[demo.post_text] = counts.get(demo.post_text, 0) + 1
+    return next((text for text, n in counts.items() if n >= STUCK_MIN_NOTES), None)
+
+
+def demo_stuck_post(*, source: Path, n_posts: int = 25) -> Post | None:
+    """The demo post `demo_load` loaded as stuck (None when the source has no such post)."""
+    text = stuck_post_text(read_demo_notes(source, n_posts))
+    return Post.objects.filter(is_demo=True, text_hash=post_text_hash(text)).first() if text else None
+
+
 def note_created(demo: DemoNote, post: Post) -> datetime:
     """The note's own time, but never before its post's (the sample's times are real, so this
     only guards a row whose tweet time is off)."""
@@ -205,8 +226,12 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
     counts = {"posts": 0, "notes": 0, "ratings": 0}
     posts: dict[str, Post] = {}
     loaded_at = datetime.now(tz=UTC)
-    for index, demo in enumerate(read_demo_notes(source, n_posts)):
-        near = index % NEAR_THRESHOLD_EVERY == 0
+    stuck_seen = 0
+    demos = read_demo_notes(source, n_posts)
+    stuck_text = stuck_post_text(demos)
+    for index, demo in enumerate(demos):
+        stuck = demo.post_text == stuck_text and demo.classification == Note.Classification.MISLEADING
+        near = index % NEAR_THRESHOLD_EVERY == 0 and not stuck
         post = posts.get(demo.post_text)
         if post is None:
             # A post's time is its tweet's: a note is never dated before it (see note_created).
@@ -252,8 +277,13 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
                 counts["ratings"] += created
             continue
         # Each note has a hidden quality and slant; camp members rate it accordingly, with noise.
-        quality, slant = rng.uniform(-0.3, 0.9), rng.uniform(-0.4, 0.4)
-        jury = rng.sample(raters, k=rng.randint(9, min(14, len(raters))))
+        if stuck:  # liked by one camp only, rated by every simulated rater
+            side = 1.0 if stuck_seen % 2 == 0 else -1.0
+            stuck_seen += 1
+            quality, slant, jury = STUCK_QUALITY, side * STUCK_SLANT, list(raters)
+        else:
+            quality, slant = rng.uniform(-0.3, 0.9), rng.uniform(-0.4, 0.4)
+            jury = rng.sample(raters, k=rng.randint(9, min(14, len(raters))))
         # The camp logins rate every such note: enough ratings for the scorer to place them on a side.
         jury += [raters[i] for i in CAMP_RATERS.values() if i < len(raters) and raters[i] not in jury]
         for rater, camp in jury:
@@ -303,3 +333,17 @@ def demo_judge_notes() -> tuple[int, int]:
 def public_sample_imported() -> bool:
     """Whether the public sample's notes are in the database already (real notes, not demo)."""
     return Note.objects.filter(is_demo=False, external_id__isnull=False).exists()
+
+
+def demo_supernote_queue(*, source: Path, n_posts: int = 25) -> tuple[Post | None, SupernoteRun | None]:
+    """Queue one Supernote run (offline unless an LLM is configured; nobody's, so it waits behind
+    people's work) for the demo's stuck post, unless that post had a run already: the demo's first
+    start then shows a finished run, and a proposal with its blind comparison when the jury finds a
+    candidate that beats the post's notes. Returns (the stuck post, the run queued or None)."""
+    post = demo_stuck_post(source=source, n_posts=n_posts)
+    if post is None or post.supernote_runs.exists():
+        return post, None
+    try:
+        return post, supernote_run_start(post=post, user=None)
+    except SupernoteError:  # no longer stuck (rated since), or a run started meanwhile
+        return post, None

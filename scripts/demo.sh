@@ -7,32 +7,32 @@ cd "$(dirname "$0")/.."
 export DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-crowdnotes_site.settings}
 . scripts/lib/procs.sh
 procs_trap
+PORT=${PORT:-8000}
+PAGES_PORT=${PAGES_PORT:-8001}
+# Another program on a port would only show after set-up, when runserver fails: say so now.
+for port in "$PORT" "$PAGES_PORT"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "Port $port on 127.0.0.1 is in use: start with free ports, e.g. PORT=8100 PAGES_PORT=8101 scripts/demo.sh" >&2
+    exit 1
+  fi
+done
 procs_run scripts/setup.sh
 export DEBUG=${DEBUG:-1}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export SCORING_INTERVAL_SECONDS=${SCORING_INTERVAL_SECONDS:-180}  # the demo rescoring every 3 minutes, so new ratings show
-PORT=${PORT:-8000}
-PAGES_PORT=${PAGES_PORT:-8001}
 # The fetcher may reach the demo's page server and nothing else on loopback (not the app itself).
 export EVIDENCE_ALLOWED_LOCAL=${EVIDENCE_ALLOWED_LOCAL:-127.0.0.1:$PAGES_PORT} SITE_PORTS=${SITE_PORTS:-$PORT}
 PY=.venv/bin/python
 mkdir -p var/log
 procs_run $PY manage.py migrate --noinput -v0
 procs_run $PY manage.py load_demo
-# The Supernote jury needs a personalized helpfulness model: trained on the demo's few ratings with the
-# model-free hashing embedding (about 7 s; its AUC and training data are shown with every jury score).
-# Once per install (delete the marker to retrain); a failure only leaves Supernote runs unscored.
-if [ ! -f var/demo-phm.done ]; then
-  procs_run $PY manage.py train_phm --embedder hashing-bow-256 --epochs 20 && touch var/demo-phm.done \
-    || echo "train_phm failed: Supernote runs will write and filter candidates but propose nothing"
-fi
 # The shared data as the settings find it (next to the checkout, further up from a git worktree, or
 # CROWDNOTES_SHARED_DATA): a fixed ../shared/data silently skipped the pages from a worktree.
 PAGES=$($PY -c 'import django; django.setup(); from django.conf import settings; print(settings.SHARED_DATA_DIR / "webpages")')
-# Warm-up that serving pages does not need (the evidence index of the real pages, the embedding model
-# and its pre-filter table: several minutes on a first run) starts after the app is up, in the
-# background (scripts/lib/warmup.sh, log var/log/warmup.log); every page shows a banner while the
-# marker var/warmup.running exists.
+# Warm-up that serving pages does not need (the Supernote jury's model and the demo's Supernote run,
+# the evidence index of the real pages, the embedding model and its pre-filter table: several minutes
+# on a first run) starts after the app is up, in the background (scripts/lib/warmup.sh, log
+# var/log/warmup.log); every page shows a banner while the marker var/warmup.running exists.
 date -u +%H:%M >var/warmup.running
 
 # CPU work (embedding, scoring) and I/O work (LLM calls, drafts, the outbox and the sweeper) get
@@ -52,7 +52,8 @@ CrowdNotes demo is starting at http://127.0.0.1:$PORT/
     raters of the two simulated camps: demo-rater-a1, demo-rater-a2 (camp A), demo-rater-b1, demo-rater-b2 (camp B)
   evidence pages to paste: http://127.0.0.1:$PAGES_PORT/health/cdc.gov__about-sids.html (and the rest of $PAGES)
   or press "Find evidence for me": CrowdNotes searches its index of those pages (offline baseline without an LLM)
-  warming up in the background (evidence index, embedding model; a banner shows until done): var/log/warmup.log
+  warming up in the background (Supernote jury model and a Supernote run for the
+    demo's stuck post, evidence index, embedding model; a banner shows until done): var/log/warmup.log
   logs: var/log/worker-cpu.log, var/log/worker-llm.log, var/log/beat.log, var/log/web.log
   Ctrl-C (or SIGTERM to this script) stops everything it started.
 

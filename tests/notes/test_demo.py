@@ -119,3 +119,41 @@ def test_demo_times_are_consistent_so_every_delay_is_non_negative(cn_data: Path,
     judging_page = admin_client.get(reverse("analytics:judging"))
     topics = {label: n for _, label, n in judging_page.context["topics"]}
     assert topics["Not classified yet"] == 0 and topics["Imported without text (cannot be classified)"] > 0
+
+
+def test_the_demo_has_a_stuck_post_and_queues_one_supernote_run_for_it_once(
+    cn_data: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    from notes.demo import STUCK_MIN_NOTES, demo_stuck_post
+    from notes.models import SupernoteRun
+    from notes.supernotes import selectors
+
+    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
+    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=StringIO())
+    post = demo_stuck_post(source=source)
+    assert post is not None and selectors.post_is_stuck(post=post)
+    # Several misleading notes, each rated by every simulated rater of both camps, all still Needs More
+    # Ratings: each liked by one camp only (the scorer gives each a clear factor).
+    eligible = list(post.notes.filter(classification=Note.Classification.MISLEADING).order_by("created_at", "pk"))
+    assert len(eligible) >= STUCK_MIN_NOTES
+    raters = Rating.objects.filter(note__is_demo=True).values("rater").distinct().count()
+    for note in eligible:
+        assert note.status == NoteStatus.NEEDS_MORE_RATINGS and note.num_ratings == raters
+        assert note.factor is not None and abs(note.factor) > 0.5, note.factor
+    assert {note.factor > 0 for note in eligible if note.factor is not None} == {True, False}
+    # The Supernote's source notes carry the demo notes' links (stored apart from their text).
+    summaries = selectors.note_summaries(post=post)
+    assert all(url in s.text for s, n in zip(summaries, eligible, strict=True) for url in n.evidence_urls)
+    assert any(n.evidence_urls for n in eligible)
+
+    out = StringIO()
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        call_command("demo_supernote", "--source", str(source), stdout=out)
+    run = SupernoteRun.objects.get()
+    assert run.post == post and run.state == SupernoteRun.State.QUEUED and run.requested_by is None
+    assert f"Queued Supernote run {run.pk} for the demo's stuck post {post.pk}" in out.getvalue()
+    assert len(callbacks) == 1
+    # Once: a later start queues nothing (the post had its run).
+    again = StringIO()
+    call_command("demo_supernote", "--source", str(source), stdout=again)
+    assert SupernoteRun.objects.count() == 1 and "had a Supernote run already" in again.getvalue()
