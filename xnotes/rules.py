@@ -211,7 +211,7 @@ def suggest_choice(*, note_misleading: bool, rating_tags: Sequence[Sequence[str]
                 if tag not in tags:
                     tags.append(tag)
                 reasons.append(
-                    f"{MISLEADING_TAGS[tag]}: the {judge.stage} judge wrote “{_quote(judge.reasoning, match)}”."
+                    f"{MISLEADING_TAGS[tag]}: the {judge.stage} judge wrote “{_quote(judge.reasoning, match)}”"
                 )
                 break
     order = list(MISLEADING_TAGS)
