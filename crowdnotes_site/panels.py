@@ -6,6 +6,10 @@ crowdnotes_site/templatetags/panels.py); an upper app registers a provider for t
 slot's keyword arguments and returns a `Panel` (a template and its context) or None. Slots:
 `note_detail` (the contributor's note page), `post_detail` (the post page), `preflight` (a
 pre-flight's result), `my_notes_item` (one note in My notes).
+
+A panel that waits for background work says so (`pending=True`); a page whose slot supports it
+(the pre-flight's result) keeps polling, and refreshing without JavaScript, while any panel is
+pending (`{% collect_panels … as name %}`: `name.html`, `name.pending`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from django.http import HttpRequest
 class Panel:
     template: str
     context: dict[str, Any] = field(default_factory=dict)
+    pending: bool = False  # waits for background work: the page keeps polling
 
 
 Provider = Callable[..., Panel | None]

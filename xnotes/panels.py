@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils import timezone
 
 from crowdnotes_site.panels import Panel, register
 from xnotes import selectors, services
 from xnotes.models import XProposal, XWrittenNote
+
+# How long the pre-flight polls for X's evaluator: past one rate-limit window (15 minutes), after
+# which the task that asks X has waited for a reset and answered, or will not.
+PREFLIGHT_WAIT_S = 20 * 60
 
 
 def _user(request: HttpRequest | None) -> Any:
@@ -45,13 +50,19 @@ def post_detail(request: HttpRequest | None, *, post: Any) -> Panel | None:
 
 def preflight(request: HttpRequest | None, *, check: Any) -> Panel | None:
     """Beside the judges' verdicts: X's ClaimOpinion score of the same text (asked by the
-    pre-flight's own queued task, xnotes.signals)."""
+    pre-flight's own queued task, xnotes.signals). Pending (the pre-flight keeps polling) until
+    X answers, for at most PREFLIGHT_WAIT_S after the pre-flight was asked."""
     job = check.draft_job
     if job is None or not services.x_post_id(job.post):
         return None
     x = selectors.x_status()
     evaluation = services.evaluation_cached(post=job.post, text=check.note_text) if x.configured else None
-    return Panel("xnotes/_panel_preflight.html", {"x": x, "evaluation": evaluation})
+    answered = evaluation is not None and (evaluation.claim_opinion_score is not None or bool(evaluation.error))
+    waiting = x.configured and not answered
+    overdue = waiting and (timezone.now() - check.created_at).total_seconds() > PREFLIGHT_WAIT_S
+    context = {"x": x, "evaluation": evaluation, "check": check, "overdue": overdue,
+               "wait_minutes": PREFLIGHT_WAIT_S // 60}  # fmt: skip
+    return Panel("xnotes/_panel_preflight.html", context, pending=waiting and not overdue)
 
 
 def register_all() -> None:

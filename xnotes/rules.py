@@ -127,6 +127,97 @@ def lookup_errors(payload: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+# --- What the "propose to X" form starts with -------------------------------------------------
+
+# Rating tags that speak about the post rather than the note: "Provides important context" says
+# the post lacked it; "Note not needed on this post" says the post is not misleading.
+RATING_TAG_CONTEXT = "helpfulImportantContext"
+RATING_TAG_NOT_NEEDED = "notHelpfulNoteNotNeeded"
+# What a judge that passed the note may say about the post's claim in its reasoning, and X's tag
+# for it. Only the stages that weigh the post's claim count (JUDGE_STAGES_ON_THE_POST: relevance,
+# the evidence against the claim; helpfulness, the note against the claim); correctness compares
+# the note with its snippets, so its "false" or "incorrect" speaks of the note, not the post.
+JUDGE_STAGES_ON_THE_POST = ("relevance", "helpfulness")
+REASONING_TAGS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("factual_error", re.compile(
+        r"\b(?:false(?:ly)?|untrue|not true|incorrect(?:ly)?|wrong|inaccurate|factual error|"
+        r"contradict(?:s|ed|ing)?|refut(?:es|ed|ing)|debunk(?:s|ed|ing)?|myth)\b", re.I)),
+    ("missing_important_context", re.compile(
+        r"\b(?:(?:missing|lacks?|lacking|omits?|leaves out|without|important|key|out of) (?:the )?context|"
+        r"cherry[- ]pick\w*|misleading framing)\b", re.I)),
+    ("outdated_information", re.compile(r"\b(?:outdated|out of date|no longer|superseded|obsolete)\b", re.I)),
+    ("disputed_claim_as_fact", re.compile(r"\b(?:disputed|contested|unproven|not (?:yet )?settled)\b", re.I)),
+    ("manipulated_media", re.compile(r"\b(?:manipulated|doctored|altered|edited) (?:image|photo|video|media)\b", re.I)),
+    ("misinterpreted_satire", re.compile(r"\b(?:satire|satirical|parody)\b", re.I)),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class JudgeReason:
+    stage: str  # relevance / correctness / helpfulness
+    reasoning: str
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    classification: str
+    tags: list[str]
+    # Why each choice was pre-filled, in words the form shows (true of the data it came from).
+    reasons: list[str]
+
+
+def _quote(text: str, match: re.Match[str], width: int = 90) -> str:
+    start = max(0, match.start() - width // 2)
+    end = min(len(text), match.end() + width // 2)
+    return ("…" if start else "") + " ".join(text[start:end].split()) + ("…" if end < len(text) else "")
+
+
+def suggest_choice(*, note_misleading: bool, rating_tags: Sequence[Sequence[str]],
+                   judge_reasons: Sequence[JudgeReason]) -> Suggestion:  # fmt: skip
+    """The classification and misleading tags the "propose to X" form starts with.
+
+    Classification: the note's own, unless more than half of its ratings (at least two) say the
+    note is not needed on this post (then "not misleading"). Tags, when misleading: "missing
+    important context" when ratings say the note provides important context; any tag whose words
+    appear in the reasoning of a relevance or helpfulness judge that passed the note
+    (`judge_reasons`: passing verdicts only). Nothing is guessed beyond that: with no such data
+    the person picks."""
+    reasons: list[str] = []
+    n = len(rating_tags)
+    not_needed = sum(1 for tags in rating_tags if RATING_TAG_NOT_NEEDED in tags)
+    classification = MISLEADING if note_misleading else NOT_MISLEADING
+    if note_misleading and n >= 2 and not_needed * 2 > n:
+        classification = NOT_MISLEADING
+        reasons.append(f"Not misleading: {not_needed} of {n} ratings say the note is not needed on this post "
+                       "(the note itself says misleading).")  # fmt: skip
+    elif note_misleading:
+        reasons.append("Misinformed or potentially misleading: the note's own classification.")
+    else:
+        reasons.append("Not misleading: the note's own classification.")
+    tags: list[str] = []
+    if classification == MISLEADING:
+        context = sum(1 for t in rating_tags if RATING_TAG_CONTEXT in t)
+        if context:
+            tags.append("missing_important_context")
+            reasons.append(f"{MISLEADING_TAGS['missing_important_context']}: {context} of {n} ratings say the "
+                           "note provides important context.")  # fmt: skip
+        for tag, pattern in REASONING_TAGS:
+            for judge in judge_reasons:
+                if judge.stage not in JUDGE_STAGES_ON_THE_POST:
+                    continue
+                match = pattern.search(judge.reasoning or "")
+                if match is None:
+                    continue
+                if tag not in tags:
+                    tags.append(tag)
+                reasons.append(
+                    f"{MISLEADING_TAGS[tag]}: the {judge.stage} judge wrote “{_quote(judge.reasoning, match)}”"
+                )
+                break
+    order = list(MISLEADING_TAGS)
+    return Suggestion(classification, sorted(tags, key=order.index), reasons)
+
+
 # --- Admission ------------------------------------------------------------------------------
 
 ADMISSION_WINDOW = 50

@@ -11,7 +11,8 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from notes.models import Note, Post, Topic
+from judging.models import JudgeDecision, JudgeRun
+from notes.models import Note, Post, Rating, Topic
 from xnotes import budget, rules, services
 from xnotes.client import missing_settings
 from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
@@ -75,13 +76,21 @@ def proposal_view(*, note: Note, user: Any) -> ProposalView:
     return ProposalView(proposal, refusals, can, written, services.x_post_id(note.post))
 
 
-def suggested_choice(note: Note) -> tuple[str, list[str]]:
-    """What the propose form starts with: the note's own classification and, when misleading,
-    "missing important context" (the judges and the rating tags do not name X's other reasons,
-    so nothing more is guessed; the person picks)."""
-    if note.classification == Note.Classification.NOT_MISLEADING:
-        return rules.NOT_MISLEADING, []
-    return rules.MISLEADING, ["missing_important_context"]
+def suggested_choice(note: Note) -> rules.Suggestion:
+    """What the propose form starts with (xnotes.rules.suggest_choice): the note's classification,
+    its ratings' tags and the reasoning of the judges that passed it in its latest judge run."""
+    rating_tags = [list(t or []) for t in Rating.objects.filter(note=note).values_list("tags", flat=True)]
+    run = JudgeRun.objects.filter(note=note).order_by("-created_at", "-id").first()
+    judge_reasons: list[rules.JudgeReason] = []
+    if run is not None:
+        for d in JudgeDecision.objects.filter(run=run).order_by("id"):
+            if (d.override_verdict or d.verdict) == JudgeDecision.Verdict.YES:
+                judge_reasons.append(rules.JudgeReason(stage=d.stage, reasoning=d.reasoning))
+    return rules.suggest_choice(
+        note_misleading=note.classification == Note.Classification.MISLEADING,
+        rating_tags=rating_tags,
+        judge_reasons=judge_reasons,
+    )
 
 
 def evaluation_for(*, post: Post, text: str) -> XEvaluation | None:

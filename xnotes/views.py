@@ -49,10 +49,9 @@ def post(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
 def propose(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     note = get_object_or_404(Note.objects.select_related("post"), pk=note_id)
     view = selectors.proposal_view(note=note, user=request.user)
-    classification, tags = selectors.suggested_choice(note)
-    form = ProposeForm(
-        request.POST if request.method == "POST" else None, initial={"classification": classification, "tags": tags}
-    )
+    suggestion = selectors.suggested_choice(note)
+    initial = {"classification": suggestion.classification, "tags": suggestion.tags}
+    form = ProposeForm(request.POST if request.method == "POST" else None, initial=initial)
     x = selectors.x_status()
     if request.method == "POST" and x.configured and form.is_valid():
         try:
@@ -70,7 +69,7 @@ def propose(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
             return redirect("xnotes:propose", note_id=note.pk)
     context = {
         "x": x, "note": note, "view": view, "form": form, "text": services.x_note_text(note),
-        "trustworthy": services.trustworthy_sources(note), "quota": services.quota(),
+        "trustworthy": services.trustworthy_sources(note), "quota": services.quota(), "suggestion": suggestion,
         "evaluation": selectors.evaluation_for(post=note.post, text=note.text),
         "poll_seconds": selectors.POLL_SECONDS if view.proposal and view.proposal.state in ("queued", "sending", "uncertain") else 0,
     }  # fmt: skip

@@ -48,6 +48,42 @@ def test_admission_thresholds_at_the_edge() -> None:
     assert not rules.admission(notes[:49]).eligible  # fewer than 50 notes
 
 
+def test_suggested_choice_comes_from_the_ratings_tags_and_the_passing_judges_reasoning() -> None:
+    J = rules.JudgeReason
+    # Nothing to go on: the note's classification, no tag (the person picks).
+    bare = rules.suggest_choice(note_misleading=True, rating_tags=[], judge_reasons=[])
+    assert (bare.classification, bare.tags) == (rules.MISLEADING, [])
+    assert bare.reasons == ["Misinformed or potentially misleading: the note's own classification."]
+    # Ratings saying the note provides important context; a relevance judge saying the claim is false.
+    s = rules.suggest_choice(
+        note_misleading=True,
+        rating_tags=[["helpfulImportantContext", "helpfulClear"], ["helpfulGoodSources"], []],
+        judge_reasons=[J("relevance", "The snippet shows the post's claim is false: studies of 650,000 children."),
+                       J("correctness", "No statement of the note is incorrect."),  # about the note: ignored
+                       J("helpfulness", "Clear and sourced.")],
+    )  # fmt: skip
+    assert (s.classification, s.tags) == (rules.MISLEADING, ["factual_error", "missing_important_context"])
+    assert "Missing important context: 1 of 3 ratings say the note provides important context." in s.reasons
+    assert any(r.startswith("Factual error: the relevance judge wrote “") and "claim is false" in r for r in s.reasons)
+    assert not any("correctness" in r for r in s.reasons)
+    # Most ratings (2 of 3) say the note is not needed: not misleading, no tags.
+    nn = rules.suggest_choice(
+        note_misleading=True,
+        rating_tags=[["notHelpfulNoteNotNeeded"], ["notHelpfulNoteNotNeeded", "helpfulImportantContext"], []],
+        judge_reasons=[J("relevance", "The claim is false.")],
+    )
+    assert (nn.classification, nn.tags) == (rules.NOT_MISLEADING, [])
+    assert nn.reasons[0].startswith("Not misleading: 2 of 3 ratings say the note is not needed")
+    # One of one is not enough to overturn the note's classification; outdated, from helpfulness.
+    one = rules.suggest_choice(note_misleading=True, rating_tags=[["notHelpfulNoteNotNeeded"]],
+                               judge_reasons=[J("helpfulness", "It notes the advice is outdated since 2021.")])  # fmt: skip
+    assert (one.classification, one.tags) == (rules.MISLEADING, ["outdated_information"])
+    # A note that says "not misleading" keeps it, with no tags.
+    nm = rules.suggest_choice(note_misleading=False, rating_tags=[["helpfulImportantContext"]],
+                              judge_reasons=[J("relevance", "The claim is false.")])  # fmt: skip
+    assert (nm.classification, nm.tags) == (rules.NOT_MISLEADING, [])
+
+
 def test_parse_posts_and_lookup_errors() -> None:
     payload = {"data": [tweet("5", "short", note_tweet={"text": "the long one"}), {"id": "bad"}],
                "errors": [{"resource_id": "6", "title": "Not Found Error"}, {"value": "7", "title": "Authorization Error"}]}  # fmt: skip

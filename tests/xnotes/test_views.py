@@ -86,8 +86,10 @@ def test_only_admins_and_x_writers_propose(x_api: FakeX, make_user: Any, contrib
     client = CsrfClient()
     client.force_login(writer)
     page = client.get(f"/x/notes/{note.pk}/propose/").content.decode()
-    assert re.search(r'value="missing_important_context"[^>]*checked', page)
+    # No ratings and no judge reasoning: the note's classification, no reason ticked for the person.
     assert re.search(r'value="misinformed_or_potentially_misleading"[^>]*checked', page)
+    assert not re.search(r'name="tags"[^>]*checked', page)
+    assert "neither the ratings' tags nor the judges' reasoning name one of X's reasons" in page
     response = client.post(f"/x/notes/{note.pk}/propose/", {"classification": "misinformed_or_potentially_misleading",
                                                            "tags": ["factual_error"]})  # fmt: skip
     assert response.status_code == 302
@@ -98,6 +100,38 @@ def test_only_admins_and_x_writers_propose(x_api: FakeX, make_user: Any, contrib
     services.sync_written(client=XClient())
     page = client.get(f"/x/notes/{note.pk}/propose/").content.decode()
     assert "Proposed to X" in page and XProposal.objects.get().x_note_id in page and "UrlValidity" in page
+
+
+def test_propose_form_is_prefilled_from_the_judges_and_the_ratings_tags(
+    x_api: FakeX, make_user: Any, admin_client: CsrfClient
+) -> None:
+    from judging.models import JudgeDecision, JudgeRun
+    from notes.models import Rating
+    from notes.services import participant_for_user
+
+    note = proposable_note()
+    run = JudgeRun.objects.get(note=note)
+    for stage, verdict, reasoning in [
+        ("relevance", "yes", "The evidence contradicts the post's claim that the vaccine causes autism."),
+        ("correctness", "yes", "Nothing in the note is false."),
+        ("helpfulness", "no", "The post leaves out important context."),  # failed: not used
+    ]:
+        JudgeDecision.objects.create(run=run, note=note, content_hash="c", stage=stage, verdict=verdict,
+                                     reasoning=reasoning, judge_kind="llm", judge_name="m")  # fmt: skip
+    for i, tags in enumerate([["helpfulImportantContext"], ["helpfulClear"]]):
+        rater = participant_for_user(user=make_user(f"r{i}", "Rater"))
+        Rating.objects.create(note=note, rater=rater, level="HELPFUL", tags=tags)
+    page = admin_client.get(f"/x/notes/{note.pk}/propose/").content.decode()
+    ticked = re.findall(r'name="tags" value="([a-z_]+)"[^>]*checked', page)
+    assert ticked == ["factual_error", "missing_important_context"]
+    prefill = page[page.index('id="x-prefill"') :]
+    assert "1 of 2 ratings say the note provides important context" in prefill
+    assert "the relevance judge wrote" in prefill and "contradicts the post" in prefill
+    assert "correctness" not in prefill.split("</div>")[0] and "leaves out" not in prefill
+    # A judge's verdict overridden to "no" by an admin no longer counts.
+    JudgeDecision.objects.filter(stage="relevance").update(override_verdict="no")
+    page = admin_client.get(f"/x/notes/{note.pk}/propose/").content.decode()
+    assert re.findall(r'name="tags" value="([a-z_]+)"[^>]*checked', page) == ["missing_important_context"]
 
 
 def test_note_page_and_my_notes_show_the_proposal(
@@ -133,10 +167,75 @@ def test_preflight_on_an_x_post_asks_xs_evaluator(
     assert OutboxMessage.objects.filter(
         task_name="xnotes.tasks.x_evaluate", args=[xp.post_id, "No: https://www.fda.gov/x"]
     ).exists()
+    url = f"/judging/preflight/{check.pk}/"
+    poll = f'hx-get="{url}" hx-trigger="every 1s"'
+    refresh = '<noscript><meta http-equiv="refresh" content="3"></noscript>'
+    # The judges are done but X has not answered: the page keeps polling (htmx) and refreshing (no JS).
     PreflightCheck.objects.filter(pk=check.pk).update(state="done", result={"stages": [], "helpful": True})
-    page = contributor_client.get(f"/judging/preflight/{check.pk}/").content.decode()
-    assert "Asked X's evaluator" in page
+    page = contributor_client.get(url).content.decode()
+    assert "Asked X's evaluator" in page and poll in page and refresh in page
+    fragment = contributor_client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert poll in fragment and 'data-state="waiting"' in fragment
     XEvaluation.objects.create(post=xp.post, text_hash=sha256_hex("No: https://www.fda.gov/x"),
                                note_text="No: https://www.fda.gov/x", claim_opinion_score=0.81)  # fmt: skip
+    # X's score is in and so are the judges: the fragment carries the score and stops polling.
+    fragment = contributor_client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert 'id="x-claim-opinion-score">0.81<' in fragment and "hx-get" not in fragment
+    page = contributor_client.get(url).content.decode()
+    assert 'id="x-claim-opinion-score">0.81<' in page and poll not in page and refresh not in page
+
+
+def test_preflight_polls_while_the_judges_work_and_shows_xs_score_meanwhile(
+    x_api: FakeX, contributor: Any, contributor_client: CsrfClient
+) -> None:
+    from judging.services import preflight_request
+
+    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
+    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
+    text = "No: https://www.fda.gov/x"
+    check = preflight_request(user=contributor, post_text=xp.post.text, note_text=text, draft_job_id=job.pk)
+    XEvaluation.objects.create(post=xp.post, text_hash=sha256_hex(text), note_text=text, claim_opinion_score=0.4)
+    fragment = contributor_client.get(
+        f"/judging/preflight/{check.pk}/", headers={"HX-Request": "true"}
+    ).content.decode()
+    assert "hx-get" in fragment and "Queued" in fragment  # the judges have not run yet
+    assert 'id="x-claim-opinion-score">0.40<' in fragment
+
+
+def test_preflight_stops_polling_when_x_never_answers(
+    x_api: FakeX, contributor: Any, contributor_client: CsrfClient
+) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from judging.services import preflight_request
+    from xnotes.panels import PREFLIGHT_WAIT_S
+
+    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
+    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
+    check = preflight_request(
+        user=contributor, post_text=xp.post.text, note_text="No: https://x.org/", draft_job_id=job.pk
+    )
+    asked = timezone.now() - dt.timedelta(seconds=PREFLIGHT_WAIT_S + 60)
+    PreflightCheck.objects.filter(pk=check.pk).update(
+        state="done", result={"stages": [], "helpful": True}, created_at=asked
+    )
     page = contributor_client.get(f"/judging/preflight/{check.pk}/").content.decode()
-    assert 'id="x-claim-opinion-score">0.81<' in page
+    assert "hx-get" not in page and 'http-equiv="refresh"' not in page
+    assert f"has not answered within {PREFLIGHT_WAIT_S // 60} minutes" in page
+
+
+def test_preflight_without_x_credentials_does_not_wait_for_x(
+    x_api: FakeX, no_x_credentials: None, contributor: Any, contributor_client: CsrfClient
+) -> None:
+    from judging.services import preflight_request
+
+    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
+    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
+    check = preflight_request(
+        user=contributor, post_text=xp.post.text, note_text="No: https://x.org/", draft_job_id=job.pk
+    )
+    PreflightCheck.objects.filter(pk=check.pk).update(state="done", result={"stages": [], "helpful": True})
+    page = contributor_client.get(f"/judging/preflight/{check.pk}/").content.decode()
+    assert "X is not connected" in page and "hx-get" not in page
