@@ -343,12 +343,19 @@ EVIDENCE_PREFILTER_K = env_int("EVIDENCE_PREFILTER_K", 2, minimum=1)
 EVIDENCE_REFINE = env_bool("EVIDENCE_REFINE", True)
 # Relevance floor: the cosine of the post with a source's best passage (EMBEDDING_MODEL's scale)
 # below which automation never proposes the source and a contributor's own source is marked
-# "this page may not address the post" (not blocked). 0 turns both off. Provisional for
-# all-mpnet-base-v2: bench/bench_evidence_automation.py chooses it on the labelled set (not run yet).
-EVIDENCE_RELEVANCE_FLOOR = env_float("EVIDENCE_RELEVANCE_FLOOR", 0.35)
+# "this page may not address the post" (not blocked). 0 turns both off. 0.40 for all-mpnet-base-v2,
+# measured on the labelled set (bench/README.md, issue 25): the middle of the gap between the
+# highest candidate of the unaddressed claims (0.334) and the lowest acceptable page (0.462).
+EVIDENCE_RELEVANCE_FLOOR = env_float("EVIDENCE_RELEVANCE_FLOOR", 0.40)
 # The refine runs in slices of at most this many passages, each its own task queued at the back
 # (in the contributor's fair turn), so a long document never holds a CPU worker for minutes.
 EVIDENCE_SLICE_PASSAGES = env_int("EVIDENCE_SLICE_PASSAGES", 32, minimum=1)
+# A slice also ends once it has worked for this many seconds (checked every EVIDENCE_SLICE_STEP
+# passages; at least one step per slice), so the wait it imposes on the next user does not grow
+# with a slower CPU or a loaded machine: 32 mpnet passages took 47 s a slice on the demo's 2 cores,
+# too long for the 30 s target (bench/README.md, issue 25). 0: passages only.
+EVIDENCE_SLICE_SECONDS = env_float("EVIDENCE_SLICE_SECONDS", 10.0)
+EVIDENCE_SLICE_STEP = env_int("EVIDENCE_SLICE_STEP", 4, minimum=1)
 # 0: the refine embeds every passage (exhaustive); K > 0: only the pre-rank's top K of a document.
 EVIDENCE_REFINE_TOP_K = env_int("EVIDENCE_REFINE_TOP_K", 0, minimum=0)
 EVIDENCE_FETCH_RETRIES = env_int("EVIDENCE_FETCH_RETRIES", 2, minimum=0)  # transient network errors only

@@ -176,10 +176,16 @@ def prefetch_run(*, prefetch_id: int) -> None:
     except (FetchError, ExtractionError) as exc:
         prefetch_fail(prefetch_id=prefetch_id, error_code=exc.error_code, message=exc.message, timings=run.timings_ms)
         return
-    # At most one slice of passages per task (EVIDENCE_SLICE_PASSAGES), like the refine: a long
-    # document goes back to the queue between slices instead of holding the CPU worker.
+    # At most one slice of passages per task (EVIDENCE_SLICE_PASSAGES, EVIDENCE_SLICE_SECONDS),
+    # like the refine: a long document goes back to the queue between slices instead of holding
+    # the CPU worker.
     computed, left = services.passages_embed(
-        source=source, matcher=matcher, timings=run.timings_ms, limit=settings.EVIDENCE_SLICE_PASSAGES
+        source=source,
+        matcher=matcher,
+        timings=run.timings_ms,
+        limit=settings.EVIDENCE_SLICE_PASSAGES,
+        budget_s=settings.EVIDENCE_SLICE_SECONDS,
+        step=settings.EVIDENCE_SLICE_STEP,
     )
     timings = {**row.timings_ms, **run.timings_ms}
     timings["embedded"] = int(row.timings_ms.get("embedded", 0)) + computed

@@ -8,6 +8,7 @@ drives it lives in evidence.snippets. This module decides what to reuse and stor
 from __future__ import annotations
 
 import threading
+import time
 from datetime import date, timedelta
 
 import numpy as np
@@ -121,20 +122,53 @@ def source_obtain(*, url: str, matcher: Matcher, run: PipelineResult, on_stage: 
 
 
 def passages_embed(
-    *, source: EvidenceSource, matcher: Matcher, timings: dict[str, int], limit: int | None = None
+    *,
+    source: EvidenceSource,
+    matcher: Matcher,
+    timings: dict[str, int],
+    limit: int | None = None,
+    budget_s: float = 0.0,
+    step: int = 4,
 ) -> tuple[int, int]:
     """Embed and store the source's passages that have no stored embedding yet (they do not
-    depend on the post): at most `limit` of them (None: all), in order. Returns (how many the
-    model computed, how many are still missing)."""
+    depend on the post): at most `limit` of them (None: all), in order, for at most about
+    `budget_s` seconds (`slice_embed`; 0: no time bound). Returns (how many the model computed,
+    how many are still missing)."""
     passages = passages_for(source=source, matcher=matcher)
     label = matcher.model_label()
     missing = [i for i, p in enumerate(passages) if matcher.cache.get((label, p.text_hash)) is None]
-    batch = missing if limit is None else missing[:limit]
+    todo = missing if limit is None else missing[:limit]
     with timed(timings, "embed_passages"):
-        if batch:
-            matcher.embed([passages[i].text for i in batch])
+        batch = slice_embed(
+            matcher=matcher,
+            texts=[p.text for p in passages],
+            todo=todo,
+            started=time.perf_counter(),
+            budget_s=budget_s,
+            step=step,
+        )
         passage_vectors_store(matcher=matcher, passages=passages, indices=list(range(len(passages))))
     return len(batch), len(missing) - len(batch)
+
+
+def slice_embed(
+    *, matcher: Matcher, texts: list[str], todo: list[int], started: float, budget_s: float, step: int
+) -> list[int]:
+    """Embed the passages `todo` (indices into `texts`), into the matcher's cache: all of them in
+    one batch, or (budget_s > 0) `step` at a time until budget_s seconds have passed since
+    `started` (at least one step, so every slice advances). Returns those embedded, in order."""
+    if budget_s <= 0:
+        if todo:
+            matcher.embed([texts[i] for i in todo])
+        return todo
+    done: list[int] = []
+    for first in range(0, len(todo), step):
+        part = todo[first : first + step]
+        matcher.embed([texts[i] for i in part])
+        done.extend(part)
+        if time.perf_counter() - started >= budget_s:
+            break
+    return done
 
 
 def source_category(*, url: str, title: str = "", allow_llm: bool = False) -> tuple[str, str, str]:

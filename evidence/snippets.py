@@ -419,7 +419,8 @@ def snippet_refine_claim(*, snippet_id: int) -> bool:
 
 def snippet_refine(*, snippet_id: int) -> None:
     """One slice of the refine: embed at most EVIDENCE_SLICE_PASSAGES of the passages the
-    pre-filter skipped (best pre-ranked first), keep the best passage so far, and queue the next
+    pre-filter skipped (best pre-ranked first), for at most about EVIDENCE_SLICE_SECONDS (checked
+    every EVIDENCE_SLICE_STEP passages), keep the best passage so far, and queue the next
     slice at the back of the queue, in the contributor's fair turn (queue.py). So a 200-passage
     document never holds a worker for minutes: every other user's next job runs between two of
     its slices. A passage the contributor already reviewed is kept; only scores change.
@@ -470,7 +471,14 @@ def _refine_slice(*, snippet_id: int) -> bool:
         return False
     order = matching_order(post=snippet.post.text, texts=texts, scores=scores, matcher=matcher)
     todo = refine_plan(scores=scores, order=order, top_k=settings.EVIDENCE_REFINE_TOP_K)
-    batch = todo[: settings.EVIDENCE_SLICE_PASSAGES]
+    batch = services.slice_embed(
+        matcher=matcher,
+        texts=texts,
+        todo=todo[: settings.EVIDENCE_SLICE_PASSAGES],
+        started=started,
+        budget_s=settings.EVIDENCE_SLICE_SECONDS,
+        step=settings.EVIDENCE_SLICE_STEP,
+    )
     current = [i for i, s in enumerate(scores) if s is not None]
     best_so_far = max(current, key=lambda i: scores[i] or 0.0) if current else None
     # The slice and the best passage so far go through the same match as the first pick (its

@@ -42,6 +42,11 @@ def rerank(query: str, hits: list[store.IndexHit], matcher: Matcher) -> list[sto
     return sorted(hits, key=lambda h: -fused[h.source_id])
 
 
+def relaxed(query: str) -> str:
+    """The query without its phrase quotes: the same words, each required, in any place."""
+    return " ".join(query.replace('"', " ").split())
+
+
 @dataclass
 class LocalIndexBackend:
     undated: str = "exclude"
@@ -49,10 +54,18 @@ class LocalIndexBackend:
     name: str = "local"
 
     def search(self, query: str, *, k: int, cutoff: date | None) -> list[SearchHit]:
-        hits = store.search(query, k=k * 3 if self.matcher else k, cutoff=cutoff, undated=self.undated, snippets=False)
-        if self.matcher is not None and hits:
-            hits = rerank(query, hits, self.matcher())
-        hits = store.with_snippets(query, hits[:k])
+        """The documents with every term of the query, best first. When a query with quoted
+        phrases finds fewer than k, the documents that have every word of those phrases
+        elsewhere than side by side follow them (still every word: never one word alone)."""
+        hits = self._ranked(query, k=k, cutoff=cutoff)
+        loose = relaxed(query)
+        if len(hits) < k and loose != query:
+            seen = {h.source_id for h in hits}
+            hits += [h for h in self._ranked(loose, k=k, cutoff=cutoff) if h.source_id not in seen]
+            query_for_snippets = loose
+        else:
+            query_for_snippets = query
+        hits = store.with_snippets(query_for_snippets, hits[:k])
         return [
             SearchHit(
                 url=h.url,
@@ -70,3 +83,9 @@ class LocalIndexBackend:
             )
             for i, h in enumerate(hits, start=1)
         ]
+
+    def _ranked(self, query: str, *, k: int, cutoff: date | None) -> list[store.IndexHit]:
+        hits = store.search(query, k=k * 3 if self.matcher else k, cutoff=cutoff, undated=self.undated, snippets=False)
+        if self.matcher is not None and hits:
+            hits = rerank(query, hits, self.matcher())
+        return hits[:k]

@@ -100,6 +100,28 @@ def test_top_k_refines_only_the_prerank_top_k(contributor: Any, web_server: WebS
 
 
 @pytest.mark.django_db
+def test_a_time_bounded_refine_embeds_one_step_per_slice_on_a_slow_machine(
+    contributor: Any, web_server: WebServer, settings: Any
+) -> None:
+    settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
+    settings.EVIDENCE_PREFILTER_K = 1
+    settings.EVIDENCE_SLICE_PASSAGES = 10
+    settings.EVIDENCE_SLICE_SECONDS = 1e-6  # every step exceeds it, as a long step on a slow CPU would
+    settings.EVIDENCE_SLICE_STEP = 2
+    url = web_server.add("/long", long_doc("budget").encode())
+    (snippet,) = snippets.snippets_add(
+        job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
+    )
+    snippets.snippet_process(snippet_id=snippet.pk)
+    for _ in range(2):
+        before = sum(s is not None for s in Snippet.objects.get(pk=snippet.pk).scores)
+        snippets.snippet_refine(snippet_id=snippet.pk)
+        row = Snippet.objects.get(pk=snippet.pk)
+        assert sum(s is not None for s in row.scores) - before == settings.EVIDENCE_SLICE_STEP
+        assert row.refine_pending
+
+
+@pytest.mark.django_db
 def test_a_slice_whose_worker_was_lost_resumes_from_the_stored_slices(
     contributor: Any, web_server: WebServer, settings: Any
 ) -> None:

@@ -78,6 +78,22 @@ def test_lexical_search_requires_every_term_and_keeps_phrases_together(indexed: 
     assert store.query_groups('"type 2 diabetes" fasting the') == ["type 2 diabetes", "fasting"]
 
 
+def test_the_local_backend_relaxes_a_phrase_to_its_words_only_when_the_phrase_finds_too_few(indexed: None) -> None:
+    from evidence.index.query import LocalIndexBackend
+
+    backend = LocalIndexBackend(matcher=None)
+    assert store.search('"fermentation cold"', k=8) == []  # the store keeps the phrase strict
+    # Too few with the phrase: the documents with both words anywhere follow (here: the only one).
+    assert [h.url for h in backend.search('"fermentation cold"', k=8, cutoff=None)] == [
+        "https://bread.example/sourdough"
+    ]
+    # Still every word: a word no document has beside the others finds nothing.
+    assert backend.search('"fermentation volcanic"', k=8, cutoff=None) == []
+    # Enough with the phrase: nothing looser is added.
+    strict = [h.url for h in backend.search('"cold fermentation"', k=1, cutoff=None)]
+    assert strict == ["https://bread.example/sourdough"]
+
+
 # --- The relevance floor --------------------------------------------------------------------------
 
 
