@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from crowdnotes_site.celery import app
+from tests.conftest import _shared_worker
 from tests.support import x_server
 from tests.support.worker import Worker, purge_broker
 from tests.support.x_server import FakeX
@@ -50,11 +51,17 @@ def no_x_credentials(settings: Any) -> None:
 @pytest.fixture
 def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
     """A worker on the default queue whose X settings point at the fake (no model needed)."""
-    # The X tasks go to a queue only this worker reads, so no other test's worker can take them.
+    # The session's shared worker (tests/conftest.py) also reads `default` and would take this
+    # test's tasks with its own settings (no X credentials): stop it, as worker_factory does.
+    shared = _shared_worker.pop("w", None)
+    if shared is not None:
+        shared.stop()
+    # The X tasks go to a queue only this worker reads. The router is built once per process and
+    # keeps the routes it was built with, so it is rebuilt after the change (and after the restore).
     queue = "xnotes-test"
     routes = app.conf.task_routes
     app.conf.task_routes = {**routes, "xnotes.tasks.*": {"queue": queue}}
-    app.amqp.flush_routes()
+    _rebuild_router()
     purge_broker()
     worker = Worker(queues=f"default,{queue}", name="xnotes", extra_env={"X_TASK_QUEUE": queue,
         "X_API_BASE_URL": x_api.base_url, "X_API_KEY": x_server.CONSUMER_KEY,
@@ -65,4 +72,9 @@ def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
     yield worker
     worker.stop()
     app.conf.task_routes = routes
+    _rebuild_router()
+
+
+def _rebuild_router() -> None:
     app.amqp.flush_routes()
+    app.amqp.router = app.amqp.Router()
