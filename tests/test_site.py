@@ -300,7 +300,7 @@ def test_demo_sh_warms_up_after_the_app_is_up_and_set_up_steps_report_progress()
     demo = (root / "scripts" / "demo.sh").read_text()
     # The slow warm-up is no longer a step before the first page: it starts after the web server.
     assert "procs_run $PY manage.py evidence_warmup" not in demo and "index_documents" not in demo
-    assert demo.index("warmup.running") < demo.index("runserver")
+    assert demo.index("warmup.running") < demo.index("manage.py runserver")
     assert "evidence_warmup" in (root / "scripts" / "lib" / "warmup.sh").read_text()
     # A set-up step longer than 10 s prints a progress line every 10 s.
     out = subprocess.run(
