@@ -14,6 +14,8 @@ from pathlib import Path
 import redis
 from django.conf import settings
 
+from crowdnotes_site.celery import app
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -41,8 +43,6 @@ _strays_checked = False
 
 def shut_down_stray_workers(timeout: float = 20) -> list[str]:
     """Ask every worker that answers on the test broker to shut down; return their names."""
-    from crowdnotes_site.celery import app
-
     names = sorted({name for reply in app.control.ping(timeout=1.0) or [] for name in reply})
     if not names:
         return []
