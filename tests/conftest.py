@@ -248,14 +248,23 @@ _shared_worker: dict[str, Worker] = {}
 
 
 @pytest.fixture
-def worker_factory(_worker_session: Callable[..., Worker], transactional_db: None) -> Iterator[Callable[..., Worker]]:
-    """Start workers for this test only (e.g. to kill one mid-task); stopped at the end of the test."""
-    started: list[Worker] = []
-    # The shared worker listens on the same queues; it must not take this test's tasks.
+def no_shared_worker(transactional_db: None) -> Iterator[None]:
+    """No session worker reads the test broker during this test, and the test's messages are purged
+    after it: for tests that run a queued task inline (the task's on-commit send still reaches Redis,
+    and a worker there would claim the run first, with its own settings) or start their own workers."""
     shared = _shared_worker.pop("w", None)
     if shared is not None:
         shared.stop()
     purge_broker()
+    yield
+    purge_broker()
+
+
+@pytest.fixture
+def worker_factory(_worker_session: Callable[..., Worker], no_shared_worker: None) -> Iterator[Callable[..., Worker]]:
+    """Start workers for this test only (e.g. to kill one mid-task); stopped at the end of the test.
+    The shared worker listens on the same queues; it must not take this test's tasks (no_shared_worker)."""
+    started: list[Worker] = []
 
     def start(**kwargs: Any) -> Worker:
         worker = _worker_session(name=f"t{len(started)}", **kwargs)

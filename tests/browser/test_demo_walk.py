@@ -126,7 +126,7 @@ def _check_supernote_pages(page: Any, base: str, run: SupernoteRun) -> None:
 
 @pytest.mark.browser
 def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
-    page: Any, live_server: Any, cn_data: Path, transactional_db: None, settings: Any, tmp_path: Path
+    page: Any, live_server: Any, cn_data: Path, no_shared_worker: None, settings: Any, tmp_path: Path
 ) -> None:
     out = io.StringIO()
     source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"

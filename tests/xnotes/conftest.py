@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from crowdnotes_site.celery import app
-from tests.conftest import _shared_worker
 from tests.support import x_server
 from tests.support.worker import Worker, purge_broker
 from tests.support.x_server import FakeX
@@ -49,13 +48,10 @@ def no_x_credentials(settings: Any) -> None:
 
 
 @pytest.fixture
-def x_worker(x_api: FakeX, transactional_db: None) -> Iterator[Worker]:
-    """A worker on the default queue whose X settings point at the fake (no model needed)."""
-    # The session's shared worker (tests/conftest.py) also reads `default` and would take this
-    # test's tasks with its own settings (no X credentials): stop it, as worker_factory does.
-    shared = _shared_worker.pop("w", None)
-    if shared is not None:
-        shared.stop()
+def x_worker(x_api: FakeX, no_shared_worker: None) -> Iterator[Worker]:
+    """A worker on the default queue whose X settings point at the fake (no model needed). The
+    session's shared worker also reads `default` and would take this test's tasks with its own
+    settings (no X credentials): no_shared_worker stops it."""
     # The X tasks go to a queue only this worker reads. The router is built once per process and
     # keeps the routes it was built with, so it is rebuilt after the change (and after the restore).
     queue = "xnotes-test"
