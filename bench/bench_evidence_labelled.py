@@ -140,6 +140,8 @@ def main() -> None:
         type=int,
         help="override MatchConfig.prefilter_k (passages the first pick embeds)",
     )
+    parser.add_argument("--passage-lexical", type=float, help="override MatchConfig.passage_lexical_weight")
+    parser.add_argument("--sentence-lexical", type=float, help="override MatchConfig.sentence_lexical_weight")
     parser.add_argument(
         "--first-only",
         action="store_true",
@@ -168,6 +170,10 @@ def main() -> None:
         config = dataclasses.replace(config, pair_margin=args.pair_margin)
     if args.prefilter_k is not None:
         config = dataclasses.replace(config, prefilter_k=args.prefilter_k)
+    if args.passage_lexical is not None:
+        config = dataclasses.replace(config, passage_lexical_weight=args.passage_lexical)
+    if args.sentence_lexical is not None:
+        config = dataclasses.replace(config, sentence_lexical_weight=args.sentence_lexical)
     matcher = Matcher(config)
     path = CACHE / f"labelled-{Path(args.model).name}.npz"
     if not args.timing:
@@ -242,7 +248,10 @@ def main() -> None:
     print(
         f"model {args.model}, n = {n} cases, {len({r['file'] for r in rows})} documents; quotes missing from the extracted text: {missing_quotes}/{n_quotes}"
     )
-    print(f"prefilter_k {config.prefilter_k}, pair_margin {config.pair_margin}, prose_demotion {config.prose_demotion}")
+    print(
+        f"prefilter_k {config.prefilter_k}, pair_margin {config.pair_margin}, prose_demotion {config.prose_demotion},"
+        f" passage_lexical_weight {config.passage_lexical_weight}, sentence_lexical_weight {config.sentence_lexical_weight}"
+    )
     print("| cases | passage hit@1, first pick | after refine | sentence hit@1, first pick | after refine |")
     print("|---|---|---|---|---|")
     for part in ("even", "odd", None):

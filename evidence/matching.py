@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crowdnotes_site.lib.hashing import sha256_hex
+from crowdnotes_site.lib.lexical import idf_overlap
 from evidence import sentences
 from evidence.chunking import Chunk, chunk_text
 from evidence.embedding import MPNET, default_cache_dir, load_model, model_path
@@ -50,6 +51,12 @@ class MatchConfig:
     prose_demotion: bool = True
     # Highlight a pair of adjacent sentences only when it beats the best single sentence by this.
     pair_margin: float = 0.03
+    # Added to a passage's (demoted) cosine and to a sentence's cosine: this weight times the
+    # IDF-weighted share of the post's words and numbers the passage (sentence) contains, the IDF
+    # taken over the source's passages (the passage's sentences). Cosine alone favours text that
+    # repeats the post's topic; the specific words and numbers mark the text that answers it.
+    passage_lexical_weight: float = 0.0
+    sentence_lexical_weight: float = 0.0
 
 
 @dataclass
@@ -281,6 +288,8 @@ class Matcher:
         started = time.perf_counter()
         prose = [prose_score(text) if self.config.prose_demotion else 1.0 for text in passages]
         factors = np.array([demotion(p) for p in prose])
+        weight = self.config.passage_lexical_weight
+        lexical = weight * np.array(idf_overlap(post, passages)) if weight else np.zeros(len(passages))
         if strategy == "prefilter" and len(passages) > k:
             pre = prerank(self.model, self.config.model_name, post, passages, self.config.cache_dir)
             chosen = sorted(int(i) for i in np.argsort(-(pre * factors), kind="stable")[:k])
@@ -298,8 +307,9 @@ class Matcher:
         scores: list[float | None] = [None] * len(passages)
         for i, sim in zip(chosen, sims, strict=True):
             scores[i] = float(sim)
-        # Ranked by cosine x prose demotion; the score reported is the chosen passage's cosine.
-        best_pos = int(np.argmax(sims * factors[chosen]))
+        # Ranked by cosine x prose demotion (+ the lexical share); the score reported is the chosen
+        # passage's cosine.
+        best_pos = int(np.argmax(sims * factors[chosen] + lexical[chosen]))
         return MatchResult(
             best_index=chosen[best_pos],
             best_score=float(sims[best_pos]),
@@ -321,7 +331,10 @@ class Matcher:
         if not spans:
             return None
         post_vector = self.embed([post])[0]
-        sims = self.embed([span.text for span in spans]) @ post_vector
+        texts = [span.text for span in spans]
+        cosines = self.embed(texts) @ post_vector
+        weight = self.config.sentence_lexical_weight
+        sims = cosines + weight * np.array(idf_overlap(post, texts)) if weight else cosines
         pair = np.array([span.pair for span in spans])
         singles = np.where(~pair)[0]
         best = int(singles[np.argmax(sims[singles])]) if len(singles) else int(np.argmax(sims))
@@ -330,7 +343,7 @@ class Matcher:
             if sims[best_pair] > sims[best] + self.config.pair_margin:
                 best = best_pair
         span = spans[best]
-        return SentenceMatch(span.start, span.end, span.text, float(sims[best]))
+        return SentenceMatch(span.start, span.end, span.text, float(cosines[best]))
 
 
 def ensure_model_files(model_name: str, cache_dir: Path | None = None) -> Path:

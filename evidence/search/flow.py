@@ -49,6 +49,10 @@ class SearchConfig:
     # A candidate is eligible only when its best passage's cosine with the post reaches the floor
     # (checked for at most screen_limit candidates, most promising first, screen_batch per step).
     relevance_floor: float = 0.0
+    # ... and lies within this of the best screened candidate's (None: no such condition): a
+    # second source is proposed only when it addresses the claim nearly as closely as the first;
+    # a page that merely shares the topic is not proposed beside the page that answers the claim.
+    relevance_margin: float | None = None
     screen_limit: int = 8
     screen_batch: int = 3
 
@@ -105,17 +109,24 @@ class SearchState:
     pooled: bool = False
     screen_done: bool = False
     floor: float | None = None  # the relevance floor the screen applied (None: no screen)
+    margin: float | None = None  # the margin below the best screened relevance it applied
 
     @property
     def active(self) -> list[Choice]:
         return [c for c in self.choices if not c.dropped]
 
     def eligible(self, index: int) -> bool:
-        """Cleared the relevance floor (or no screen ran: the ablation and the no-model paths)."""
+        """Cleared the relevance floor and lies within the margin of the best screened candidate
+        (or no screen ran: the ablation and the no-model paths)."""
         candidate = self.pool[index]
         if self.floor is None:
             return True
-        return candidate.relevance is not None and candidate.relevance >= self.floor
+        if candidate.relevance is None or candidate.relevance < self.floor:
+            return False
+        if self.margin is None:
+            return True
+        best = max(c.relevance for c in self.pool if c.relevance is not None)
+        return candidate.relevance >= best - self.margin
 
     def remaining(self) -> list[int]:
         taken = {c.pool_index for c in self.choices}
@@ -266,6 +277,7 @@ def screen(state: SearchState, cfg: SearchConfig, deps: Deps) -> int:
         state.screen_done = True
         return 0
     state.floor = cfg.relevance_floor
+    state.margin = cfg.relevance_margin
     checked = sum(c.screened for c in state.pool)
     order = _screen_order(state, deps)[: max(0, min(cfg.screen_batch, cfg.screen_limit - checked))]
     for i in order:
@@ -279,9 +291,12 @@ def screen(state: SearchState, cfg: SearchConfig, deps: Deps) -> int:
         if passing == 0:
             state.warnings.append(NO_RELEVANT)
         elif passing < cfg.tau:
+            within = (
+                "" if cfg.relevance_margin is None else f" and within {cfg.relevance_margin:.2f} of the best source's"
+            )
             state.warnings.append(
                 f"Only {passing} of the {checked} sources checked address this claim closely enough "
-                f"(best passage similarity at least {cfg.relevance_floor:.2f}); fewer than {cfg.tau} are proposed."
+                f"(best passage similarity at least {cfg.relevance_floor:.2f}{within}); fewer than {cfg.tau} are proposed."
             )
     return len(order)
 

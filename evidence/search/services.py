@@ -62,6 +62,7 @@ def search_config(
         prior=parse_prior(settings.SEARCH_RELIABILITY_PRIOR),
         prior_weight=settings.SEARCH_PRIOR_WEIGHT,
         relevance_floor=settings.EVIDENCE_RELEVANCE_FLOOR,
+        relevance_margin=settings.EVIDENCE_RELEVANCE_MARGIN if settings.EVIDENCE_RELEVANCE_MARGIN >= 0 else None,
         screen_limit=settings.SEARCH_SCREEN_LIMIT,
     )
 

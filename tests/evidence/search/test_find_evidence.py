@@ -66,7 +66,9 @@ def test_the_cutoff_excludes_newer_and_undated_documents(indexed: None, settings
     }
 
 
-def test_each_ablation_changes_the_flow(indexed: None, llm_server: ScriptedLLM) -> None:
+def test_each_ablation_changes_the_flow(indexed: None, llm_server: ScriptedLLM, settings: Any) -> None:
+    # Two LLM rounds need two eligible candidates: no margin below the best (tested in test_relevance).
+    settings.EVIDENCE_RELEVANCE_MARGIN = -1
     llm_server.respond_with(
         lambda messages: "measles vaccine autism" if "search queries" in messages[1]["content"] else "Index: 0"
     )

@@ -5,6 +5,7 @@ not address, and the weak mark on a contributor's own source. Real PostgreSQL, t
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import itertools
 from pathlib import Path
@@ -60,7 +61,14 @@ def test_baseline_queries_are_made_of_the_key_terms_quoted_when_they_are_phrases
     assert queries[0] in ('"intermittent fasting" "type 2 diabetes"', '"type 2 diabetes" "intermittent fasting"')
     assert '"type 2 diabetes"' in queries and '"intermittent fasting"' in queries
     assert all("type" not in q or '"type 2 diabetes"' in q for q in queries)  # "2 diabetes" never lost
-    assert key_term_queries(["a b", "c", "d"], 3) == ['"a b" c d', '"a b" c', '"a b" d']
+    assert key_term_queries(["a b", "c", "d"], 3) == ['"a b" c d', '"a b"', "c"]
+    # A weak strongest term does not sink the others: each term is also searched alone.
+    assert key_term_queries(["fine", "sugar", "daily calories"], 5) == [
+        'fine sugar "daily calories"',
+        "fine",
+        "sugar",
+        '"daily calories"',
+    ]
 
 
 # --- AND lexical search -------------------------------------------------------------------------
@@ -147,6 +155,32 @@ def test_a_high_prior_never_lifts_a_candidate_under_the_floor() -> None:
     # paper's 0.9 prior cannot lift its 0.30 over the floor.
     assert [state.pool[c.pool_index].url for c in state.active] == ["https://who.example/c", "https://blog.example/b"]
     assert any("fewer than 3" in w for w in state.warnings)
+
+
+def test_a_page_that_only_shares_the_topic_is_not_proposed_beside_the_page_that_answers() -> None:
+    pool = [
+        Candidate(url="https://mayo.example/gestational", title="A", snippet="", category="health_portal"),
+        Candidate(url="https://journal.example/kcnj11", title="B", snippet="", category="research"),
+        Candidate(url="https://cdc.example/gestational", title="C", snippet="", category="health_authority"),
+    ]
+    relevance = {pool[0].url: 0.78, pool[1].url: 0.45, pool[2].url: 0.70}
+
+    def proposed(margin: float | None) -> tuple[list[str], list[str]]:
+        deps = flow.Deps(backends=[], relevance=lambda post, c: relevance[c.url])
+        cfg = flow.SearchConfig(tau=3, relevance_floor=0.40, relevance_margin=margin, prior_weight=0.05)
+        state = flow.SearchState(post="p", pool=[dataclasses.replace(c) for c in pool], pooled=True)
+        while not state.screen_done:
+            flow.screen(state, cfg, deps)
+        while not state.done_choosing(cfg):
+            flow.choose_one(state, cfg, deps)
+        # The state survives the JSON round trip of a queued run with its margin.
+        assert flow.SearchState.from_json(state.to_json()).relevant_count == state.relevant_count
+        return [state.pool[c.pool_index].url for c in state.active], state.warnings
+
+    urls, warnings = proposed(0.10)
+    assert urls == [pool[0].url, pool[2].url]  # 0.45 is over the floor but 0.33 below the best
+    assert any("within 0.10 of the best source's" in w for w in warnings)
+    assert len(proposed(None)[0]) == 3  # without the margin the research prior's 0.45 is proposed too
 
 
 def test_the_floor_marks_a_weak_human_source_without_blocking_it(

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crowdnotes_site.lib.llm.client import FENCE_RE, LLMClient, LLMResult, parse_decision_line, parse_final_decision
-from crowdnotes_site.lib.text_rules import strip_urls
 
 # (text_a, text_b) -> cosine similarity; provided by the caller (e.g. sentence embeddings).
 Similarity = Callable[[str, str], float]
@@ -253,39 +252,7 @@ def baseline_result(
     )
 
 
-# --- Shared lexical helpers for the baselines ---------------------------------------------------
-
-_STOPWORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have
-    having he her here hers him his how i if in into is it its itself just me more most my no nor not now
-    of off on once only or other our out over own same she should so some such than that the their them
-    then there these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours via also amp rt
-    """.split()
-)
-_WORD_RE = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?")
-
-
-def content_words(text: str) -> list[str]:
-    words = _WORD_RE.findall(strip_urls(text).lower())
-    return [w for w in words if len(w) > 2 and w not in _STOPWORDS]
-
-
-def stem(word: str) -> str:
-    # Crude prefix stem so "vaccines"/"vaccinated" meet; enough for an overlap heuristic.
-    return word[:6]
-
-
-def lexical_overlap(query: str, text: str) -> float:
-    """Share of the query's content-word stems that occur in `text` (0..1)."""
-    q = {stem(w) for w in content_words(query)}
-    if not q:
-        return 0.0
-    t = {stem(w) for w in content_words(text)}
-    return len(q & t) / len(q)
-
+# --- Shared lexical helpers for the baselines (words: crowdnotes_site.lib.lexical) ---------------
 
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 

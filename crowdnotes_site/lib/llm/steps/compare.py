@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from crowdnotes_site.lib.lexical import lexical_overlap
 from crowdnotes_site.lib.llm.client import LLMClient, answer_lines, last_line
 from crowdnotes_site.lib.llm.steps.common import (
     Evidence,
@@ -19,7 +20,6 @@ from crowdnotes_site.lib.llm.steps.common import (
     baseline_result,
     data_messages,
     evidence_items,
-    lexical_overlap,
     llm_step,
 )
 

@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
+from crowdnotes_site.lib.lexical import lexical_overlap
 from crowdnotes_site.lib.llm.client import LLMClient, parse_single_line
 from crowdnotes_site.lib.llm.steps.common import (
     Evidence,
@@ -16,7 +17,6 @@ from crowdnotes_site.lib.llm.steps.common import (
     baseline_result,
     data_messages,
     evidence_items,
-    lexical_overlap,
     llm_step,
     sentences,
 )

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from crowdnotes_site.lib.lexical import content_words, lexical_overlap, stem
 from crowdnotes_site.lib.llm.client import LLMClient
 from crowdnotes_site.lib.llm.steps.common import (
     DECISION_RULE,
@@ -21,12 +22,9 @@ from crowdnotes_site.lib.llm.steps.common import (
     Similarity,
     StepResult,
     baseline_result,
-    content_words,
     data_messages,
     decision_step,
     evidence_items,
-    lexical_overlap,
-    stem,
 )
 from crowdnotes_site.lib.text_rules import strip_urls
 
