@@ -251,7 +251,7 @@ def _case(file: str) -> dict[str, Any]:
     return next(c for c in labelled()["cases"] if c["file"] == file)
 
 
-def part_concurrency(unsliced: bool) -> list[str]:
+def part_concurrency(unsliced: bool, sliced_only: bool = False) -> list[str]:
     from django.contrib.auth.models import User
 
     from evidence import snippets
@@ -278,6 +278,8 @@ def part_concurrency(unsliced: bool) -> list[str]:
         (f"slices of <= 32 passages and <= {SLICE_SECONDS:g} s", "32", f"{SLICE_SECONDS:g}"),
         ("one unsliced task", "100000", "0"),
     ]
+    if sliced_only:
+        variants = variants[1:2]
     for label, slice_size, slice_seconds in variants[: 3 if unsliced else 2]:
         Snippet.objects.all().delete()
         DraftJob.objects.all().delete()
@@ -420,6 +422,9 @@ def main() -> None:
     parser.add_argument("--parts", default="index,concurrency,automation,topk")
     parser.add_argument("--cache", default=str(ROOT / "artifacts" / "ev-automation-bench-cache.json"))
     parser.add_argument("--unsliced", action="store_true", help="concurrency: also one unsliced refine")
+    parser.add_argument(
+        "--sliced-only", action="store_true", help="concurrency: the shipped slicing only (time and passage bound)"
+    )
     args = parser.parse_args()
     parts = args.parts.split(",")
     url = os.environ.get("DATABASE_URL", "")
@@ -434,7 +439,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     for name, run in (
         ("index", part_index),
-        ("concurrency", lambda: part_concurrency(args.unsliced)),
+        ("concurrency", lambda: part_concurrency(args.unsliced, args.sliced_only)),
         ("automation", lambda: part_automation(Path(args.cache))),
         ("topk", part_topk),
     ):

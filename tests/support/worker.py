@@ -29,6 +29,12 @@ def test_database_url() -> str:
 
 
 def purge_broker() -> None:
+    """Drop every queued message: the Redis database, or the filesystem broker's message files
+    (the demo's broker, which bench/bench_evidence_automation.py can run on)."""
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        for message in Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]).glob("*.msg"):
+            message.unlink(missing_ok=True)
+        return
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
@@ -82,7 +88,8 @@ class Worker:
         )
         env.update(extra_env or {})
         global _strays_checked
-        if not _strays_checked:
+        # (Remote control needs a broadcast-capable broker: Redis, as the tests use.)
+        if not _strays_checked and not settings.CELERY_BROKER_URL.startswith("filesystem://"):
             shut_down_stray_workers()
             _strays_checked = True
         self.log_path = ROOT / "artifacts" / f"worker-{name}-{int(time.time() * 1000)}.log"
