@@ -3,7 +3,7 @@
 Run (heavy: loads all-mpnet-base-v2; the first run embeds every passage of 34 documents, ~10-20 min
 on 2 busy cores; reruns reuse bench/.cache/labelled-*.npz and take a few minutes):
     flock /tmp/heavy.lock .venv/bin/python bench/bench_evidence_labelled.py [--model all-MiniLM-L6-v2] [--json out.json]
-        [--first-only] [--timing] [--prefilter-k K] [--no-prose]
+        [--first-only] [--timing] [--prefilter-k K] [--no-prose] [--sentence-lexical W]
 --timing: first pick only, no stored vector reused, each case with an empty cache (its time is a
 latency); --first-only: no refine (no need to embed every passage). The overrides default to the
 shipped MatchConfig.
@@ -140,7 +140,6 @@ def main() -> None:
         type=int,
         help="override MatchConfig.prefilter_k (passages the first pick embeds)",
     )
-    parser.add_argument("--passage-lexical", type=float, help="override MatchConfig.passage_lexical_weight")
     parser.add_argument("--sentence-lexical", type=float, help="override MatchConfig.sentence_lexical_weight")
     parser.add_argument(
         "--first-only",
@@ -170,8 +169,6 @@ def main() -> None:
         config = dataclasses.replace(config, pair_margin=args.pair_margin)
     if args.prefilter_k is not None:
         config = dataclasses.replace(config, prefilter_k=args.prefilter_k)
-    if args.passage_lexical is not None:
-        config = dataclasses.replace(config, passage_lexical_weight=args.passage_lexical)
     if args.sentence_lexical is not None:
         config = dataclasses.replace(config, sentence_lexical_weight=args.sentence_lexical)
     matcher = Matcher(config)
@@ -250,7 +247,7 @@ def main() -> None:
     )
     print(
         f"prefilter_k {config.prefilter_k}, pair_margin {config.pair_margin}, prose_demotion {config.prose_demotion},"
-        f" passage_lexical_weight {config.passage_lexical_weight}, sentence_lexical_weight {config.sentence_lexical_weight}"
+        f" sentence_lexical_weight {config.sentence_lexical_weight}"
     )
     print("| cases | passage hit@1, first pick | after refine | sentence hit@1, first pick | after refine |")
     print("|---|---|---|---|---|")

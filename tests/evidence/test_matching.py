@@ -208,6 +208,27 @@ def test_the_highlighted_sentence_has_no_heading_glued_to_it(minilm_matcher: Mat
     assert passage[found.start : found.end] == found.text
 
 
+def test_the_sentence_with_the_posts_specific_words_wins_a_near_tie(
+    minilm_matcher: Matcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    post = "Kings County public health will test anyone who walks into their office, no referral needed."
+    topic = "Click here for a list of providers testing for COVID-19 in Kings County."
+    answer = "The Kings County public health office no longer tests walk-ins: you need a referral."
+    passage = f"{topic}\n{answer}"
+    # The model scores the sentence that repeats the post's topic a little higher (0.60 vs 0.55).
+    cosine = {post: np.array([1.0, 0.0]), topic: np.array([0.60, 0.80]), answer: np.array([0.55, 0.835])}
+    unrelated = np.array([0.0, 1.0])  # the pair of both sentences, not scored here
+    monkeypatch.setattr(minilm_matcher, "embed", lambda texts: np.vstack([cosine.get(t, unrelated) for t in texts]))
+    monkeypatch.setattr(minilm_matcher, "config", dataclasses.replace(minilm_matcher.config, sentence_lexical_weight=0))
+    assert minilm_matcher.best_sentence(post, passage).text == topic  # type: ignore[union-attr]
+    monkeypatch.setattr(
+        minilm_matcher, "config", dataclasses.replace(minilm_matcher.config, sentence_lexical_weight=0.5)
+    )
+    found = minilm_matcher.best_sentence(post, passage)
+    # "public", "health", "office", "referral" are in the answer only: it wins, and its score is its cosine.
+    assert found is not None and found.text == answer and found.score == pytest.approx(0.55)
+
+
 class _FakeHidden:
     """What the fake transformer returns: records that it was brought back with .cpu()."""
 

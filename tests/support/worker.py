@@ -32,7 +32,7 @@ def purge_broker() -> None:
     """Drop every queued message: the Redis database, or the filesystem broker's message files
     (the demo's broker, which bench/bench_evidence_automation.py can run on)."""
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        for message in Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]).glob("*.msg"):
+        for message in Path(str(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])).glob("*.msg"):
             message.unlink(missing_ok=True)
         return
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
