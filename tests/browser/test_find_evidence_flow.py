@@ -92,20 +92,18 @@ def test_it_finds_evidence_for_a_post_and_drafts_from_the_confirmed_proposal(
     assert "Why: The CDC page reviews the studies on vaccines and SIDS." in chosen
     _shot(page, "2-queries-pool-chosen")
 
-    # Only the two sleep/SIDS pages clear the relevance floor: fewer than τ (3) are proposed, and
-    # none of the off-topic pages of the index (diabetes, green tea, duvets, fasting).
-    expect(page.locator(".snippet.proposed.state-ready")).to_have_count(2, timeout=120_000)
+    # Only the CDC vaccines-and-SIDS page is proposed: fewer than τ (3). None of the off-topic pages
+    # of the index (diabetes, green tea, duvets, fasting) clears the floor, and the NICHD safe-sleep
+    # page, on SIDS but not on vaccines, lies more than the margin below the CDC page.
+    expect(page.locator(".snippet.proposed.state-ready")).to_have_count(1, timeout=120_000)
     proposed = " ".join(page.locator(".snippet.proposed .meta strong").all_inner_texts()).lower()
     assert "sids" in proposed and "green tea" not in proposed and "fasting" not in proposed
+    assert "within 0.10 of the best source's" in page.inner_text("#automation")
     cdc = page.locator(".snippet.proposed", has_text="Sudden Infant Death Syndrome (SIDS) and Vaccines")
     assert "Proposed by CrowdNotes" in cdc.inner_text() and "open the indexed copy" in cdc.inner_text()
     _shot(page, "3-review")
     cdc.locator("button:has-text('This passage supports my note')").click()
     page.wait_for_selector(".snippet.proposed .review-state[data-state=confirmed]")
-    page.locator(".snippet.proposed:has(.review-state[data-state=pending])").first.locator(
-        "button:has-text('Reject')"
-    ).click()
-    expect(page.locator(".review-state[data-state=rejected]")).to_have_count(1)
 
     page.click("summary:has-text('Add more evidence')")
     page.fill("#id_urls", own)
