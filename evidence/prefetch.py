@@ -179,14 +179,7 @@ def prefetch_run(*, prefetch_id: int) -> None:
     # At most one slice of passages per task (EVIDENCE_SLICE_PASSAGES, EVIDENCE_SLICE_SECONDS),
     # like the refine: a long document goes back to the queue between slices instead of holding
     # the CPU worker.
-    computed, left = services.passages_embed(
-        source=source,
-        matcher=matcher,
-        timings=run.timings_ms,
-        limit=settings.EVIDENCE_SLICE_PASSAGES,
-        budget_s=settings.EVIDENCE_SLICE_SECONDS,
-        step=settings.EVIDENCE_SLICE_STEP,
-    )
+    computed, left = services.passages_embed(source=source, matcher=matcher, timings=run.timings_ms)
     timings = {**row.timings_ms, **run.timings_ms}
     timings["embedded"] = int(row.timings_ms.get("embedded", 0)) + computed
     timings["embed_passages"] = int(row.timings_ms.get("embed_passages", 0)) + run.timings_ms.get("embed_passages", 0)

@@ -121,42 +121,27 @@ def source_obtain(*, url: str, matcher: Matcher, run: PipelineResult, on_stage: 
     return source_store(url=url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=run.timings_ms)
 
 
-def passages_embed(
-    *,
-    source: EvidenceSource,
-    matcher: Matcher,
-    timings: dict[str, int],
-    limit: int | None = None,
-    budget_s: float = 0.0,
-    step: int = 4,
-) -> tuple[int, int]:
-    """Embed and store the source's passages that have no stored embedding yet (they do not
-    depend on the post): at most `limit` of them (None: all), in order, for at most about
-    `budget_s` seconds (`slice_embed`; 0: no time bound). Returns (how many the model computed,
-    how many are still missing)."""
+def passages_embed(*, source: EvidenceSource, matcher: Matcher, timings: dict[str, int]) -> tuple[int, int]:
+    """Embed and store one slice (`slice_embed`) of the source's passages that have no stored
+    embedding yet (they do not depend on the post), in order. Returns (how many the model
+    computed, how many are still missing)."""
     passages = passages_for(source=source, matcher=matcher)
     label = matcher.model_label()
     missing = [i for i, p in enumerate(passages) if matcher.cache.get((label, p.text_hash)) is None]
-    todo = missing if limit is None else missing[:limit]
     with timed(timings, "embed_passages"):
-        batch = slice_embed(
-            matcher=matcher,
-            texts=[p.text for p in passages],
-            todo=todo,
-            started=time.perf_counter(),
-            budget_s=budget_s,
-            step=step,
-        )
+        batch = slice_embed(matcher=matcher, texts=[p.text for p in passages], todo=missing, started=time.perf_counter())
         passage_vectors_store(matcher=matcher, passages=passages, indices=list(range(len(passages))))
     return len(batch), len(missing) - len(batch)
 
 
-def slice_embed(
-    *, matcher: Matcher, texts: list[str], todo: list[int], started: float, budget_s: float, step: int
-) -> list[int]:
-    """Embed the passages `todo` (indices into `texts`), into the matcher's cache: all of them in
-    one batch, or (budget_s > 0) `step` at a time until budget_s seconds have passed since
-    `started` (at least one step, so every slice advances). Returns those embedded, in order."""
+def slice_embed(*, matcher: Matcher, texts: list[str], todo: list[int], started: float) -> list[int]:
+    """One slice of long CPU work (the refine, the head start): embed the first passages of `todo`
+    (indices into `texts`) into the matcher's cache, at most EVIDENCE_SLICE_PASSAGES of them, and
+    with EVIDENCE_SLICE_SECONDS > 0 EVIDENCE_SLICE_STEP at a time until that many seconds have
+    passed since `started` (at least one step, so every slice advances). Returns those embedded,
+    in order."""
+    todo = todo[: settings.EVIDENCE_SLICE_PASSAGES]
+    budget_s, step = settings.EVIDENCE_SLICE_SECONDS, settings.EVIDENCE_SLICE_STEP
     if budget_s <= 0:
         if todo:
             matcher.embed([texts[i] for i in todo])

@@ -471,14 +471,7 @@ def _refine_slice(*, snippet_id: int) -> bool:
         return False
     order = matching_order(post=snippet.post.text, texts=texts, scores=scores, matcher=matcher)
     todo = refine_plan(scores=scores, order=order, top_k=settings.EVIDENCE_REFINE_TOP_K)
-    batch = services.slice_embed(
-        matcher=matcher,
-        texts=texts,
-        todo=todo[: settings.EVIDENCE_SLICE_PASSAGES],
-        started=started,
-        budget_s=settings.EVIDENCE_SLICE_SECONDS,
-        step=settings.EVIDENCE_SLICE_STEP,
-    )
+    batch = services.slice_embed(matcher=matcher, texts=texts, todo=todo, started=started)
     current = [i for i, s in enumerate(scores) if s is not None]
     best_so_far = max(current, key=lambda i: scores[i] or 0.0) if current else None
     # The slice and the best passage so far go through the same match as the first pick (its
