@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from crowdnotes_site.lib.lexical import content_words, lexical_overlap, stem
+from crowdnotes_site.lib.lexical import content_words, lexical_overlap, stem, stems
 from crowdnotes_site.lib.llm.client import LLMClient
 from crowdnotes_site.lib.llm.steps.common import (
     DECISION_RULE,
@@ -151,7 +151,7 @@ def relevance_baseline(
             lines.append(f"Snippet {i}: cosine similarity {score:.3f} {'>=' if ok else '<'} {threshold:.2f}.")
         else:
             score = lexical_overlap(post, ev.text)
-            shared = len({stem(w) for w in content_words(post)} & {stem(w) for w in content_words(ev.text)})
+            shared = len(stems(post) & stems(ev.text))
             ok = score >= 0.25 and shared >= 2
             lines.append(
                 f"Snippet {i}: {shared} shared content words, overlap {score:.2f} ({'relevant' if ok else 'not relevant'})."
@@ -197,7 +197,7 @@ def correctness_baseline(*, post: str, note: str, snippets: Sequence[Evidence]) 
     note_plain = strip_urls(note)
     ev_numbers = set(_NUMBER_RE.findall(evidence))
     ev_words = set(content_words(evidence))
-    ev_stems = {stem(w) for w in ev_words}
+    ev_stems = stems(evidence)
     problems = []
     missing_numbers = [n for n in _NUMBER_RE.findall(note_plain) if n not in ev_numbers]
     if missing_numbers:
