@@ -159,6 +159,21 @@ def replay(entry: dict[str, Any], floor: float, tau: int = 3, margin: float | No
     return [state.pool[c.pool_index].url for c in state.active]
 
 
+def proposals(
+    cases: list[dict[str, Any]], cache: dict[str, Any], files: dict[str, str], floor: float, margin: float | None = None
+) -> tuple[int, int, int]:
+    """Replayed at this floor and margin: (cases with an acceptable page among their proposals,
+    acceptable proposals, proposals), an acceptable page being the case's file or one of its `also`."""
+    hits = acceptable = proposed = 0
+    for case in cases:
+        ok = {case["file"], *case.get("also", [])}
+        got = [files.get(u, u) in ok for u in replay(cache[case["post"]], floor, margin=margin)]
+        hits += any(got)
+        acceptable += sum(got)
+        proposed += len(got)
+    return hits, acceptable, proposed
+
+
 def margin_table(
     cases: list[dict[str, Any]], unaddressed: list[dict[str, Any]], cache: dict[str, Any], files: dict[str, str]
 ) -> list[str]:
@@ -177,13 +192,7 @@ def margin_table(
         cells = []
         for part in (0, 1, None):
             some = [c for n, c in enumerate(cases) if part is None or n % 2 == part]
-            hits = acceptable = proposed = 0
-            for case in some:
-                ok = {case["file"], *case.get("also", [])}
-                got = [files.get(u, u) in ok for u in replay(cache[case["post"]], floor, margin=margin)]
-                hits += any(got)
-                acceptable += sum(got)
-                proposed += len(got)
+            hits, acceptable, proposed = proposals(some, cache, files, floor, margin)
             cells += [
                 f"{hits}/{len(some)} = {hits / len(some):.0%}",
                 f"{acceptable}/{proposed}" if proposed else "none",
@@ -205,14 +214,7 @@ def part_automation(cache_path: Path) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for floor in FLOORS:
-        hits = acceptable = proposed = 0
-        for case in cases:
-            ok = {case["file"], *case.get("also", [])}
-            urls = replay(cache[case["post"]], floor)
-            got = [files.get(u, u) in ok for u in urls]
-            hits += any(got)
-            acceptable += sum(got)
-            proposed += len(urls)
+        hits, acceptable, proposed = proposals(cases, cache, files, floor)
         off = sum(len(replay(cache[u["post"]], floor)) for u in unaddressed)
         share = f"{acceptable}/{proposed} = {acceptable / proposed:.0%}" if proposed else "none proposed"
         rows.append(
