@@ -5,13 +5,15 @@ many sources are ahead of a queued one. The interleaving of two users runs on a 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from crowdnotes_site.models import OutboxMessage
-from evidence import snippets
-from evidence.models import Snippet
+from evidence import prefetch, snippets
+from evidence.models import Passage, Prefetch, Snippet
 from notes.roles import CONTRIBUTOR
 from tests.conftest import _make_user, wait_for
 from tests.notes.factories import make_job, make_post
@@ -32,6 +34,19 @@ def long_doc(tag: str, copies: int = 1) -> str:
     return article(paragraphs, title="Notes")
 
 
+def _first_pick(contributor: Any, web_server: WebServer, settings: Any, tag: str) -> Snippet:
+    """A long page (short passages, one of them the answer) read and matched with a pre-filter of
+    one passage, so nearly all of it is left to the refine; the test's slice settings apply."""
+    settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
+    settings.EVIDENCE_PREFILTER_K = 1
+    url = web_server.add("/long", long_doc(tag).encode())
+    (snippet,) = snippets.snippets_add(
+        job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
+    )
+    snippets.snippet_process(snippet_id=snippet.pk)
+    return snippet
+
+
 def _refine_messages() -> int:
     return OutboxMessage.objects.filter(task_name=REFINE).count()
 
@@ -48,14 +63,8 @@ def test_the_plan_takes_unscored_passages_in_prerank_order_within_top_k() -> Non
 def test_a_refine_runs_in_slices_and_ends_on_the_exhaustive_best(
     contributor: Any, web_server: WebServer, settings: Any
 ) -> None:
-    settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
-    settings.EVIDENCE_PREFILTER_K = 1
     settings.EVIDENCE_SLICE_PASSAGES = 3
-    url = web_server.add("/long", long_doc("slices").encode())
-    (snippet,) = snippets.snippets_add(
-        job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
-    )
-    snippets.snippet_process(snippet_id=snippet.pk)
+    snippet = _first_pick(contributor, web_server, settings, "slices")
     row = Snippet.objects.get(pk=snippet.pk)
     total = len(row.scores)
     assert row.refine_pending and total > 3 * settings.EVIDENCE_SLICE_PASSAGES
@@ -83,15 +92,9 @@ def test_a_refine_runs_in_slices_and_ends_on_the_exhaustive_best(
 
 @pytest.mark.django_db
 def test_top_k_refines_only_the_prerank_top_k(contributor: Any, web_server: WebServer, settings: Any) -> None:
-    settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
-    settings.EVIDENCE_PREFILTER_K = 1
     settings.EVIDENCE_SLICE_PASSAGES = 50
     settings.EVIDENCE_REFINE_TOP_K = 4
-    url = web_server.add("/long", long_doc("topk").encode())
-    (snippet,) = snippets.snippets_add(
-        job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
-    )
-    snippets.snippet_process(snippet_id=snippet.pk)
+    snippet = _first_pick(contributor, web_server, settings, "topk")
     snippets.snippet_refine(snippet_id=snippet.pk)
     row = Snippet.objects.get(pk=snippet.pk)
     assert not row.refine_pending
@@ -103,16 +106,10 @@ def test_top_k_refines_only_the_prerank_top_k(contributor: Any, web_server: WebS
 def test_a_time_bounded_refine_embeds_one_step_per_slice_on_a_slow_machine(
     contributor: Any, web_server: WebServer, settings: Any
 ) -> None:
-    settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
-    settings.EVIDENCE_PREFILTER_K = 1
     settings.EVIDENCE_SLICE_PASSAGES = 10
     settings.EVIDENCE_SLICE_SECONDS = 1e-6  # every step exceeds it, as a long step on a slow CPU would
     settings.EVIDENCE_SLICE_STEP = 2
-    url = web_server.add("/long", long_doc("budget").encode())
-    (snippet,) = snippets.snippets_add(
-        job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
-    )
-    snippets.snippet_process(snippet_id=snippet.pk)
+    snippet = _first_pick(contributor, web_server, settings, "budget")
     for _ in range(2):
         before = sum(s is not None for s in Snippet.objects.get(pk=snippet.pk).scores)
         snippets.snippet_refine(snippet_id=snippet.pk)
@@ -125,18 +122,8 @@ def test_a_time_bounded_refine_embeds_one_step_per_slice_on_a_slow_machine(
 def test_a_slice_whose_worker_was_lost_resumes_from_the_stored_slices(
     contributor: Any, web_server: WebServer, settings: Any
 ) -> None:
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
-    settings.EVIDENCE_PREFILTER_K = 1
     settings.EVIDENCE_SLICE_PASSAGES = 3
-    url = web_server.add("/long", long_doc("lost").encode())
-    (snippet,) = snippets.snippets_add(
-        job=make_job(contributor, make_post("How effective is the measles vaccine?")), urls=[url]
-    )
-    snippets.snippet_process(snippet_id=snippet.pk)
+    snippet = _first_pick(contributor, web_server, settings, "lost")
     snippets.snippet_refine(snippet_id=snippet.pk)  # slice 1 stored
     scored = sum(s is not None for s in Snippet.objects.get(pk=snippet.pk).scores)
     # Slice 2's worker claims it and dies (SIGKILL: no code of ours runs): the lease lapses.
@@ -197,9 +184,6 @@ def test_two_users_slices_interleave_on_a_real_worker(
 
 @pytest.mark.django_db
 def test_a_head_start_embeds_a_long_page_in_slices(contributor: Any, web_server: WebServer, settings: Any) -> None:
-    from evidence import prefetch
-    from evidence.models import Passage, Prefetch
-
     settings.PASSAGE_TOKENS, settings.PASSAGE_OVERLAP = 48, 8
     settings.EVIDENCE_SLICE_PASSAGES = 3
     settings.EVIDENCE_ALLOWED_LOCAL = [f"127.0.0.1:{web_server.port}"]

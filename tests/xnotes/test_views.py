@@ -2,27 +2,39 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
 from django.contrib.auth.models import Group
+from django.utils import timezone
 
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.models import OutboxMessage
-from judging.models import PreflightCheck
-from notes.models import DraftJob, Post, Topic
+from judging.models import JudgeDecision, JudgeRun, PreflightCheck
+from judging.services import preflight_request
+from notes.models import DraftJob, Post, Rating, Topic
 from notes.roles import X_WRITER
+from notes.services import participant_for_user
 from tests.conftest import CsrfClient
 from tests.support.x_server import FakeX
 from tests.xnotes.factories import proposable_note
 from xnotes import services
 from xnotes.client import XClient
 from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
+from xnotes.panels import PREFLIGHT_WAIT_S
 
 
 def _xpost(x_id: str, text: str, topic: str = Topic.TREATMENTS, **kw: Any) -> XPost:
     post = Post.objects.create(text=text, text_hash=x_id, external_id=x_id, topic=topic)
     return XPost.objects.create(post=post, x_id=x_id, eligible=True, **kw)
+
+
+def _x_preflight(contributor: Any, note_text: str) -> tuple[XPost, PreflightCheck]:
+    """A contributor's pre-flight of `note_text` on an X post (a draft job on it, as the draft page asks)."""
+    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
+    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
+    return xp, preflight_request(user=contributor, post_text=xp.post.text, note_text=note_text, draft_job_id=job.pk)
 
 
 def test_pages_say_how_to_turn_x_on_without_credentials(no_x_credentials: None, admin_client: CsrfClient) -> None:
@@ -105,10 +117,6 @@ def test_only_admins_and_x_writers_propose(x_api: FakeX, make_user: Any, contrib
 def test_propose_form_is_prefilled_from_the_judges_and_the_ratings_tags(
     x_api: FakeX, make_user: Any, admin_client: CsrfClient
 ) -> None:
-    from judging.models import JudgeDecision, JudgeRun
-    from notes.models import Rating
-    from notes.services import participant_for_user
-
     note = proposable_note()
     run = JudgeRun.objects.get(note=note)
     for stage, verdict, reasoning in [
@@ -137,8 +145,6 @@ def test_propose_form_is_prefilled_from_the_judges_and_the_ratings_tags(
 def test_note_page_and_my_notes_show_the_proposal(
     x_api: FakeX, contributor: Any, contributor_client: CsrfClient
 ) -> None:
-    from notes.services import participant_for_user
-
     note = proposable_note()
     note.author = participant_for_user(user=contributor)
     note.save()
@@ -157,13 +163,7 @@ def test_note_page_and_my_notes_show_the_proposal(
 def test_preflight_on_an_x_post_asks_xs_evaluator(
     x_api: FakeX, contributor: Any, contributor_client: CsrfClient
 ) -> None:
-    from judging.services import preflight_request
-
-    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
-    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
-    check = preflight_request(
-        user=contributor, post_text=xp.post.text, note_text="No: https://www.fda.gov/x", draft_job_id=job.pk
-    )
+    xp, check = _x_preflight(contributor, "No: https://www.fda.gov/x")
     assert OutboxMessage.objects.filter(
         task_name="xnotes.tasks.x_evaluate", args=[xp.post_id, "No: https://www.fda.gov/x"]
     ).exists()
@@ -188,12 +188,8 @@ def test_preflight_on_an_x_post_asks_xs_evaluator(
 def test_preflight_polls_while_the_judges_work_and_shows_xs_score_meanwhile(
     x_api: FakeX, contributor: Any, contributor_client: CsrfClient
 ) -> None:
-    from judging.services import preflight_request
-
-    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
-    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
     text = "No: https://www.fda.gov/x"
-    check = preflight_request(user=contributor, post_text=xp.post.text, note_text=text, draft_job_id=job.pk)
+    xp, check = _x_preflight(contributor, text)
     XEvaluation.objects.create(post=xp.post, text_hash=sha256_hex(text), note_text=text, claim_opinion_score=0.4)
     fragment = contributor_client.get(
         f"/judging/preflight/{check.pk}/", headers={"HX-Request": "true"}
@@ -205,18 +201,7 @@ def test_preflight_polls_while_the_judges_work_and_shows_xs_score_meanwhile(
 def test_preflight_stops_polling_when_x_never_answers(
     x_api: FakeX, contributor: Any, contributor_client: CsrfClient
 ) -> None:
-    import datetime as dt
-
-    from django.utils import timezone
-
-    from judging.services import preflight_request
-    from xnotes.panels import PREFLIGHT_WAIT_S
-
-    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
-    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
-    check = preflight_request(
-        user=contributor, post_text=xp.post.text, note_text="No: https://x.org/", draft_job_id=job.pk
-    )
+    _, check = _x_preflight(contributor, "No: https://x.org/")
     asked = timezone.now() - dt.timedelta(seconds=PREFLIGHT_WAIT_S + 60)
     PreflightCheck.objects.filter(pk=check.pk).update(
         state="done", result={"stages": [], "helpful": True}, created_at=asked
@@ -229,13 +214,7 @@ def test_preflight_stops_polling_when_x_never_answers(
 def test_preflight_without_x_credentials_does_not_wait_for_x(
     x_api: FakeX, no_x_credentials: None, contributor: Any, contributor_client: CsrfClient
 ) -> None:
-    from judging.services import preflight_request
-
-    xp = _xpost("1900000000000000001", "Ivermectin cures COVID.")
-    job = DraftJob.objects.create(post=xp.post, contributor=contributor)
-    check = preflight_request(
-        user=contributor, post_text=xp.post.text, note_text="No: https://x.org/", draft_job_id=job.pk
-    )
+    _, check = _x_preflight(contributor, "No: https://x.org/")
     PreflightCheck.objects.filter(pk=check.pk).update(state="done", result={"stages": [], "helpful": True})
     page = contributor_client.get(f"/judging/preflight/{check.pk}/").content.decode()
     assert "X is not connected" in page and "hx-get" not in page
