@@ -129,7 +129,9 @@ def passages_embed(*, source: EvidenceSource, matcher: Matcher, timings: dict[st
     label = matcher.model_label()
     missing = [i for i, p in enumerate(passages) if matcher.cache.get((label, p.text_hash)) is None]
     with timed(timings, "embed_passages"):
-        batch = slice_embed(matcher=matcher, texts=[p.text for p in passages], todo=missing, started=time.perf_counter())
+        batch = slice_embed(
+            matcher=matcher, texts=[p.text for p in passages], todo=missing, started=time.perf_counter()
+        )
         passage_vectors_store(matcher=matcher, passages=passages, indices=list(range(len(passages))))
     return len(batch), len(missing) - len(batch)
 
