@@ -61,6 +61,7 @@ def _wipe_postgres(url: str) -> None:
 
 def labelled_posts(limit: int) -> list[tuple[str, str]]:
     """(post, planted document URL) from the indexed English health pages and PDFs."""
+    # Project modules load Django models: imported once django.setup() has run.
     from crowdnotes_site.lib.llm.steps.common import sentences
     from evidence.models import EvidenceSource
 
@@ -75,6 +76,7 @@ def labelled_posts(limit: int) -> list[tuple[str, str]]:
 
 
 def part_ingest(data: Path) -> list[str]:
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.index.services import documents_index_folder
 
     started = time.perf_counter()
@@ -89,6 +91,7 @@ def part_ingest(data: Path) -> list[str]:
 def part_end_to_end(posts: list[tuple[str, str]]) -> list[str]:
     from django.test import override_settings
 
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.search.services import find_evidence
     from tests.support.llm_server import ScriptedLLM
 
@@ -122,6 +125,7 @@ def part_end_to_end(posts: list[tuple[str, str]]) -> list[str]:
 
 
 def part_recall(posts: list[tuple[str, str]]) -> list[str]:
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.search.services import find_evidence
 
     rows = []
@@ -143,6 +147,7 @@ def vocabulary() -> tuple[list[str], Any]:
     """The corpus's words (document frequency as the sampling weight), for synthetic documents."""
     import numpy as np
 
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.index import store
     from evidence.models import EvidenceSource
 
@@ -164,6 +169,7 @@ def part_index(sizes: list[int], queries: int) -> list[str]:
     from django.db import connection
     from django.utils import timezone
 
+    # Project modules load Django models: imported once django.setup() has run.
     from crowdnotes_site.lib.hashing import sha256_hex
     from evidence.index import store
     from evidence.models import EvidenceSource

@@ -40,7 +40,7 @@ from crowdnotes_site.lib.hashing import sha256_hex  # noqa: E402
 from evidence.chunking import Chunk, chunk_text  # noqa: E402
 from evidence.embedding import MINILM, MPNET  # noqa: E402
 from evidence.fetch import FetchPolicy  # noqa: E402
-from evidence.matching import MatchConfig, Matcher, VectorCache  # noqa: E402
+from evidence.matching import MatchConfig, Matcher, VectorCache, prerank  # noqa: E402
 from evidence.pipeline import PipelineResult, retrieve, retrieve_and_match  # noqa: E402
 
 PAGES = ROOT.parent / "shared" / "data" / "webpages"
@@ -236,8 +236,6 @@ def part_prerankers() -> list[str]:
 
     This is the ceiling of any "pre-rank, then embed the top k with mpnet" strategy.
     """
-    from evidence.matching import prerank
-
     server, port = serve()
     ref_matcher = reference_matcher()
     ref = reference(ref_matcher, port)

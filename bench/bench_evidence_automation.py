@@ -80,6 +80,7 @@ def labelled() -> dict[str, Any]:
 
 def file_of() -> dict[str, str]:
     """Indexed source URL -> corpus file (the manifest's copy URL ends with the file's path)."""
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.models import EvidenceSource
 
     return {
@@ -89,6 +90,7 @@ def file_of() -> dict[str, str]:
 
 
 def part_index() -> list[str]:
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.index.services import documents_index_folder
 
     started = time.perf_counter()
@@ -104,6 +106,7 @@ def collect(posts: list[str], cache_path: Path) -> dict[str, Any]:
     check at floor 0 without its early stop (the first SEARCH_SCREEN_LIMIT in screen order)."""
     from django.conf import settings
 
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.search import flow, services
 
     cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,6 +139,7 @@ def collect(posts: list[str], cache_path: Path) -> dict[str, Any]:
 
 def replay(entry: dict[str, Any], floor: float, tau: int = 3, margin: float | None = None) -> list[str]:
     """The screen and the offline utility rounds on the cached relevances: the proposed URLs."""
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.search import flow, services
 
     state = flow.SearchState.from_json(entry["state"])
@@ -256,6 +260,7 @@ def _case(file: str) -> dict[str, Any]:
 def part_concurrency(unsliced: bool, sliced_only: bool = False) -> list[str]:
     from django.contrib.auth.models import User
 
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence import snippets
     from evidence.models import EvidenceSource, Passage, Snippet
     from notes.models import DraftJob
@@ -346,6 +351,7 @@ _WARM_PAGE = (
 
 
 def _warm_table() -> None:
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence import services
     from evidence.matching import prerank
 
@@ -354,6 +360,7 @@ def _warm_table() -> None:
 
 
 def _state(pk: int) -> Any:
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.models import Snippet
 
     return Snippet.objects.get(pk=pk)
@@ -374,6 +381,7 @@ def _wait(predicate: Any, timeout: float) -> float:
 def part_topk(ks: tuple[int, ...] = (32, 64)) -> list[str]:
     import numpy as np
 
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence import services
     from evidence.matching import prerank
     from evidence.models import EvidenceSource

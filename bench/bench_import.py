@@ -41,6 +41,7 @@ def child_rescore() -> None:
     settings.DEBUG = False
     from django.utils import timezone
 
+    # Project modules load Django models: imported once django.setup() has run.
     from notes import selectors, services
 
     t0 = time.perf_counter()
@@ -80,6 +81,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
+    # Project modules load Django models: imported once django.setup() has run.
     from crowdnotes_site.lib.scoring import synthetic
     from notes import communitynotes_import as cni
 

@@ -42,6 +42,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
+    # Project modules load Django models: imported once django.setup() has run.
     from tests.support.llm_server import ScriptedLLM
 
     llm = ScriptedLLM()
@@ -71,6 +72,7 @@ def _create_database(url: str) -> None:
 
 
 def _make_notes(n: int) -> list[int]:
+    # Project modules load Django models: imported once django.setup() has run.
     from judging.models import JudgeDecision, JudgeRun
     from notes.models import Note, Post
 
@@ -89,6 +91,7 @@ def _make_notes(n: int) -> list[int]:
 def _llm_ms_per_note() -> float:
     from django.db.models import Sum
 
+    # Project modules load Django models: imported once django.setup() has run.
     from judging.models import JudgeDecision
 
     per_note = JudgeDecision.objects.values("note_id").annotate(ms=Sum("latency_ms")).values_list("ms", flat=True)
@@ -99,6 +102,7 @@ def _in_process(n: int, llm: object) -> tuple[str, int, float, float, float]:
     """The judge chain without Celery, for reference: services called in a loop."""
     from django.conf import settings
 
+    # Project modules load Django models: imported once django.setup() has run.
     from judging import services
     from judging.models import JudgeRun
     from notes.models import Note
@@ -119,6 +123,7 @@ def _in_process(n: int, llm: object) -> tuple[str, int, float, float, float]:
 def _with_workers(n: int, n_workers: int, llm: object) -> tuple[str, int, float, float, float]:
     from django.db import transaction
 
+    # Project modules load Django models: imported once django.setup() has run.
     from judging import services
     from judging.models import JudgeRun
     from notes.models import Note

@@ -82,6 +82,7 @@ def prepare(env: dict[str, str], n_ratings: int, workdir: Path) -> None:
     if int(imported or 0) == 0:
         _manage(env, "load_demo")
         if n_ratings:
+            # Project modules load Django models: imported once django.setup() has run.
             from crowdnotes_site.lib.scoring import synthetic
 
             synthetic.write_tsv(synthetic.generate(n_ratings, seed=5), workdir)
@@ -115,6 +116,7 @@ def child_setup(n_clients: int) -> None:
     from django.contrib.auth.models import Group
     from django.contrib.sessions.backends.db import SessionStore
 
+    # Project modules load Django models: imported once django.setup() has run.
     from evidence.models import EvidenceSource, Passage, Snippet
     from evidence.services import url_hash
     from judging.models import JudgeDecision, JudgeKind, Stage

@@ -55,12 +55,14 @@ def _setup(fake: x_server.FakeX) -> None:
 
 
 def _cleanup() -> None:
+    # Project modules load Django models: imported once django.setup() has run.
     from notes.models import Post
 
     Post.objects.filter(external_id__startswith="42").delete()
 
 
 def _imported(n: int, offset: int) -> list[str]:
+    # Project modules load Django models: imported once django.setup() has run.
     from crowdnotes_site.lib.hashing import sha256_hex
     from notes.models import Post
 
@@ -91,6 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     fake = x_server.FakeX()
     _setup(fake)
+    # Project modules load Django models: imported once django.setup() has run.
     from xnotes import budget, services
     from xnotes.client import XClient
 

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from crowdnotes_site.lib import status as names  # noqa: E402
 from crowdnotes_site.lib.scoring import communitynotes_io as cio  # noqa: E402
+from crowdnotes_site.lib.scoring import scoring, scoring_tsv, synthetic  # noqa: E402
 
 SHARED = ROOT.parent.parent / "shared" / "data" / "communitynotes"
 DISPLAYED = {names.FIRM_REJECT: names.NEEDS_MORE_RATINGS, names.NEEDS_YOUR_HELP: names.NEEDS_MORE_RATINGS}
@@ -306,8 +307,6 @@ def solver_check(ref_dir: Path) -> dict[str, object]:
     optimum reached (loss and parameters) with the reference's Adam fit."""
     import numpy as np
 
-    from crowdnotes_site.lib.scoring import scoring
-
     notes = _read_table(ref_dir / "prescoring_notes.tsv", "noteId")
     raters = _read_table(ref_dir / "prescoring_raters.tsv", "raterParticipantId")
     mu_ref = json.loads((ref_dir / "prescoring_meta.json").read_text())["mu"]
@@ -355,8 +354,6 @@ def reputation_check(notes_path: Path, ratings_path: Path, ref_dir: Path) -> dic
     reference's first-round fit against ours on the same training set, and the final statuses
     we get when our pipeline starts from the reference's first-round fit (diagnostic only)."""
     import numpy as np
-
-    from crowdnotes_site.lib.scoring import scoring, scoring_tsv
 
     if not (ref_dir / "first_round_notes.tsv").exists():
         return {"reputation check": "no first-round files (re-run the reference with this script)"}
@@ -512,8 +509,6 @@ def main() -> None:
             args.notes, args.ratings, args.outdir, args.seed, args.status_history, not args.no_pseudoraters
         )
         return
-    from crowdnotes_site.lib.scoring import scoring_tsv, synthetic
-
     for name in args.dataset or ["colin-fraser", "synthetic"]:
         work = args.workdir / name
         if name == "colin-fraser":

@@ -109,6 +109,7 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
+    # Project modules load Django models: imported once django.setup() has run.
     from notes.models import Post
 
     user = get_user_model().objects.get(username="bench-user-00")

@@ -27,7 +27,8 @@ from django.db.models.functions import Coalesce
 from crowdnotes_site.lib.scoring import communitynotes_io as cio
 from crowdnotes_site.lib.scoring import pgcopy
 from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS, cap_text, find_urls
-from notes.analytics.delays import note_time_ms, snowflake_time
+from crowdnotes_site.lib.xids import snowflake_time
+from notes.analytics.delays import note_time_ms
 from notes.models import ImportCheckpoint, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating
 from notes.services import post_text_hash
 

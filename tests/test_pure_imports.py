@@ -20,7 +20,7 @@ import crowdnotes_site.lib as lib
 lib_modules = sorted(m.name for m in pkgutil.walk_packages(lib.__path__, "crowdnotes_site.lib."))
 for name in lib_modules:
     importlib.import_module(name)
-apps_after_lib = sorted(m for m in sys.modules if m.split(".")[0] in ("evidence", "judging", "notes"))
+apps_after_lib = sorted(m for m in sys.modules if m.split(".")[0] in ("evidence", "judging", "notes", "xnotes"))
 django_after_lib = "django" in sys.modules
 for name in json.loads(sys.argv[1]):
     importlib.import_module(name)

@@ -8,11 +8,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-X_ID = re.compile(r"^[0-9]{1,19}$")
-TWITTER_EPOCH_MS = 1288834974657
+from crowdnotes_site.lib import xids
 
 MISLEADING = "misinformed_or_potentially_misleading"
 NOT_MISLEADING = "not_misleading"
@@ -26,16 +25,6 @@ MISLEADING_TAGS = {
     "outdated_information": "Outdated information",
     "other": "Other",
 }
-
-
-def snowflake_time(x_id: str) -> datetime | None:
-    """The creation time encoded in an X id (ids after 2010), or None."""
-    if not X_ID.match(x_id or ""):
-        return None
-    ms = (int(x_id) >> 22) + TWITTER_EPOCH_MS
-    if ms <= TWITTER_EPOCH_MS:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -84,7 +73,7 @@ def parse_posts(payload: dict[str, Any]) -> list[ParsedPost]:
     media = {str(m.get("media_key")): m for m in includes.get("media") or [] if isinstance(m, dict)}
     posts: list[ParsedPost] = []
     for tweet in payload.get("data") or []:
-        if not isinstance(tweet, dict) or not X_ID.match(str(tweet.get("id", ""))):
+        if not isinstance(tweet, dict) or not xids.X_ID.match(str(tweet.get("id", ""))):
             continue
         context = []
         for ref in tweet.get("referenced_tweets") or []:
@@ -122,7 +111,7 @@ def lookup_errors(payload: dict[str, Any]) -> dict[str, str]:
         if not isinstance(err, dict):
             continue
         x_id = str(err.get("resource_id") or err.get("value") or "")
-        if X_ID.match(x_id):
+        if xids.X_ID.match(x_id):
             out[x_id] = str(err.get("title") or err.get("detail") or "Not returned")[:200]
     return out
 

@@ -19,25 +19,16 @@ command print beside them.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-X_EPOCH_MS = 1288834974657
+from crowdnotes_site.lib.xids import snowflake_ms
+
 PERCENTILES = (25, 50, 75, 90)
 HOUR_MS = 3_600_000
-
-
-def snowflake_ms(x_id: int | str) -> int:
-    """Unix milliseconds encoded in an X (Twitter) id."""
-    return (int(x_id) >> 22) + X_EPOCH_MS
-
-
-def snowflake_time(x_id: int | str) -> dt.datetime:
-    return dt.datetime.fromtimestamp(snowflake_ms(x_id) / 1000, tz=dt.UTC)
 
 
 def note_time_ms(note_id: int | str, created_at_ms: int | None) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from celery.exceptions import Retry
 
+from crowdnotes_site.lib import xids
 from tests.support.x_server import FakeX
 from tests.xnotes.factories import tweet
 from xnotes import rules, tasks
@@ -89,7 +90,7 @@ def test_parse_posts_and_lookup_errors() -> None:
                "errors": [{"resource_id": "6", "title": "Not Found Error"}, {"value": "7", "title": "Authorization Error"}]}  # fmt: skip
     assert [p.text for p in rules.parse_posts(payload)] == ["the long one"]
     assert rules.lookup_errors(payload) == {"6": "Not Found Error", "7": "Authorization Error"}
-    when = rules.snowflake_time("1930672414444372186")
+    when = xids.x_id_time("1930672414444372186")
     assert when is not None and when.year == 2025
 
 

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from crowdnotes_site.lib import xids
 from notes.models import Post
-from xnotes import rules, services
+from xnotes import services
 from xnotes.management.commands._common import client_or_error, emit
 from xnotes.models import XPost
 
@@ -24,7 +25,7 @@ class Command(BaseCommand):
         post_id, text = str(options["post_id"]).strip(), (options["text"] or "").strip()
         if not text:
             raise CommandError("--text must not be empty")
-        if not rules.X_ID.match(post_id):
+        if not xids.X_ID.match(post_id):
             raise CommandError(f"--post-id must be a numeric X post id, got {post_id!r}")
         client = client_or_error()
         xpost = XPost.objects.select_related("post").filter(x_id=post_id).first()
