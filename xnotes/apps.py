@@ -8,6 +8,8 @@ class XnotesConfig(AppConfig):
     verbose_name = "Connect to X"
 
     def ready(self) -> None:
-        from xnotes import panels, signals  # noqa: F401  (signals: the pre-flight asks X's evaluator too)
+        # Panels are page sections an upper app adds to lower apps' pages; registered once the
+        # app registry is ready (their module imports models).
+        from xnotes import panels
 
         panels.register_all()

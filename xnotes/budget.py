@@ -6,7 +6,9 @@ window starts again). The budget keeps both per bucket ("notes": the Community N
 90 per 15 minutes; "tweets": the post lookup), takes one request off before each call (an atomic
 `decr`, so two workers cannot both spend the last one) and, after a 429 or when nothing is left,
 refuses every request until the reset: the caller gets `RateLimited(reset_at)` and re-queues its
-work with that countdown. No request is ever sent inside a closed window.
+work with that countdown. No request is ever sent inside a closed window. While no window is known
+(nothing answered yet, or the last one reset), one request at a time goes out to learn it (the
+probe); the others are refused for PROBE_WAIT_S, so workers starting together cannot all send.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from django.core.cache import caches
 
 PREFIX = "xapi:budget"
 BUCKETS = ("notes", "tweets")
+# How long a request waits while another one learns the window (its answer usually takes well under this).
+PROBE_WAIT_S = 2.0
 
 
 class RateLimited(Exception):
@@ -54,8 +58,10 @@ def _ttl(until: float, now: float) -> int:
     return max(1, int(until - now) + 60)
 
 
-def acquire(bucket: str = "notes", *, now: float | None = None) -> None:
-    """Take one request from the bucket or raise RateLimited (never waits)."""
+def acquire(bucket: str = "notes", *, now: float | None = None, probe_ttl_s: float = 30.0) -> bool:
+    """Take one request from the bucket or raise RateLimited (never waits). True when this request
+    is the bucket's probe (no window known): the caller calls end_probe once it has its answer or
+    gave up; a probe never ended frees itself after `probe_ttl_s`."""
     now = time.time() if now is None else now
     cache = _cache()
     blocked = cache.get(_key(bucket, "blocked_until"))
@@ -63,14 +69,26 @@ def acquire(bucket: str = "notes", *, now: float | None = None) -> None:
         raise RateLimited(float(blocked), bucket)
     reset = cache.get(_key(bucket, "reset"))
     if reset is None or now >= float(reset):
-        return  # no known window: X's answer will tell us
+        return _probe(cache, bucket, now, probe_ttl_s)
     try:
         remaining = cache.decr(_key(bucket, "remaining"))
-    except ValueError:  # the counter expired meanwhile
-        return
+    except ValueError:  # the counter expired meanwhile: learn the window again
+        return _probe(cache, bucket, now, probe_ttl_s)
     if remaining < 0:
         cache.set(_key(bucket, "blocked_until"), float(reset), _ttl(float(reset), now))
         raise RateLimited(float(reset), bucket)
+    return False
+
+
+def _probe(cache: Any, bucket: str, now: float, probe_ttl_s: float) -> bool:
+    if cache.add(_key(bucket, "probe"), now, max(1, int(probe_ttl_s))):
+        return True
+    raise RateLimited(now + PROBE_WAIT_S, bucket)
+
+
+def end_probe(bucket: str) -> None:
+    """The probe has its answer (observed) or none will come: the next request may go."""
+    _cache().delete(_key(bucket, "probe"))
 
 
 def observe(bucket: str, status: int, headers: Any, *, now: float | None = None, window_s: int = 900) -> None:
@@ -115,4 +133,4 @@ def state(bucket: str = "notes") -> BudgetState:
 
 def clear() -> None:
     """Forget every bucket (tests, and an operator after changing credentials)."""
-    _cache().delete_many([_key(b, n) for b in BUCKETS for n in ("remaining", "reset", "blocked_until")])
+    _cache().delete_many([_key(b, n) for b in BUCKETS for n in ("remaining", "reset", "blocked_until", "probe")])

@@ -123,7 +123,8 @@ class XClient:
         attempts = 1 + (settings.X_API_MAX_RETRIES if retry else 0)
         delay = settings.X_API_BACKOFF_S
         for attempt in range(1, attempts + 1):
-            budget.acquire(bucket)  # raises RateLimited: never a request inside a closed window
+            # Raises RateLimited: never a request inside a closed window, nor beside a probe.
+            probing = budget.acquire(bucket, probe_ttl_s=settings.X_API_TIMEOUT_S + 5)
             self.requests += 1
             try:
                 response = self.session.request(
@@ -134,6 +135,7 @@ class XClient:
                     auth=self._auth(app_only),
                     timeout=settings.X_API_TIMEOUT_S,
                 )
+                budget.observe(bucket, response.status_code, response.headers, window_s=settings.X_API_WINDOW_S)
             except (requests.Timeout, requests.ConnectionError) as exc:
                 log.warning("X API %s %s: %s (attempt %d of %d)", method, path, type(exc).__name__, attempt, attempts)
                 if attempt == attempts:
@@ -141,7 +143,9 @@ class XClient:
                 self.sleep(delay)
                 delay *= 2
                 continue
-            budget.observe(bucket, response.status_code, response.headers, window_s=settings.X_API_WINDOW_S)
+            finally:
+                if probing:
+                    budget.end_probe(bucket)
             try:
                 body = response.json()
             except ValueError:

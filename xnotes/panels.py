@@ -50,7 +50,7 @@ def post_detail(request: HttpRequest | None, *, post: Any) -> Panel | None:
 
 def preflight(request: HttpRequest | None, *, check: Any) -> Panel | None:
     """Beside the judges' verdicts: X's ClaimOpinion score of the same text (asked by the
-    pre-flight's own queued task, xnotes.signals). Pending (the pre-flight keeps polling) until
+    task judging queues for it, xnotes.tasks.x_preflight_evaluate). Pending (the pre-flight keeps polling) until
     X answers, for at most PREFLIGHT_WAIT_S after the pre-flight was asked."""
     job = check.draft_job
     if job is None or not services.x_post_id(job.post):

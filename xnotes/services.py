@@ -15,12 +15,12 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from crowdnotes_site.lib import text_rules
+from crowdnotes_site.lib import text_rules, xids
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence.search.categories import HEALTH_AUTHORITY, RESEARCH, category_by_rules
 from evidence.snippets import snippet_is_confirmed
-from judging.models import JudgeRun
+from judging.models import JudgeRun, PreflightCheck
 from notes.models import Note, Post
 from notes.services import post_create, post_text_supply
 from xnotes import rules
@@ -273,11 +273,25 @@ def x_post_id(post: Post) -> str:
     xpost = XPost.objects.filter(post=post).first()
     if xpost is not None:
         return xpost.x_id
-    return post.external_id if rules.X_ID.match(post.external_id or "") else ""
+    return post.external_id if xids.X_ID.match(post.external_id or "") else ""
 
 
 def evaluation_cached(*, post: Post, text: str) -> XEvaluation | None:
     return XEvaluation.objects.filter(post=post, text_hash=sha256_hex(text)).first()
+
+
+def preflight_evaluation_needed(check_id: int) -> tuple[Post, str] | None:
+    """The post and text X's evaluator should see for this pre-flight (judging queues
+    `x_preflight_evaluate` for every pre-flight of a draft), or None: no draft, the post is not
+    on X, or X already answered this text."""
+    check = PreflightCheck.objects.select_related("draft_job__post").filter(pk=check_id).first()
+    post = check.draft_job.post if check is not None and check.draft_job is not None else None
+    if check is None or post is None or not x_post_id(post):
+        return None
+    cached = evaluation_cached(post=post, text=check.note_text)
+    if cached is not None and cached.claim_opinion_score is not None:
+        return None
+    return post, check.note_text
 
 
 def evaluate(*, post: Post, text: str, client: XClient) -> XEvaluation:
@@ -580,7 +594,7 @@ def sync_written(*, client: XClient, max_pages: int = 20, test_mode: bool | None
         with transaction.atomic():
             for item in payload.get("data") or []:
                 x_note_id = str(item.get("id", ""))
-                if not rules.X_ID.match(x_note_id):
+                if not xids.X_ID.match(x_note_id):
                     continue
                 info = item.get("info") or {}
                 post_x_id = str(info.get("post_id", ""))
@@ -598,7 +612,7 @@ def sync_written(*, client: XClient, max_pages: int = 20, test_mode: bool | None
                         "x_post_id": post_x_id, "test_mode": test_mode, "text": str(info.get("text") or ""),
                         "classification": str(info.get("classification") or ""),
                         "status": str(item.get("status") or ""), "outcomes": outcomes if isinstance(outcomes, list) else [],
-                        "ratings": _ratings_of(item), "created_at": rules.snowflake_time(x_note_id), "synced_at": now,
+                        "ratings": _ratings_of(item), "created_at": xids.x_id_time(x_note_id), "synced_at": now,
                         "proposal": proposal,
                     },
                 )  # fmt: skip

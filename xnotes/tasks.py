@@ -9,6 +9,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from crowdnotes_site.queue import enqueue_on_commit
 from notes.models import Post
 from xnotes import services
 from xnotes.budget import RateLimited
@@ -87,6 +88,18 @@ def x_propose_note(self: Any, proposal_id: int) -> str | None:
             args=[proposal_id], countdown=settings.X_API_BACKOFF_S * 2 ** min(self.request.retries, 6)
         ) from None
     return proposal.state
+
+
+@shared_task(name="xnotes.tasks.x_preflight_evaluate")
+def x_preflight_evaluate(check_id: int) -> None:
+    """Queued by judging for every pre-flight of a draft: when X is connected and the post is on
+    X, queue X's evaluator on the same text (x_evaluate holds the rate-limit retries)."""
+    if not is_configured():
+        return
+    needed = services.preflight_evaluation_needed(check_id)
+    if needed is not None:
+        post, text = needed
+        enqueue_on_commit("xnotes.tasks.x_evaluate", post.pk, text)
 
 
 @shared_task(name="xnotes.tasks.x_evaluate", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)

@@ -6,7 +6,7 @@ pre-flight shows the judges and X's ClaimOpinion score (polled in, no reload), t
 submitted and judged, proposed to X with the classification and reasons pre-filled from the
 judges, and X's evaluator outcomes show on the note page and the "X writer" page.
 
-The topic classifier is off in tests, so the test sets the post's topic. Screenshots: docs/x-*.png."""
+The topic classifier is off in tests, so the test sets the post's topic. Screenshots of each step: docs/x-*.png."""
 
 from __future__ import annotations
 
@@ -91,11 +91,15 @@ def test_from_x_to_a_proposed_note_and_back(page: Any, live_server: Any, worker_
     page.click("button:has-text('Fetch from X now')")
     page.wait_for_selector("#x-runs tr[data-state=done]", timeout=60_000)
     assert "1 (1 / 0)" in page.inner_text("#x-runs")
+    _shot(page, "fetch")
     post = XPost.objects.get(x_id=X_ID).post
     Post.objects.filter(pk=post.pk).update(topic=Topic.TREATMENTS)  # stands in for the topic classifier
 
     # 2. The post in the queue "From X", with its media and the source X suggests.
     page.click("nav >> text=From X")
+    page.wait_for_url(re.compile(r".*/x/queue/$"))
+    assert POST in page.inner_text(f"#xpost-{X_ID}")
+    _shot(page, "queue")
     page.click(f"#xpost-{X_ID} >> text=Open and write a note")
     assert "A chart of autism diagnoses by year" in page.inner_text("#x-media")
     assert source in page.inner_text("#x-suggested")
@@ -128,6 +132,7 @@ def test_from_x_to_a_proposed_note_and_back(page: Any, live_server: Any, worker_
     result = page.inner_text("#result-section")
     assert "Relevance: yes" in result and "Correctness: yes" in result and "Helpfulness: yes" in result
     assert "all three judges pass" in result
+    assert "test mode" in page.inner_text("#x-preflight #x-mode")
     evaluated = x_api.of("/2/evaluate_note", "POST")
     assert len(evaluated) == 1 and evaluated[0].body == {"post_id": X_ID, "note_text": DRAFT}
     _shot(page, "preflight")
@@ -139,6 +144,7 @@ def test_from_x_to_a_proposed_note_and_back(page: Any, live_server: Any, worker_
     assert note.text == DRAFT and note.evidence_urls == [source]
     page.wait_for_selector("[data-stage=helpfulness][data-state=yes]", timeout=120_000)
     page.wait_for_selector("#live:not([hx-get])", timeout=60_000)
+    _shot(page, "note")
 
     # 7. Propose to X: classification and reasons pre-filled from the judges' reasoning.
     page.reload()
@@ -153,6 +159,7 @@ def test_from_x_to_a_proposed_note_and_back(page: Any, live_server: Any, worker_
     _shot(page, "propose")
     page.click("button:has-text('Propose to X')")
     page.wait_for_selector("#x-proposal[data-state=sent]", timeout=60_000)
+    _shot(page, "proposed")
     assert len(x_api.of("/2/notes", "POST")) == 1
     sent = x_api.notes[0]["info"]
     assert sent["misleading_tags"] == ["factual_error", "missing_important_context"]

@@ -120,6 +120,7 @@ class FakeX:
             self.tweet_errors: dict[str, str] = {}
             self.evaluator_score = 0.5
             self.notes: list[dict[str, Any]] = []  # notes written, newest last
+            self.live_note_ids: set[str] = set()  # notes proposed with test_mode=false (the rest are test notes)
             self.outcomes: list[dict[str, str]] = [
                 {"evaluator_type": "UrlValidity", "evaluator_score_bucket": "High"},
                 {"evaluator_type": "ClaimOpinion", "evaluator_score_bucket": "High"},
@@ -152,6 +153,15 @@ class FakeX:
     def rate_limit_next(self, path: str, *, reset_in_s: float) -> None:
         """The next request to `path` gets a 429 whose x-rate-limit-reset is `reset_in_s` ahead."""
         self.script(path, Scripted(429, {"title": "Too Many Requests", "reset_in_s": reset_in_s}))
+
+    def rate_note(self, note_id: str, *, status: str, ratings: dict[str, int]) -> None:
+        """A live note rated by contributors on X: its status and rating counts in notes_written.
+        X's docs name `status` (NoteRatingStatus) but no field for the counts ("statuses and rating
+        feedback"); `rating_counts` is one of the names CrowdNotes reads."""
+        with self.lock:
+            note = next(n for n in self.notes if n["id"] == note_id)
+            note["status"] = status
+            note["rating_counts"] = dict(ratings)
 
     def of(self, path: str, method: str | None = None) -> list[Seen]:
         return [r for r in self.requests if r.path == path and (method is None or r.method == method)]
@@ -311,7 +321,8 @@ class FakeX:
             if not self._test_mode_ok(params.get("test_mode")):
                 return self._problem(400, "Invalid Request", "test_mode must be true")
             start = int(params.get("pagination_token", "w0")[1:] or 0)
-            newest = list(reversed(self.notes))
+            live = params.get("test_mode") == "false"
+            newest = [n for n in reversed(self.notes) if (n["id"] in self.live_note_ids) == live]
             size = min(int(params.get("max_results", "100") or 100), self.written_page_size)
             chunk = newest[start : start + size]
             meta = {"result_count": len(chunk)}
@@ -339,8 +350,10 @@ class FakeX:
         if any(n["info"]["post_id"] == post_id for n in self.notes):
             return self._problem(403, "Forbidden", "You can only write one note per post; a note already exists.")
         note_id = str((int(time.time() * 1000) - 1288834974657) << 22 | len(self.notes))
-        self.notes.append({
-            "id": note_id, "info": {**info, "post_id": post_id}, "status": "needs_more_ratings",
-            "test_result": {"evaluation_outcome": list(self.outcomes)},
-        })  # fmt: skip
+        note: dict[str, Any] = {"id": note_id, "info": {**info, "post_id": post_id}, "status": "needs_more_ratings"}
+        if body.get("test_mode") in ("true", True):
+            note["test_result"] = {"evaluation_outcome": list(self.outcomes)}
+        else:  # a live note: rated by contributors, not scored by the evaluator
+            self.live_note_ids.add(note_id)
+        self.notes.append(note)
         return 200, {"data": {"id": note_id}}

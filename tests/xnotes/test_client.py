@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -140,3 +141,33 @@ def test_the_budget_keeps_a_long_run_inside_xs_window(x_api: FakeX, db: None) ->
                 time.sleep(limited.wait_s())
     assert [r.status for r in x_api.requests] == [200] * 7
     assert waits == 2
+
+
+def test_while_no_window_is_known_one_request_learns_it_and_the_others_wait(x_api: FakeX, db: None) -> None:
+    """Two workers starting together: the first request goes out, the second is refused (no request)
+    until the first answer tells the window; after that both take from the budget."""
+    x_api.script(ELIGIBLE, Scripted(0, delay_s=0.6))
+    first = threading.Thread(target=lambda: XClient().eligible_posts(test_mode=True, max_results=10))
+    first.start()
+    deadline = time.time() + 5
+    while not x_api.requests and time.time() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(RateLimited) as refused:
+        XClient().eligible_posts(test_mode=True, max_results=10)
+    assert refused.value.reset_at == pytest.approx(time.time() + budget.PROBE_WAIT_S, abs=1)
+    assert len(x_api.requests) == 1
+    first.join(5)
+    XClient().eligible_posts(test_mode=True, max_results=10)
+    assert [r.status for r in x_api.requests] == [200, 200]
+    assert budget.state("notes").remaining == x_api.window_limit - 2
+
+
+def test_a_probe_without_an_answer_lets_the_next_request_go(x_api: FakeX, settings: Any, db: None) -> None:
+    settings.X_API_TIMEOUT_S = 0.2
+    settings.X_API_MAX_RETRIES = 0
+    x_api.script(ELIGIBLE, Scripted(0, delay_s=0.5))
+    with pytest.raises(XTransientError):
+        XClient().eligible_posts(test_mode=True, max_results=10)
+    assert budget.state("notes").reset_at is None  # still no window known
+    XClient().eligible_posts(test_mode=True, max_results=10)
+    assert len(x_api.requests) == 2

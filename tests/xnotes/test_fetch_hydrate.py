@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from crowdnotes_site.lib.hashing import sha256_hex
+from crowdnotes_site.models import OutboxMessage
 from notes.models import Post
 from tests.support.x_server import FakeX, Scripted
 from tests.xnotes.factories import tweet
@@ -180,3 +181,31 @@ def test_only_web_media_urls_are_kept(x_api: FakeX, db: None) -> None:
     payload = {"data": [tweet("5", "t", attachments={"media_keys": ["1"]})],
                "includes": {"media": [{"media_key": "1", "type": "photo", "url": "javascript:alert(1)"}]}}  # fmt: skip
     assert rules.parse_posts(payload)[0].media == [{"type": "photo", "url": "", "alt_text": ""}]
+
+
+def test_a_post_x_did_not_return_shows_the_error_title_on_its_page(x_api: FakeX, contributor_client: Any) -> None:
+    post = _imported(1)[0]
+    x_api.tweet_errors[post.external_id] = "Authorization Error"
+    assert services.hydrate_posts(client=XClient(), limit=10).not_found == 1
+    page = contributor_client.get(f"/posts/{post.pk}/").content.decode()
+    error = page[page.index('id="x-lookup-error"') :].split("</p>")[0]
+    assert "X did not return this post's text: Authorization Error" in error and "asked again after 7 days" in error
+
+
+def test_hydrated_and_new_eligible_posts_are_queued_for_topic_classification(
+    x_api: FakeX, settings: Any, db: None
+) -> None:
+    settings.TOPICS_CLASSIFY_NEW_POSTS = True
+    found, missing = _imported(2)
+    x_api.tweets[found.external_id] = tweet(found.external_id, "Garlic cures measles.")
+    services.hydrate_posts(client=XClient(), limit=10)
+    queued = OutboxMessage.objects.filter(task_name="notes.tasks.topic_classify_post").order_by("id")
+    assert [m.args for m in queued] == [[found.pk]]
+    # The hydrated post listed again (it has its text) is not queued twice; the new one is.
+    x_api.eligible_pages = [
+        [tweet(found.external_id, "Garlic cures measles."), tweet("1900000000000000001", "5G spreads flu.")]
+    ]
+    assert _run().summary()["new"] == 1
+    new = XPost.objects.get(x_id="1900000000000000001").post
+    assert [m.args for m in queued.all()] == [[found.pk], [new.pk]]
+    assert not Post.objects.get(pk=missing.pk).text_available

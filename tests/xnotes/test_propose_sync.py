@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from crowdnotes_site.models import OutboxMessage
+from judging.models import JudgeDecision, JudgeRun
 from notes.models import Post
 from tests.support.x_server import FakeX, Scripted
 from tests.xnotes.factories import URL, proposable_note
@@ -209,14 +211,43 @@ def test_sync_written_pages_and_computes_admission(x_api: FakeX, db: None) -> No
 
 
 def test_commands_name_the_missing_settings(no_x_credentials: None, db: None) -> None:
+    note = proposable_note()
     for args in (
         ["x_fetch_eligible"],
         ["x_hydrate_posts"],
         ["x_sync_written"],
         ["x_evaluate", "--post-id", "1", "--text", "t"],
+        ["x_submit_note", str(note.pk)],
     ):
         with pytest.raises(CommandError, match="X_API_KEY, X_API_KEY_SECRET, X_ACCESS_TOKEN, X_ACCESS_TOKEN_SECRET"):
             call_command(*args, "--json", stdout=io.StringIO())
+    assert not XProposal.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["x_fetch_eligible", "--max-results", "0"], "--max-results must be between 1 and 100, got 0"),
+        (["x_fetch_eligible", "--max-results", "101"], "--max-results must be between 1 and 100, got 101"),
+        (["x_fetch_eligible", "--limit", "0"], "--limit must be at least 1, got 0"),
+        (["x_hydrate_posts", "--limit", "0"], "--limit must be at least 1, got 0"),
+        (["x_submit_note", "999999"], "no note with id 999999"),
+    ],
+)
+def test_commands_refuse_a_wrong_argument_naming_it(x_api: FakeX, args: list[str], message: str, db: None) -> None:
+    out = io.StringIO()
+    with pytest.raises(CommandError, match=re.escape(message)) as refused:
+        call_command(*args, "--json", stdout=out)
+    assert refused.value.returncode != 0  # manage.py exits with it
+    assert out.getvalue() == "" and x_api.requests == []
+
+
+def test_submit_command_refuses_a_note_whose_post_has_no_x_id(x_api: FakeX, db: None) -> None:
+    note = proposable_note()
+    Post.objects.filter(pk=note.post_id).update(external_id="")
+    with pytest.raises(CommandError, match=f"note {note.pk} cannot be proposed to X: The post has no X post id"):
+        call_command("x_submit_note", str(note.pk), "--tag", "factual_error", "--json", stdout=io.StringIO())
+    assert not XProposal.objects.exists() and x_api.requests == []
 
 
 def test_tasks_do_nothing_without_credentials(no_x_credentials: None, db: None) -> None:
@@ -247,3 +278,25 @@ def test_a_lost_sender_is_taken_over_and_checks_x_first(x_api: FakeX, db: None) 
     done = services.proposal_send(proposal_id=proposal.pk, client=XClient())
     assert (done.state, done.x_note_id) == (XProposal.State.SENT, "1950000000000000009")
     assert x_api.of("/2/notes", "POST") == []
+
+
+def test_submit_command_uses_the_propose_pages_prefill(x_api: FakeX, admin_client: Any, db: None) -> None:
+    note = proposable_note()
+    JudgeDecision.objects.create(run=JudgeRun.objects.get(note=note), note=note, content_hash="c", stage="relevance",
+                                 verdict="yes", reasoning="The evidence contradicts the post's claim.",
+                                 judge_kind="llm", judge_name="m")  # fmt: skip
+    page = admin_client.get(f"/x/notes/{note.pk}/propose/").content.decode()
+    prefilled = re.findall(r'name="tags" value="([a-z_]+)"[^>]*checked', page)
+    assert prefilled == ["factual_error"]
+    out = io.StringIO()
+    call_command("x_submit_note", str(note.pk), "--json", stdout=out)
+    assert json.loads(out.getvalue())["created"] is True
+    info = x_api.notes[0]["info"]
+    assert (info["classification"], info["misleading_tags"]) == (MISLEADING, prefilled)
+
+
+def test_submit_command_without_a_prefilled_reason_asks_for_a_tag(x_api: FakeX, db: None) -> None:
+    note = proposable_note()  # no ratings, no judge reasoning: the page ticks no reason either
+    with pytest.raises(CommandError, match=r"at least one tag.*pass --tag"):
+        call_command("x_submit_note", str(note.pk), "--json", stdout=io.StringIO())
+    assert not XProposal.objects.exists() and x_api.requests == []

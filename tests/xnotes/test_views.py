@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from django.contrib.auth.models import Group
+from django.test import override_settings
 from django.utils import timezone
 
 from crowdnotes_site.lib.hashing import sha256_hex
@@ -23,6 +24,7 @@ from xnotes import services
 from xnotes.client import XClient
 from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
 from xnotes.panels import PREFLIGHT_WAIT_S
+from xnotes.tasks import x_preflight_evaluate
 
 
 def _xpost(x_id: str, text: str, topic: str = Topic.TREATMENTS, **kw: Any) -> XPost:
@@ -164,9 +166,14 @@ def test_preflight_on_an_x_post_asks_xs_evaluator(
     x_api: FakeX, contributor: Any, contributor_client: CsrfClient
 ) -> None:
     xp, check = _x_preflight(contributor, "No: https://www.fda.gov/x")
-    assert OutboxMessage.objects.filter(
+    # judging queues xnotes' task by name (the upward call); the task queues X's evaluator.
+    assert OutboxMessage.objects.filter(task_name="xnotes.tasks.x_preflight_evaluate", args=[check.pk]).exists()
+    evaluate = OutboxMessage.objects.filter(
         task_name="xnotes.tasks.x_evaluate", args=[xp.post_id, "No: https://www.fda.gov/x"]
-    ).exists()
+    )
+    assert not evaluate.exists()
+    x_preflight_evaluate(check.pk)
+    assert evaluate.exists()
     url = f"/judging/preflight/{check.pk}/"
     poll = f'hx-get="{url}" hx-trigger="every 1s"'
     refresh = '<noscript><meta http-equiv="refresh" content="3"></noscript>'
@@ -183,6 +190,30 @@ def test_preflight_on_an_x_post_asks_xs_evaluator(
     assert 'id="x-claim-opinion-score">0.81<' in fragment and "hx-get" not in fragment
     page = contributor_client.get(url).content.decode()
     assert 'id="x-claim-opinion-score">0.81<' in page and poll not in page and refresh not in page
+
+
+def test_preflight_evaluate_queues_nothing_off_x_without_credentials_or_when_answered(
+    x_api: FakeX, contributor: Any
+) -> None:
+    evaluate = OutboxMessage.objects.filter(task_name="xnotes.tasks.x_evaluate")
+    plain = Post.objects.create(text="Ivermectin cures COVID.", text_hash="plain")  # not on X
+    off_x = preflight_request(user=contributor, post_text=plain.text, note_text="No.",
+                              draft_job_id=DraftJob.objects.create(post=plain, contributor=contributor).pk)  # fmt: skip
+    x_preflight_evaluate(off_x.pk)
+    no_draft = preflight_request(user=contributor, post_text=plain.text, note_text="No.")
+    assert not OutboxMessage.objects.filter(task_name="xnotes.tasks.x_preflight_evaluate", args=[no_draft.pk]).exists()
+    xp, answered = _x_preflight(contributor, "No: https://x.org/")
+    XEvaluation.objects.create(post=xp.post, text_hash=sha256_hex("No: https://x.org/"),
+                               note_text="No: https://x.org/", claim_opinion_score=0.5)  # fmt: skip
+    x_preflight_evaluate(answered.pk)
+    assert not evaluate.exists()
+    fresh = preflight_request(user=contributor, post_text=xp.post.text, note_text="No: https://www.fda.gov/y",
+                              draft_job_id=answered.draft_job_id)  # fmt: skip
+    with override_settings(X_ACCESS_TOKEN_SECRET=""):
+        x_preflight_evaluate(fresh.pk)
+    assert not evaluate.exists()
+    x_preflight_evaluate(fresh.pk)
+    assert list(evaluate.values_list("args", flat=True)) == [[xp.post_id, "No: https://www.fda.gov/y"]]
 
 
 def test_preflight_polls_while_the_judges_work_and_shows_xs_score_meanwhile(
@@ -218,3 +249,52 @@ def test_preflight_without_x_credentials_does_not_wait_for_x(
     PreflightCheck.objects.filter(pk=check.pk).update(state="done", result={"stages": [], "helpful": True})
     page = contributor_client.get(f"/judging/preflight/{check.pk}/").content.decode()
     assert "X is not connected" in page and "hx-get" not in page
+
+
+def test_preflight_says_which_mode_is_on(
+    x_api: FakeX, settings: Any, contributor: Any, contributor_client: CsrfClient
+) -> None:
+    text = "No: https://www.fda.gov/x"
+    xp, check = _x_preflight(contributor, text)
+    XEvaluation.objects.create(post=xp.post, text_hash=sha256_hex(text), note_text=text, claim_opinion_score=0.6)
+    url = f"/judging/preflight/{check.pk}/"
+
+    def panel(page: str) -> str:
+        return page[page.index('id="x-preflight"') :].split("</div>")[0]
+
+    shown = panel(contributor_client.get(url).content.decode())
+    assert 'id="x-mode"' in shown and "<strong>test mode</strong>" in shown and "0.60" in shown
+    settings.X_TEST_MODE = False
+    shown = panel(contributor_client.get(url, headers={"HX-Request": "true"}).content.decode())
+    assert "<strong>live mode</strong>" in shown and "test mode" not in shown
+
+
+def test_live_mode_sync_stores_status_and_ratings_and_pages_say_live(
+    x_api: FakeX, settings: Any, contributor: Any, contributor_client: CsrfClient, admin_client: CsrfClient
+) -> None:
+    settings.X_TEST_MODE = False
+    x_api.live_allowed = True
+    note = proposable_note()
+    note.author = participant_for_user(user=contributor)
+    note.save()
+    proposal, _ = services.proposal_request(note=note, user=None, classification="not_misleading", tags=[])
+    sent = services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    assert x_api.of("/2/notes", "POST")[0].body["test_mode"] is False
+    counts = {"helpful": 12, "somewhat_helpful": 3, "not_helpful": 1}
+    x_api.rate_note(sent.x_note_id, status="currently_rated_helpful", ratings=counts)
+    x_api.notes.insert(0, {"id": "1940000000000000000", "info": {"post_id": "1800000000000000000"},
+                           "status": "needs_more_ratings", "test_result": {"evaluation_outcome": x_api.outcomes}})  # fmt: skip
+    stats = services.sync_written(client=XClient())
+    assert x_api.of("/2/notes/search/notes_written")[-1].params["test_mode"] == "false"
+    assert stats.notes == 1  # the test-mode note is not listed in live mode
+    written = XWrittenNote.objects.get()
+    assert (written.x_note_id, written.test_mode, written.status) == (sent.x_note_id, False, "currently_rated_helpful")
+    assert written.ratings == counts and written.outcomes == []
+    page = contributor_client.get(f"/me/notes/{note.pk}/").content.decode()
+    assert "Status on X: <strong>currently_rated_helpful</strong>" in page
+    assert all(f"{k} {v}" in page for k, v in counts.items())
+    assert "<strong>live mode</strong>" in page and "live (shown to contributors on X)" in page
+    assert "status on X: currently_rated_helpful" in contributor_client.get("/me/notes/").content.decode()
+    for url in ("/x/queue/", "/x/writer/"):
+        shown = admin_client.get(url).content.decode()
+        assert "<strong>live mode</strong>" in shown and "<strong>test mode</strong>" not in shown

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from notes.models import Note
-from xnotes import rules, services
+from xnotes import rules, selectors, services
 from xnotes.budget import RateLimited
 from xnotes.client import XApiError
 from xnotes.management.commands._common import client_or_error, emit
@@ -22,9 +22,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("note_id", type=int)
-        parser.add_argument("--classification", default=rules.MISLEADING, choices=sorted(rules.CLASSIFICATIONS))
+        parser.add_argument("--classification", default=None, choices=sorted(rules.CLASSIFICATIONS),
+                            help="default: the pre-fill of the note's propose page")  # fmt: skip
         parser.add_argument("--tag", action="append", default=None, choices=sorted(rules.MISLEADING_TAGS),
-                            help="misleading tag (repeatable; default missing_important_context when misleading)")  # fmt: skip
+                            help="misleading tag (repeatable; default: the tags the propose page pre-fills from the "
+                                 "note's ratings and judges)")  # fmt: skip
         parser.add_argument("--json", action="store_true", help="print the JSON object (the only output format)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -32,14 +34,18 @@ class Command(BaseCommand):
         if note is None:
             raise CommandError(f"no note with id {options['note_id']}")
         client = client_or_error()
-        classification = options["classification"]
-        tags = options["tag"] or (["missing_important_context"] if classification == rules.MISLEADING else [])
+        suggestion = selectors.suggested_choice(note)
+        classification = options["classification"] or suggestion.classification
+        tags = options["tag"] or (suggestion.tags if classification == rules.MISLEADING else [])
         try:
             proposal, created = services.proposal_request(
                 note=note, user=None, classification=classification, tags=tags, enqueue=False
             )
         except services.XFlowError as exc:
-            raise CommandError(f"note {note.pk} cannot be proposed to X: {exc}") from None
+            hint = ""
+            if classification == rules.MISLEADING and not tags:
+                hint = " Neither the note's ratings nor its judges suggest a reason: pass --tag."
+            raise CommandError(f"note {note.pk} cannot be proposed to X: {exc}{hint}") from None
         if proposal.state in (XProposal.State.QUEUED, XProposal.State.UNCERTAIN):
             while True:
                 try:
