@@ -172,7 +172,7 @@ def prefetch_run(*, prefetch_id: int) -> None:
     matcher = services.get_matcher()
     run = pipeline.PipelineResult()
     try:
-        source = services.source_obtain(url=row.url, matcher=matcher, run=run)
+        source = services.source_obtain(url=row.url, matcher=matcher, run=run, owner=row.requested_by_id)
     except (FetchError, ExtractionError) as exc:
         prefetch_fail(prefetch_id=prefetch_id, error_code=exc.error_code, message=exc.message, timings=run.timings_ms)
         return

@@ -108,9 +108,12 @@ def source_embedded(*, url: str, model_label: str) -> EvidenceSource | None:
     return source
 
 
-def source_obtain(*, url: str, matcher: Matcher, run: PipelineResult, on_stage: Stage | None = None) -> EvidenceSource:
+def source_obtain(
+    *, url: str, matcher: Matcher, run: PipelineResult, on_stage: Stage | None = None, owner: int | None = None
+) -> EvidenceSource:
     """The URL's source with passages for the matcher's model: the cached one when fresh (fetched
-    by anyone, or prefetched), otherwise fetched, extracted and stored now. Raises FetchError or
+    by anyone, or prefetched), otherwise fetched, extracted and stored now (`owner`: the user who
+    added the URL, charged for the LLM call that may classify its domain). Raises FetchError or
     ExtractionError (the callers decide about retries)."""
     source = source_fresh(url=url, model_label=matcher.model_label())
     if source is not None:
@@ -118,7 +121,9 @@ def source_obtain(*, url: str, matcher: Matcher, run: PipelineResult, on_stage: 
         return source
     pipeline.retrieve(url, run, policy=fetch_policy(), min_words=settings.EVIDENCE_MIN_WORDS, on_stage=on_stage)
     assert run.fetched is not None and run.extracted is not None
-    return source_store(url=url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=run.timings_ms)
+    return source_store(
+        url=url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=run.timings_ms, owner=owner
+    )
 
 
 def passages_embed(*, source: EvidenceSource, matcher: Matcher, timings: dict[str, int]) -> tuple[int, int]:
@@ -158,11 +163,14 @@ def slice_embed(*, matcher: Matcher, texts: list[str], todo: list[int], started:
     return done
 
 
-def source_category(*, url: str, title: str = "", allow_llm: bool = False) -> tuple[str, str, str]:
+def source_category(
+    *, url: str, title: str = "", allow_llm: bool = False, owner: int | None = None
+) -> tuple[str, str, str]:
     """(registered domain, category, method) of a source: the admin's mapping table (host, then
     domain) first, then the built-in rules; with allow_llm and SOURCE_CATEGORY_LLM, the LLM
     classifies what the rules leave as "other" and its answer is kept in the mapping table (so
-    each domain is asked once, and an admin can correct it)."""
+    each domain is asked once, and an admin can correct it). The call counts against `owner`'s
+    daily LLM budget (the user who added the source); past it the rules' answer stands."""
     decision = categories.category_by_rules(url)
     host = categories.host_of(url)
     mapped = list(DomainCategory.objects.filter(domain__in=[host, decision.domain])) if host else []
@@ -171,7 +179,7 @@ def source_category(*, url: str, title: str = "", allow_llm: bool = False) -> tu
         best = max(mapped, key=lambda m: len(m.domain))
         return decision.domain, best.category, f"mapping:{best.domain} ({best.method})"
     if decision.category == categories.OTHER and allow_llm and settings.SOURCE_CATEGORY_LLM and decision.domain:
-        client = llm_client()
+        client = llm_client(owner=owner)
         if client is not None:
             try:
                 result = source_category_llm(
@@ -188,7 +196,13 @@ def source_category(*, url: str, title: str = "", allow_llm: bool = False) -> tu
 
 
 def source_store(
-    *, url: str, fetched: FetchResult, extracted: Extracted, matcher: Matcher, timings: dict[str, int]
+    *,
+    url: str,
+    fetched: FetchResult,
+    extracted: Extracted,
+    matcher: Matcher,
+    timings: dict[str, int],
+    owner: int | None = None,
 ) -> EvidenceSource:
     """Save a fetched page as the URL's source, with its passages for the matcher's model.
 
@@ -196,7 +210,7 @@ def source_store(
     label = matcher.model_label()
     text_hash = sha256_hex(extracted.text)
     domain, category, category_method = source_category(
-        url=fetched.final_url or url, title=extracted.title or "", allow_llm=True
+        url=fetched.final_url or url, title=extracted.title or "", allow_llm=True, owner=owner
     )
     with timed(timings, "chunk"), transaction.atomic():
         source = (

@@ -352,7 +352,10 @@ def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
 
     total = time.perf_counter()
     try:
-        source = services.source_obtain(url=snippet.url, matcher=matcher, run=run, on_stage=on_stage)
+        source = services.source_obtain(
+            url=snippet.url, matcher=matcher, run=run, on_stage=on_stage,
+            owner=snippet.draft_job.contributor_id if snippet.draft_job else None,
+        )  # fmt: skip
     except FetchError as exc:
         if services.is_transient(exc) and not final_attempt:
             _set_state(

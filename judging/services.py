@@ -99,7 +99,7 @@ def judge_run_request(*, note: Note) -> JudgeRun:
         note=note, content_hash=content_hash, defaults={"stage": pipeline.RELEVANCE}
     )
     if created:
-        _enqueue_after_commit(run.pk, owner=note.author.user_id if note.author else None)
+        _enqueue_after_commit(run.pk)
     return run
 
 
@@ -113,10 +113,21 @@ def judge_run_retry(*, run: JudgeRun) -> bool:
     return bool(updated)
 
 
-def _enqueue_after_commit(run_id: int, owner: int | None = None) -> None:
-    if owner is None:
-        owner = JudgeRun.objects.filter(pk=run_id).values_list("note__author__user_id", flat=True).first()
-    enqueue_on_commit("judging.tasks.judge_run_step", run_id, owner=owner)
+def _judge_owner(run_id: int) -> int | None:
+    """Whose work a judge run is (its fair turn on the llm queue, the daily LLM budget it spends):
+    the note's author, or for a Supernote (no author) whoever started the run that proposed it."""
+    row = (
+        JudgeRun.objects.filter(pk=run_id)
+        .values_list("note__author__user_id", "note__supernote_run__requested_by_id")
+        .first()
+    )
+    if row is None:
+        return None
+    return row[0] if row[0] is not None else row[1]
+
+
+def _enqueue_after_commit(run_id: int) -> None:
+    enqueue_on_commit("judging.tasks.judge_run_step", run_id, owner=_judge_owner(run_id))
 
 
 def judge_runs_sweep() -> list[int]:
@@ -170,7 +181,7 @@ def _judge_claimed(run_id: int) -> str | None:
         return None
     stage = pipeline.next_stage([d.verdict for d in decisions_for_run(run)])
     if stage is not None:
-        judges = judges_from_settings(owner=run.note.author.user_id if run.note.author else None)
+        judges = judges_from_settings(owner=_judge_owner(run.pk))
         result = pipeline.run_stage(
             stage, inp, judges[stage], max_attempts=settings.JUDGE_PARSE_ATTEMPTS, raise_llm_errors=True
         )
@@ -213,7 +224,7 @@ def _advance(run: JudgeRun) -> None:
     nxt = pipeline.next_stage(verdicts)
     if nxt is not None:
         JudgeRun.objects.filter(pk=run.pk).update(state=JudgeRun.State.QUEUED, stage=nxt, claimed_until=None, error="")
-        _enqueue_after_commit(run.pk, owner=run.note.author.user_id if run.note.author else None)
+        _enqueue_after_commit(run.pk)
         return
     errored = [d for d in decisions_for_run(run) if d.verdict == JudgeDecision.Verdict.ERROR]
     JudgeRun.objects.filter(pk=run.pk).update(
@@ -282,7 +293,8 @@ def preflight_request(
     snippets: Sequence[str | Evidence] = (),
     draft_job_id: int | None = None,
 ) -> PreflightCheck:
-    """Queue a pre-flight (task `judging.tasks.preflight_check`, llm queue); the page polls it."""
+    """Queue a pre-flight (task `judging.tasks.preflight_check`, llm queue); the page polls it.
+    A pre-flight of a draft also queues `xnotes.tasks.x_preflight_evaluate` (X's evaluator)."""
     evidence = [s if isinstance(s, Evidence) else Evidence(text=s) for s in snippets]
     check = PreflightCheck.objects.create(
         requested_by=user,
@@ -293,6 +305,10 @@ def preflight_request(
         snippets=[{"text": ev.text, "source": ev.source} for ev in evidence],
     )
     enqueue_on_commit("judging.tasks.preflight_check", check.pk, owner=user.pk)
+    if draft_job_id is not None:
+        # The one upward call (README, "Layers"): by task name, never an import. xnotes asks X's
+        # evaluator on the same text when the post is on X and X is connected; otherwise a no-op.
+        enqueue_on_commit("xnotes.tasks.x_preflight_evaluate", check.pk)
     return check
 
 

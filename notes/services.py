@@ -493,8 +493,15 @@ def notes_rescore_request(*, user: User | None = None) -> ScoringRun:
     if pending is not None:
         return pending
     run = ScoringRun.objects.create(trigger=ScoringRun.Trigger.ADMIN, requested_by=user)
-    enqueue_on_commit("notes.tasks.score_notes", run.pk, owner=user.pk if user is not None else None)
+    _scoring_enqueue(run.pk)
     return run
+
+
+def _scoring_enqueue(run_id: int) -> None:
+    """Queue the run on the cpu queue in the fair turn of the admin who asked for it (a scheduled
+    run has nobody's turn)."""
+    owner = ScoringRun.objects.filter(pk=run_id).values_list("requested_by_id", flat=True).first()
+    enqueue_on_commit("notes.tasks.score_notes", run_id, owner=owner)
 
 
 def scoring_run_execute(*, run_id: int | None = None) -> ScoringRun:
@@ -538,8 +545,7 @@ def scoring_run_execute(*, run_id: int | None = None) -> ScoringRun:
 
 def scoring_runs_sweep() -> list[int]:
     """Re-queue the scoring runs whose worker stopped renewing the claim (beat: work_sweep)."""
-
-    return leases.runs_sweep(ScoringRun, lambda pk: enqueue_on_commit("notes.tasks.score_notes", pk))
+    return leases.runs_sweep(ScoringRun, _scoring_enqueue)
 
 
 def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[Any, ...]]) -> None:

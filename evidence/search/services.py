@@ -8,6 +8,7 @@ the chosen sources join the draft's snippet review as proposals).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from datetime import date
 from typing import TYPE_CHECKING
@@ -149,9 +150,10 @@ def enrich_known(hits: list[SearchHit]) -> list[SearchHit]:
     return enriched
 
 
-def candidate_source(candidate: Candidate) -> EvidenceSource:
+def candidate_source(candidate: Candidate, *, owner: int | None = None) -> EvidenceSource:
     """The candidate's stored source: the index document, a fresh cached fetch, or fetched now
-    through the safe fetcher. Raises FetchError or ExtractionError."""
+    through the safe fetcher (`owner`: whose run this is, charged if the LLM classifies the new
+    source's domain). Raises FetchError or ExtractionError."""
     matcher = services.get_matcher()
     source = None
     if candidate.source_id is not None:
@@ -163,19 +165,19 @@ def candidate_source(candidate: Candidate) -> EvidenceSource:
         pipeline.retrieve(candidate.url, run, policy=services.fetch_policy(), min_words=settings.EVIDENCE_MIN_WORDS)
         assert run.fetched is not None and run.extracted is not None
         source = services.source_store(
-            url=candidate.url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings={}
+            url=candidate.url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings={}, owner=owner
         )
     return source
 
 
-def candidate_relevance(post: str, candidate: Candidate) -> float | None:
+def candidate_relevance(post: str, candidate: Candidate, *, owner: int | None = None) -> float | None:
     """Cosine of the post with the document's best passage, by the snippet's own first pick
     (pre-filter top-k, or exhaustive when every passage's embedding is stored), so the floor
     judges what the contributor will be shown. The embeddings are stored for the snippet. None
     when the document cannot be read."""
     matcher = services.get_matcher()
     try:
-        source = candidate_source(candidate)
+        source = candidate_source(candidate, owner=owner)
     except (FetchError, ExtractionError):
         return None
     passages = services.passages_for(source=source, matcher=matcher)
@@ -188,13 +190,14 @@ def candidate_relevance(post: str, candidate: Candidate) -> float | None:
 
 def search_deps(*, owner: int | None = None) -> flow.Deps:
     """The flow's dependencies; `owner` (the contributor whose run this is) is charged for LLM calls."""
+    relevance = functools.partial(candidate_relevance, owner=owner)
     return flow.Deps(
         backends=search_backends(),
         client=llm_client(owner=owner),
         similarity=_similarity(),
         categorize=categorize,
         enrich=enrich_known,
-        relevance=candidate_relevance if settings.EVIDENCE_RELEVANCE_FLOOR > 0 else None,
+        relevance=relevance if settings.EVIDENCE_RELEVANCE_FLOOR > 0 else None,
     )
 
 
@@ -318,7 +321,7 @@ def _step_claimed(run_id: int) -> str | None:
         new_round = flow.choose_one(state, cfg, search_deps(owner=owner))
         following = Stage.FETCHING if state.done_choosing(cfg) else Stage.CHOOSING
     elif stage == Stage.FETCHING:
-        following = Stage.CHOOSING if _fetch_chosen(state, cfg) else Stage.DONE
+        following = Stage.CHOOSING if _fetch_chosen(state, cfg, owner=owner) else Stage.DONE
     else:
         return None
     _advance(run, state, following, new_round)
@@ -382,7 +385,7 @@ def _store_round(run: AutomationRun, state: flow.SearchState, record: flow.Round
     )
 
 
-def _fetch_chosen(state: flow.SearchState, cfg: flow.SearchConfig) -> bool:
+def _fetch_chosen(state: flow.SearchState, cfg: flow.SearchConfig, *, owner: int | None) -> bool:
     """Make sure every chosen source is stored (local index documents already are; web results
     are fetched through the safe fetcher), and drop a choice whose final URL or content turns
     out to be one already chosen, or that cannot be fetched. True when a replacement round is
@@ -391,7 +394,7 @@ def _fetch_chosen(state: flow.SearchState, cfg: flow.SearchConfig) -> bool:
     for choice in state.active:
         candidate = state.pool[choice.pool_index]
         try:
-            source = candidate_source(candidate)
+            source = candidate_source(candidate, owner=owner)
         except (FetchError, ExtractionError) as exc:
             choice.dropped = f"could not be fetched ({exc.error_code})"
             state.warnings.append(f"{candidate.url} {choice.dropped}; another candidate replaces it.")

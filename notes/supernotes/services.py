@@ -379,6 +379,9 @@ def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) 
         draft_text=row.text,
     )  # fmt: skip
     NoteStatusChange.objects.create(note=note, status=note.status)
+    # Linked before the judge run is queued: the run's starter is the judges' owner (their fair
+    # turn and LLM budget; judging.services._judge_owner), as the note has no author.
+    SupernoteRun.objects.filter(pk=run.pk).update(proposed_note=note)
     if unjudgeable_reason(note) is None:  # a post imported without text is never judged by its placeholder
         judge_run_request(note=note)
     return note

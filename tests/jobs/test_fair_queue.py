@@ -1,8 +1,10 @@
-"""Fair ordering of the CPU queue across users (issue 13, item 2) and the lease of the snippet
-refine (a lost refine is queued again by the sweeper and completes once). Real worker, Redis, PostgreSQL."""
+"""Fair ordering of the CPU queue across users (issue 13, item 2) and of the LLM queue, where a
+long Supernote run is done in slices (issue 27, item 1); and the lease of the snippet refine (a lost
+refine is queued again by the sweeper and completes once). Real worker, Redis, PostgreSQL."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -13,10 +15,16 @@ from crowdnotes_site.models import OutboxMessage
 from crowdnotes_site.queue import fair_priority
 from evidence import snippets
 from evidence.models import Snippet
-from notes.roles import CONTRIBUTOR
+from judging import services as judging_services
+from judging.models import PreflightCheck
+from notes.models import SupernoteRun
+from notes.roles import ADMIN, CONTRIBUTOR
+from notes.supernotes import services as supernotes
 from tests.conftest import _make_user, wait_for
 from tests.evidence.conftest import MEASLES, article
 from tests.notes.factories import make_job, make_post
+from tests.notes.supernotes.test_run_limits import _plain_stuck_post
+from tests.support.llm_server import Reply
 from tests.support.worker import purge_broker
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -59,6 +67,61 @@ def test_a_second_users_first_job_overtakes_the_first_users_backlog(
     # The same order in the rows: B's snippet was ready before 5 of A's 6.
     ready_at = dict(Snippet.objects.values_list("url", "updated_at"))
     assert sum(ready_at[url] > ready_at[b_url] for url in a_urls) >= 5
+
+
+def _llm_answer(messages: list[dict[str, Any]]) -> str:
+    """A Supernote candidate names the run's post (Alpha or Bravo), so the principle checks of its
+    text can be told apart too; every other call (checks, the pre-flight's judges) is a yes."""
+    if "consensus Community Notes" in messages[0]["content"]:
+        run = "Alpha" if "Alpha" in messages[-1]["content"] else "Bravo"
+        return f"{run}: studies of millions of children found no link between vaccines and autism."
+    return "Fine.\nFinal decision: yes"
+
+
+def _whose(request: dict[str, Any]) -> str:
+    text = " ".join(str(m.get("content", "")) for m in request["messages"])
+    return "B" if "Garlic" in text else "A1" if "Alpha" in text else "A2"
+
+
+@pytest.mark.worker
+def test_a_second_users_preflight_goes_between_the_slices_of_the_first_users_supernote_runs(
+    worker_factory: Any, llm_server: Any, tmp_path: Any
+) -> None:
+    """A has two Supernote runs going (slices of 2 candidates, each slice a message in A's fair
+    turn); B asks for a pre-flight while A's first slice is on the LLM. B's check is served as soon
+    as that slice ends: before the second run's first slice, which was queued earlier (plain FIFO
+    would serve that one first) and long before A's runs finish."""
+    starter, other = _make_user("ann", ADMIN), _make_user("bea", CONTRIBUTOR)
+    alpha = _plain_stuck_post("Alpha claim: vaccines cause autism.")
+    bravo = _plain_stuck_post("Bravo claim: vaccines cause autism.")
+    purge_broker()  # the posts' topic classifications: not part of this test
+    held = threading.Event()
+    llm_server.script(Reply(content="Alpha: no link between vaccines and autism was found.", hold=held))
+    llm_server.respond_with(_llm_answer)
+    env = {"SUPERNOTE_SLICE_CANDIDATES": "2", "PHM_DIR": str(tmp_path / "no-phm")}  # no jury: candidates only
+    worker = worker_factory(queues="llm", extra_env=env)
+    runs = [supernotes.supernote_run_start(post=p, user=starter, n_candidates=4, jury_size=10) for p in (alpha, bravo)]
+    wait_for(lambda: llm_server.requests, timeout=60)  # A's first slice (run Alpha) holds the worker
+    check = judging_services.preflight_request(
+        user=other, post_text="Garlic cures flu.", note_text="Trials found garlic does not cure flu.",
+        snippets=["Trials found that garlic does not prevent or cure flu."],
+    )  # fmt: skip
+    wait_for(lambda: not OutboxMessage.objects.filter(delivered_at__isnull=True).exists(), timeout=10)
+    held.set()
+    wait_for(lambda: SupernoteRun.objects.filter(state__in=("done", "failed")).count() == 2, timeout=180)
+    check.refresh_from_db()
+    assert check.state == PreflightCheck.State.DONE, (check.error, worker.output())
+    ends = [run.finished_at for run in SupernoteRun.objects.filter(pk__in=[r.pk for r in runs], state="done")]
+    assert len(ends) == 2, worker.output()
+    assert check.finished_at is not None and all(end is not None and check.finished_at < end for end in ends)
+    # The LLM's log, in the order the calls arrived: A's first slice, then B's whole check, then
+    # the rest of A's work (more of run Alpha and all of run Bravo).
+    order = [_whose(r) for r in llm_server.requests]
+    b_calls = [k for k, who in enumerate(order) if who == "B"]
+    assert len(b_calls) == 3 and b_calls == list(range(b_calls[0], b_calls[0] + 3)), order
+    assert set(order[: b_calls[0]]) == {"A1"}, order
+    assert "A2" in order and order.index("A2") > b_calls[-1], order
+    assert "A1" in order[b_calls[-1] :], order
 
 
 @pytest.mark.worker

@@ -5,7 +5,8 @@ run), then restarted with celery beat inside it and DEFAULT lease and sweep sett
 WORK_SWEEP_INTERVAL_S 30, visibility timeout 1 hour): nothing in these two tests shortens a timeout.
 The run must complete exactly once within 120 s of the restart. Before, a judge run waited for the
 broker's visibility timeout (3,624 s measured in issue 27) and a Supernote run was never resumed.
-The other tests exercise the sweeper directly on rows (no worker)."""
+The other tests exercise the sweeper directly on rows; after the sweep a real `cpu` worker
+finishes a lost scoring run."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ import pytest
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.models import OutboxMessage
 from crowdnotes_site.queue import Enqueued
 from evidence.models import AutomationRun
 from evidence.search import services as search_services
 from judging import services as judging_services
 from judging.models import JudgeDecision, JudgeRun, PreflightCheck
 from notes import services as notes_services
-from notes.models import ScoringRun, SupernoteRun
+from notes.models import NoteStatusChange, ScoringRun, SupernoteRun
 from notes.supernotes import services as supernotes
 from notes.tasks import work_sweep
 from tests.conftest import wait_for
@@ -32,6 +34,7 @@ from tests.judging.factories import answers, note_with_evidence, stage_of
 from tests.notes.factories import make_job
 from tests.notes.supernotes.test_runs import _stuck_post
 from tests.support.llm_server import Reply
+from tests.support.worker import purge_broker
 
 ALL_YES = answers(
     relevance="Relevant.\nFinal decision: yes",
@@ -217,3 +220,34 @@ def test_the_heartbeat_keeps_a_live_claim_ahead_of_the_clock(settings: Any) -> N
         )
         assert judging_services.judge_runs_sweep() == []
     assert not leases.run_claim(JudgeRun, run_id=run.pk)  # a live claim is not taken twice
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_scoring_run_of_a_lost_worker_is_swept_in_its_admins_turn_and_finished_once(
+    worker_factory: Any, admin_user: Any
+) -> None:
+    _stuck_post()  # notes and ratings to score
+    run = notes_services.notes_rescore_request(user=admin_user)
+    purge_broker()  # a worker took the message ...
+    ScoringRun.objects.filter(pk=run.pk).update(  # ... claimed the run and died
+        state="running", claimed_until=timezone.now() - timedelta(seconds=1), started_at=timezone.now(), attempts=1
+    )
+    assert notes_services.scoring_runs_sweep() == [run.pk]
+    assert notes_services.scoring_runs_sweep() == []  # re-queued once
+    sent = OutboxMessage.objects.filter(task_name="notes.tasks.score_notes").order_by("pk")
+    assert [(m.args, m.owner_id, m.priority) for m in sent] == [
+        ([run.pk], admin_user.pk, 0),
+        ([run.pk], admin_user.pk, 1),
+    ]
+    worker = worker_factory(queues="cpu")
+    wait_for(lambda: ScoringRun.objects.get(pk=run.pk).state in ("done", "failed"), timeout=120)
+    run.refresh_from_db()
+    assert (run.state, run.attempts, run.claimed_until) == ("done", 2, None), (run.error, worker.output())
+    assert run.summary["notes"] > 0 and run.finished_at is not None
+    changes = NoteStatusChange.objects.count()
+    # Finished once: a duplicate delivery finds nothing to claim and changes nothing.
+    again = notes_services.scoring_run_execute(run_id=run.pk)
+    assert (again.state, again.attempts, again.finished_at) == ("done", 2, run.finished_at)
+    assert NoteStatusChange.objects.count() == changes
+    assert notes_services.scoring_runs_sweep() == []

@@ -18,6 +18,7 @@ from crowdnotes_site.llm import llm_usage_charge
 from crowdnotes_site.models import LlmUsage, OutboxMessage
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import snippets
+from evidence.models import Snippet
 from judging import services as judging_services
 from judging.models import JudgeRun
 from judging.tasks import judge_run_step
@@ -25,10 +26,11 @@ from notes import services as notes_services
 from notes.models import DraftJob, Note, SupernoteRun
 from notes.roles import ADMIN, CONTRIBUTOR, RATER, TRUSTED
 from notes.services import post_create
-from notes.supernotes import services
+from notes.supernotes import phm, services
 from tests.conftest import CsrfClient
+from tests.evidence.conftest import MEASLES, article
 from tests.judging.factories import note_with_evidence
-from tests.notes.factories import make_job, make_ready_snippet
+from tests.notes.factories import make_job, make_post, make_ready_snippet
 from tests.notes.supernotes.test_runs import _stuck_post
 from tests.support.llm_server import Reply
 
@@ -257,3 +259,67 @@ def test_admins_see_each_users_llm_calls_against_the_budget(
     assert "<tr><td>rafa</td><td>1</td><td>4</td><td>1</td></tr>" in html
     assert html.index("carla") < html.index("rafa")
     assert contributor_client.get(reverse("judging:llm_usage")).status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_supernotes_judges_spend_the_budget_of_whoever_started_its_run(
+    settings: Any, llm_server: Any, admin_user: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """A Supernote has no author: its judge run is its starter's work (fair turn and budget)."""
+    settings.LLM_DAILY_CALLS_PER_USER = 2
+    llm_server.respond_with(lambda messages: "Fine.\nFinal decision: yes")
+    note = note_with_evidence()
+    Note.objects.filter(pk=note.pk).update(author=None, origin=Note.Origin.SUPERNOTE)
+    SupernoteRun.objects.create(post=note.post, requested_by=admin_user, state="done", proposed_note=note)
+    with django_capture_on_commit_callbacks() as callbacks:
+        run = judging_services.judge_run_request(note=Note.objects.get(pk=note.pk))
+    assert [(c.task, c.args) for c in callbacks] == [("judging.tasks.judge_run_step", (run.pk,))]
+    assert OutboxMessage.objects.get(task_name="judging.tasks.judge_run_step").owner_id == admin_user.pk
+    for _ in range(3):
+        judge_run_step.apply(args=[run.pk])
+    run.refresh_from_db()
+    assert run.state == JudgeRun.State.FAILED and "daily LLM budget of 2 calls" in run.error
+    assert len(llm_server.requests) == 2
+    assert LlmUsage.objects.get(user=admin_user).calls == 2
+
+
+@pytest.mark.django_db
+def test_a_proposed_supernote_is_judged_in_its_starters_turn(
+    settings: Any, tmp_path: Any, llm_server: Any, admin_user: Any
+) -> None:
+    settings.PHM_DIR = tmp_path / "phm"
+    post, _, _ = _stuck_post()
+    services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
+    good = "Large studies of millions of children found no link between vaccines and autism. https://cdc.gov/autism"
+    llm_server.respond_with(
+        lambda messages: "Fine.\nFinal decision: yes" if "Question:" in messages[-1]["content"] else good
+    )
+    run = services.supernote_run_start(post=post, user=admin_user, n_candidates=6, jury_size=200)
+    services.supernote_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.proposed_note is not None, run.outcome
+    judge = OutboxMessage.objects.get(task_name="judging.tasks.judge_run_step")
+    assert judge.owner_id == admin_user.pk and judge.priority is not None and judge.priority > 0
+    assert LlmUsage.objects.get(user=admin_user).calls == len(llm_server.requests) > 0
+
+
+@pytest.mark.django_db
+def test_the_category_call_for_a_new_source_spends_the_budget_of_the_contributor_who_added_it(
+    settings: Any, llm_server: Any, web_server: Any, contributor: Any
+) -> None:
+    settings.SOURCE_CATEGORY_LLM = True
+    settings.LLM_DAILY_CALLS_PER_USER = 1
+    llm_server.respond_with(lambda messages: "5")  # 5. Health portal
+    body = article(MEASLES, title="Measles").encode()
+    job = make_job(contributor, make_post("Measles vaccines do not work."))
+    first, second = snippets.snippets_add(job=job, urls=[web_server.add("/a", body), web_server.add("/b", body)])
+    llm_usage_charge(user_id=contributor.pk)  # the day's one call is used: the rules decide, nothing is sent
+    snippets.snippet_process(snippet_id=first.pk)
+    source = Snippet.objects.select_related("source").get(pk=first.pk).source
+    assert source is not None and (source.category, source.category_method) == ("other", "rule:no rule")
+    assert llm_server.requests == [] and LlmUsage.objects.get(user=contributor).calls == 1
+    settings.LLM_DAILY_CALLS_PER_USER = 2
+    snippets.snippet_process(snippet_id=second.pk)
+    source = Snippet.objects.select_related("source").get(pk=second.pk).source
+    assert source is not None and source.category == "portal" and source.category_method.startswith("mapping:")
+    assert len(llm_server.requests) == 1 and LlmUsage.objects.get(user=contributor).calls == 2
