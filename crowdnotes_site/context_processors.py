@@ -11,6 +11,7 @@ from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS
 WARMUP_MARKER = "warmup.running"
 
 
+# Written by judging.benchmark.queued (the time the run was queued) while the demo's benchmark is queued or runs.
 BENCHMARK_MARKER = "benchmark.running"
 
 

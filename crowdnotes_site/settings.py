@@ -292,6 +292,13 @@ JUDGE_MAX_CLAIMS = env_int("JUDGE_MAX_CLAIMS", 10, minimum=1)  # poison-message 
 HELPFULNESS_CLASSIFIER_DIR = Path(env_str("HELPFULNESS_CLASSIFIER_DIR", str(VAR_DIR / "models" / "helpfulness")))
 # `run_benchmark` writes each run to BENCHMARK_DIR/<dataset name> by default; the results page reads the latest.
 BENCHMARK_DIR = Path(env_str("BENCHMARK_DIR", str(VAR_DIR / "benchmark")))
+# `load_demo` queues the benchmark on this dataset (empty: not at all); a worker runs it in slices of
+# BENCHMARK_SLICE_TASKS (row, mode) tasks behind people's work, and retries every BENCHMARK_WAIT_S
+# seconds while the demo's warm-up is still indexing the pages its automation mode searches.
+DEMO_BENCHMARK_DATASET = os.environ.get("DEMO_BENCHMARK_DATASET", str(BASE_DIR / "bench" / "benchmark_demo.jsonl"))
+BENCHMARK_SLICE_TASKS = env_int("BENCHMARK_SLICE_TASKS", 2, minimum=1)
+BENCHMARK_WAIT_S = env_int("BENCHMARK_WAIT_S", 30, minimum=1)
+BENCHMARK_DEMO_MODES = ("human", "augmentation", "automation")
 
 # --- Evidence -------------------------------------------------------------------------
 EMBEDDING_MODEL = env_choice("EMBEDDING_MODEL", "all-mpnet-base-v2", ("all-mpnet-base-v2", "all-MiniLM-L6-v2"))

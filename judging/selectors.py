@@ -195,15 +195,81 @@ def _real_inputs(decisions: QuerySet[JudgeDecision]) -> set[tuple[int, str]]:
     return set(rows.values_list("note_id", "content_hash"))
 
 
-def _judged(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], set[int]]:
-    """note id -> verdicts of its latest judged version, for notes judged with real inputs, and
-    the ids of the judged notes left out because they were not."""
+def _judged_split(
+    decisions: QuerySet[JudgeDecision],
+) -> tuple[dict[int, Verdicts], dict[int, Verdicts], QuerySet[JudgeDecision]]:
+    """(note id -> verdicts of its latest judged version) for the notes judged with real inputs,
+    the same for the judged notes left out because they were not, and the latest versions' decisions."""
     base = _latest_versions(decisions)
     per_note = {k: v for k, v in _verdicts_by_note(base).items() if Stage.RELEVANCE in v}
     real = _real_inputs(base)
     kept = {note_id: v for (note_id, h), v in per_note.items() if (note_id, h) in real}
-    excluded = {note_id for (note_id, h) in per_note if (note_id, h) not in real}
-    return kept, excluded
+    left_out = {note_id: v for (note_id, h), v in per_note.items() if (note_id, h) not in real}
+    return kept, left_out, base
+
+
+def _judged(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], set[int]]:
+    """note id -> verdicts of its latest judged version, for notes judged with real inputs, and
+    the ids of the judged notes left out because they were not."""
+    kept, left_out, _ = _judged_split(decisions)
+    return kept, set(left_out)
+
+
+NO_POST_TEXT, NO_SNIPPETS = "no_post_text", "no_snippets"
+EXCLUDED_REASONS = {
+    NO_SNIPPETS: "judged without evidence snippets (the judges saw the post, the note and its links only)",
+    NO_POST_TEXT: "judged on an imported post without its text (the judges saw a placeholder)",
+}
+
+
+@dataclass(frozen=True)
+class ExcludedGroup:
+    """Judged notes the funnel and the agreement leave out, by why, with what the judges said."""
+
+    reason: str
+    label: str
+    n_notes: int
+    n_demo: int  # of them, demo notes
+    relevance: dict[str, int]  # the relevance verdicts (after overrides): "yes"/"no"/"error" -> notes
+    judges: list[str]  # the relevance judges' names (offline baselines are named "baseline:…")
+
+
+def excluded_groups(decisions: QuerySet[JudgeDecision] | None = None) -> list[ExcludedGroup]:
+    """The judged notes that are not counted as judged with real inputs, grouped by why (only
+    groups that have notes), so the audit says what it leaves out instead of showing zeros."""
+    _, left_out, base = _judged_split(decisions if decisions is not None else JudgeDecision.objects.all())
+    return _excluded_groups(left_out, base)
+
+
+def _excluded_groups(left_out: dict[int, Verdicts], base: QuerySet[JudgeDecision]) -> list[ExcludedGroup]:
+    if not left_out:
+        return []
+    relevance = base.filter(stage=Stage.RELEVANCE, note_id__in=left_out).order_by()
+    facts: dict[int, tuple[bool, bool]] = {}
+    judges: dict[str, set[str]] = defaultdict(set)
+    rows = relevance.values_list("note_id", "note__post__text_available", "note__is_demo", "judge_name")
+    for note_id, text_available, is_demo, name in rows:
+        facts[note_id] = (text_available, is_demo)
+        judges[NO_SNIPPETS if text_available else NO_POST_TEXT].add(name)
+    groups = []
+    for reason, label in EXCLUDED_REASONS.items():
+        notes = [n for n in left_out if (facts[n][0] if reason == NO_SNIPPETS else not facts[n][0])]
+        if not notes:
+            continue
+        verdicts: dict[str, int] = defaultdict(int)
+        for n in notes:
+            verdicts[left_out[n][Stage.RELEVANCE]] += 1
+        groups.append(
+            ExcludedGroup(
+                reason=reason,
+                label=label,
+                n_notes=len(notes),
+                n_demo=sum(1 for n in notes if facts[n][1]),
+                relevance=dict(sorted(verdicts.items())),
+                judges=sorted(judges[reason]),
+            )
+        )
+    return groups
 
 
 def judged_notes(decisions: QuerySet[JudgeDecision]) -> tuple[dict[int, Verdicts], int]:
@@ -285,6 +351,7 @@ AUDIT_SUMMARY_MAX_AGE_S = 60
 class AuditSummary:
     funnel: Funnel
     agreement: list[CrowdAgreement]
+    excluded: list[ExcludedGroup]
     judge_names: list[str]
     count: int  # decisions matching the filters
     computed_at: dt.datetime
@@ -311,9 +378,11 @@ def audit_summary(filters: DecisionFilters) -> AuditSummary:
 
     def build() -> AuditSummary:
         decisions = decisions_filtered(filters)
+        kept, left_out, base = _judged_split(decisions)
         return AuditSummary(
-            funnel=funnel(decisions),
+            funnel=funnel_of(kept.values(), len(left_out)),
             agreement=crowd_agreement(),
+            excluded=_excluded_groups(left_out, base),
             judge_names=judge_names(),
             count=decisions.count(),
             computed_at=timezone.now(),

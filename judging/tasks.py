@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from celery import shared_task
@@ -10,6 +11,7 @@ from django.conf import settings
 
 from crowdnotes_site.lib.llm.client import LLMPermanentError, LLMTransientError
 from judging import services
+from judging.benchmark import queued
 from judging.models import PreflightCheck
 
 
@@ -43,3 +45,13 @@ def preflight_check(check_id: int) -> None:
         PreflightCheck.objects.filter(pk=check_id).update(
             state=PreflightCheck.State.FAILED, error="the judges took longer than the task time limit"
         )
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def benchmark_slice(self: Any, dataset: str, modes: list[str]) -> str:
+    """A few tasks of a queued benchmark run (llm queue, lowest priority); the service queues the
+    next slice. While the demo's warm-up indexes the pages, it retries every BENCHMARK_WAIT_S."""
+    try:
+        return queued.benchmark_slice(dataset=Path(dataset), modes=modes).state
+    except queued.NotReady as exc:
+        raise self.retry(exc=exc, countdown=settings.BENCHMARK_WAIT_S) from exc

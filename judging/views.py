@@ -14,6 +14,7 @@ from crowdnotes_site.lib.csvsafe import SafeWriter
 from crowdnotes_site.lib.memo import Memo, content_key
 from crowdnotes_site.limits import limited
 from judging import selectors, services
+from judging.benchmark.queued import progress_all
 from judging.forms import DecisionFilterForm, OverrideForm, PreflightForm
 from judging.models import JudgeDecision, PreflightCheck
 
@@ -66,6 +67,7 @@ def decision_list(request: AuthenticatedHttpRequest) -> HttpResponse:
         "rows": rows.value,
         "funnel": summary.funnel,
         "agreement": summary.agreement,
+        "excluded": summary.excluded,
         "judge_names": summary.judge_names,
         "computed_at": summary.computed_at,
         "query": request.GET.urlencode(),
@@ -150,8 +152,15 @@ def benchmark_results(request: AuthenticatedHttpRequest) -> HttpResponse:
     """The latest `run_benchmark` run's table (read from its out dir under BENCHMARK_DIR)."""
     from django.conf import settings
 
-    context = {"run": selectors.benchmark_latest(), "benchmark_dir": settings.BENCHMARK_DIR}
-    return render(request, "judging/benchmark.html", context)
+    progress = progress_all()
+    context = {
+        "run": selectors.benchmark_latest(),
+        "benchmark_dir": settings.BENCHMARK_DIR,
+        "progress": progress,
+        "active": any(p.active for p in progress),
+    }
+    template = "judging/benchmark.html" + ("#results" if request.htmx else "")
+    return render(request, template, context)
 
 
 @endpoint(methods=["GET"], permission=VIEW)

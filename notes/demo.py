@@ -19,8 +19,8 @@ from django.db import transaction
 from django.db.models import Max
 
 from crowdnotes_site.lib.text_rules import find_urls, strip_urls
+from crowdnotes_site.lib.xids import snowflake_time
 from judging.services import NotJudgeable, judge_run_request
-from notes.analytics.delays import snowflake_time
 from notes.analytics.topics import posts_classify_topics
 from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel, SupernoteRun
 from notes.roles import ADMIN, CONTRIBUTOR, RATER

@@ -30,3 +30,6 @@ STORAGES = {
 # Off in tests by default: the queued topic call would take LLM replies scripted for other tasks.
 # tests/notes/analytics/test_topic_baselines.py turns it on.
 TOPICS_CLASSIFY_NEW_POSTS = False
+# Off in tests by default: load_demo would queue the benchmark on the demo dataset for any worker.
+# tests/browser/test_demo_walk.py turns it on.
+DEMO_BENCHMARK_DATASET = ""

@@ -64,6 +64,7 @@ class Outcome:
     done: int  # records written by this call
     skipped: int  # (row, mode) pairs already finished
     failed: list[str]  # "row/mode: error" for modes that crashed (no record; retried next run)
+    remaining: int = 0  # (row, mode) pairs left for a later call (execute's limit)
 
 
 def tasks_for(modes: Sequence[str], ablations: bool) -> list[str]:
@@ -151,13 +152,15 @@ class Run:
         self.meta = meta
         return read_records(self.records_path)
 
-    def execute(self, *, progress: IO[str] | None = sys.stderr) -> Outcome:
+    def execute(self, *, progress: IO[str] | None = sys.stderr, limit: int | None = None) -> Outcome:
+        """Run the unfinished (row, mode) tasks in order, at most `limit` of them, and write the table."""
         from tqdm import tqdm
 
         records = self.prepare()
         done = {(r["row_id"], r["mode"]): r for r in records}
         todo = [(row, task) for row in self.rows for task in self.tasks if (row.id, task) not in done]
         skipped = len(self.rows) * len(self.tasks) - len(todo)
+        todo, later = (todo, []) if limit is None else (todo[:limit], todo[limit:])
         failed: list[str] = []
         written = 0
         bar = tqdm(
@@ -197,7 +200,9 @@ class Run:
                 bar.update(1)
         bar.close()
         summary, markdown = self.write_table(done)
-        return Outcome(summary=summary, markdown=markdown, done=written, skipped=skipped, failed=failed)
+        return Outcome(
+            summary=summary, markdown=markdown, done=written, skipped=skipped, failed=failed, remaining=len(later)
+        )
 
     def write_table(self, done: dict[tuple[str, str], dict[str, Any]]) -> tuple[dict[str, Any], str]:
         ids = {row.id for row in self.rows}

@@ -12,20 +12,37 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings as settings_module
 from django.core.management import call_command
+from django.utils import timezone
 
+from judging import services as judging
+from judging.benchmark import queued
+from judging.models import JudgeRun
 from notes.demo import CAMP_RATERS, DEMO_PASSWORD, DEMO_USERS
-from notes.models import Note, SupernoteRun
+from notes.models import Note, Post, ScoringRun, SupernoteRun
 from notes.supernotes import services as supernotes
 from notes.supernotes.candidates import normalized_text
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "demo"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "demo"
+DEMO_DATASET = ROOT / "bench" / "benchmark_demo.jsonl"
 SKIP = ("/django-admin/", "/accounts/logout/")
+
+
+SHOT_MAX_HEIGHT = 3000  # px: the whole page up to this height (the Stuck posts list runs far longer)
+
+
+def _shot(page: Any, name: str) -> None:
+    height = min(int(page.evaluate("document.documentElement.scrollHeight")), SHOT_MAX_HEIGHT)
+    width = (page.viewport_size or {"width": 1280})["width"]
+    page.screenshot(path=str(DOCS / name), full_page=True, clip={"x": 0, "y": 0, "width": width, "height": height})
 
 
 def _login(page: Any, base: str, username: str) -> None:
@@ -41,33 +58,81 @@ def _nav_paths(page: Any) -> list[str]:
     return [h for h in dict.fromkeys(hrefs) if h and h.startswith("/") and not h.startswith(SKIP)]
 
 
+# A table says nothing when every data cell (a row's cells after its label) is 0, – or empty; it
+# must then be explained (an element of class "empty-why" in its card or section). A row of words
+# ("No drafts in progress.") is an explanation.
+_TABLE_FACTS = """t => {
+  const zero = c => /^([\u2013-]?|0+([.,]0+)?\\s*%?(\\s*\\(0+%?\\))?)$/.test(c);
+  const cells = [...t.querySelectorAll('tr')].flatMap(r => {
+    const tds = [...r.querySelectorAll('td')].map(c => c.innerText.trim());
+    return tds.length > 1 ? tds.slice(1) : tds;
+  });
+  const box = t.closest('.card, section, details, figure') || t.parentElement;
+  return {rows: t.querySelectorAll('tr').length, data: cells.some(c => !zero(c)),
+          explained: !!(box && box.querySelector('.empty-why'))};
+}"""
+# A chart draws data when a bar's value is nonzero, a line rises above its axis, or a point is marked.
+_CHART_DRAWS = """svg => {
+  const bars = [...svg.querySelectorAll('rect > title')].some(t => /[1-9]/.test(t.textContent.split(':').pop()));
+  const axis = Math.max(...[...svg.querySelectorAll('line[stroke="#333"]')].map(l => parseFloat(l.getAttribute('y1'))));
+  const lines = [...svg.querySelectorAll('polyline')].some(p => p.getAttribute('points').trim().split(/\\s+/)
+    .some(xy => parseFloat(xy.split(',')[1]) < axis - 0.5));
+  const box = svg.closest('.card, section, figure') || svg.parentElement;
+  return bars || lines || svg.querySelectorAll('circle').length > 0 || !!(box && box.querySelector('.empty-why'));
+}"""
+MAX_DELAY_H = 24 * 30  # the demo's ratings arrive within a day of a note: a month-long median is a data error
+POST_LINK = re.compile(r"^/posts/(\d+)/$")
+
+
 def _check_page(page: Any, path: str) -> None:
-    # Tables: a table with only its header row says nothing; every empty table has an explaining row.
+    # Closed <details> (e.g. the admin's list of all candidates) are opened: their text is checked too.
+    page.eval_on_selector_all("main details", "els => els.forEach(e => { e.open = true; })")
     for k in range(page.locator("main table").count()):
-        table = page.locator("main table").nth(k)
-        assert table.locator("tr").count() >= 2, f"{path}: table {k} is empty without an explanation"
-    # Charts: something drawn (a bar, a line, a point) or a labelled "no data".
+        facts = page.locator("main table").nth(k).evaluate(_TABLE_FACTS)
+        assert facts["rows"] >= 2 or facts["explained"], f"{path}: table {k} is empty without an explanation"
+        assert facts["data"] or facts["explained"], f"{path}: table {k} holds only 0, – or nothing, unexplained"
     for k in range(page.locator("main svg.chart").count()):
-        svg = page.locator("main svg.chart").nth(k)
-        drawn = svg.locator("rect").count() - 1 + svg.locator("polyline").count() + svg.locator("circle").count()
-        assert drawn > 0 or "no data" in svg.inner_html(), f"{path}: chart {k} draws nothing"
+        assert page.locator("main svg.chart").nth(k).evaluate(_CHART_DRAWS), f"{path}: chart {k} draws no data"
     text = page.locator("main").inner_text()
+    assert "No benchmark run yet" not in text, f"{path}: the benchmark never ran"
     if path.startswith("/analytics/delays"):
-        cells = page.locator("table.delays td").all_inner_texts()
-        assert not [c for c in cells if re.fullmatch(r"-\d+(\.\d+)?", c.strip())], f"negative delay: {cells}"
+        for row in page.locator("table.delays tr").all():
+            cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+            if len(cells) < 5 or cells[0].startswith("never"):
+                continue
+            p25, p50, p75, p90 = (
+                float(c.replace(",", "")) if re.fullmatch(r"-?[\d,]+(\.\d+)?", c) else None for c in cells[1:5]
+            )
+            assert all(v >= 0 for v in (p25, p50, p75, p90) if v is not None), f"negative delay: {cells}"
+            assert p50 is None or p50 <= MAX_DELAY_H, f"impossible median delay: {cells}"
+            if "verdict" in cells[0]:
+                assert p90 is None or p90 <= MAX_DELAY_H, f"impossible p90 delay: {cells}"
         assert page.locator(".excluded-negative").count() == 0, "the demo has a negative delay"
-    if path.startswith("/analytics/judging"):
-        row = page.locator("table.topics tr", has_text="Not classified yet").inner_text()
-        assert row.split()[-1] == "0", f"posts with text not classified: {row}"
+    # Every page that lists posts: none with text shows (or is) "not classified yet".
+    hrefs = page.eval_on_selector_all("main a[href^='/posts/']", "els => els.map(e => e.getAttribute('href'))")
+    ids = {int(m.group(1)) for h in hrefs if (m := POST_LINK.match(h))}
+    unclassified = Post.objects.filter(pk__in=ids, topic="", text_available=True).values_list("pk", flat=True)
+    assert not list(unclassified), f"{path}: posts with text not classified: {list(unclassified)}"
+    for row in page.locator("table.topics tr", has_text="Not classified yet").all():
+        assert row.inner_text().split()[-1] == "0", f"{path}: posts with text not classified: {row.inner_text()}"
     if path.startswith("/scoring"):
+        # The test recorded a scheduled run more than an interval ago, and beat is not running here.
+        assert page.locator(".overdue").count() == 1, f"{path}: a missed scheduled run is not shown as overdue"
         match = re.search(r"Next scheduled run expected at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC", text)
         if match:
             when = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
             assert when > datetime.now(tz=UTC) - timedelta(seconds=60), f"stale next run {when}"
-    for k in range(page.locator("table.candidates, #all-candidates table").count()):
-        texts = page.locator("table.candidates, #all-candidates table").nth(k).locator("td:nth-child(2)")
-        shown = [normalized_text(t) for t in texts.all_inner_texts() if t.strip()]
-        assert len(shown) == len(set(shown)), f"{path}: duplicate candidates"
+    # Candidate lists: the text column, every row the jury saw (the admin list also shows the
+    # drawn copies it marked "duplicate").
+    for selector, column in (("#all-candidates table", 3), ("#supernote-run > table", 2), ("table.candidates", 2)):
+        for k in range(page.locator(selector).count()):
+            rows = page.locator(selector).nth(k).locator("tr:has(td)")
+            shown = [
+                normalized_text(row.locator(f"td:nth-child({column})").inner_text())
+                for row in rows.all()
+                if "duplicate:" not in row.inner_text()
+            ]
+            assert shown and len(shown) == len(set(shown)), f"{path}: duplicate candidates in {selector}"
 
 
 def _demo_supernote_run(source: Path) -> SupernoteRun:
@@ -109,7 +174,7 @@ def _check_supernote_pages(page: Any, base: str, run: SupernoteRun) -> None:
     section = page.locator("#supernote").inner_text()
     assert "Proposed Supernote" in section and "offline extractive merge" in section, section
     assert "re-estimated on fresh jury draws" in section and f"of {run.n_drawn} drawn" in section
-    page.screenshot(path=str(DOCS / "supernote-post.png"), full_page=True)
+    _shot(page, "supernote-post.png")
     response = page.goto(f"{base}/supernotes/runs/{run.pk}/")
     assert response is not None and response.status == 200
     _check_page(page, f"/supernotes/runs/{run.pk}/")
@@ -120,19 +185,66 @@ def _check_supernote_pages(page: Any, base: str, run: SupernoteRun) -> None:
     page.get_by_role("heading", name="Note A").wait_for()
     html = page.content()
     assert run.proposed_note is not None and run.proposed_note.text in html and "supernote" not in html.lower()
-    page.screenshot(path=str(DOCS / "supernote-compare.png"), full_page=True)
+    _shot(page, "supernote-compare.png")
     page.click("header form button:has-text('Log out')")
+
+
+def _demo_judging() -> None:
+    """The judge runs load_demo queued, done as the llm worker does them (offline baselines)."""
+    runs = list(JudgeRun.objects.filter(note__is_demo=True))
+    assert runs and len(runs) == Note.objects.filter(is_demo=True).count()
+    for run in runs:
+        while judging.judge_run_step(run_id=run.pk):
+            pass
+    assert not JudgeRun.objects.exclude(state=JudgeRun.State.DONE).exists()
+
+
+def _serve_corpus(shared_data: Path, web_server: Any, folder: Path) -> Path:
+    """The demo's evidence pages (the corpus's health pages), served on loopback and indexed as
+    the warm-up indexes them; the demo's benchmark dataset with its URLs on this server."""
+    pages = shared_data / "webpages"
+    for path in sorted((pages / "health").iterdir()):
+        (folder / "health").mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, folder / "health" / path.name)
+        web_server.add(f"/health/{path.name}", path.read_bytes())
+    call_command("index_documents", str(folder), "--manifest", str(pages / "manifest.tsv"),
+                 "--base-url", web_server.url("/"), stdout=io.StringIO())  # fmt: skip
+    dataset = folder / "benchmark_demo.jsonl"
+    dataset.write_text(DEMO_DATASET.read_text().replace("http://127.0.0.1:8001/", web_server.url("/")))
+    return dataset
+
+
+def _demo_benchmark(dataset: Path) -> None:
+    """The benchmark load_demo queued, slice after slice as the llm worker runs it."""
+    progress = queued.progress_read(queued.out_dir(dataset))
+    assert progress is not None and progress.state == queued.QUEUED and progress.done == 0
+    while progress.state == queued.QUEUED:
+        progress = queued.benchmark_slice(dataset=dataset, modes=settings_module.BENCHMARK_DEMO_MODES)
+    assert (progress.state, progress.done) == (queued.DONE, progress.total), progress.message
 
 
 @pytest.mark.browser
 def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
-    page: Any, live_server: Any, cn_data: Path, no_shared_worker: None, settings: Any, tmp_path: Path
-) -> None:
+    page: Any, live_server: Any, cn_data: Path, shared_data: Path, web_server: Any, no_shared_worker: None,
+    settings: Any, tmp_path: Path,
+) -> None:  # fmt: skip
+    settings.VAR_DIR = tmp_path / "var"
+    settings.BENCHMARK_DIR = tmp_path / "benchmark"
+    settings.LLM_BASE_URL = ""  # the demo without an LLM: offline baselines, labelled
+    settings.DEMO_BENCHMARK_DATASET = str(_serve_corpus(shared_data, web_server, tmp_path / "webpages"))
     out = io.StringIO()
     source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
-    call_command("load_demo", "--source", str(source), "--no-judging", stdout=out)
+    call_command("load_demo", "--source", str(source), stdout=out)
+    assert "Judges queued on" in out.getvalue() and "Benchmark on benchmark_demo.jsonl queued" in out.getvalue()
+    _demo_judging()
+    _demo_benchmark(Path(settings.DEMO_BENCHMARK_DATASET))
     settings.PHM_DIR = tmp_path / "phm"
     run = _demo_supernote_run(source)
+    # A scheduled rescoring recorded more than an interval ago (beat is not running): the Scoring
+    # page must say it is overdue, not show its "next run" in the past.
+    interval = settings.CELERY_BEAT_SCHEDULE["score-notes"]["schedule"]
+    missed = ScoringRun.objects.create(trigger=ScoringRun.Trigger.SCHEDULE, state=ScoringRun.State.DONE)
+    ScoringRun.objects.filter(pk=missed.pk).update(created_at=timezone.now() - timedelta(seconds=interval + 600))
     DOCS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1000, "height": 760})
     base = live_server.url
@@ -150,11 +262,12 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
             slug = path.strip("/").replace("/", "-") or "home"
             if slug not in shot:
                 shot.add(slug)
-                page.screenshot(path=str(DOCS / f"{slug}.png"))
+                _shot(page, f"{slug}.png")
         page.click("header form button:has-text('Log out')")
     assert len(walked["demo-admin"]) >= 7 and walked["demo-rater"]
+    assert {"/judging/audit/", "/judging/benchmark/", "/scoring/"} <= set(walked["demo-admin"]), walked["demo-admin"]
     _check_supernote_pages(page, base, run)
-    # The analytics sub-pages, as the admin.
+    # The analytics sub-pages, as the admin, and what the judging and the benchmark left on their pages.
     _login(page, base, "demo-admin")
     for path in ("/analytics/delays/", "/analytics/spikes/", "/analytics/judging/", "/posts/spiking/"):
         response = page.goto(f"{base}{path}")
@@ -162,4 +275,11 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
             continue
         assert response is not None and response.status == 200, path
         _check_page(page, path)
-        page.screenshot(path=str(DOCS / f"{path.strip('/').replace('/', '-')}.png"))
+        _shot(page, f"{path.strip('/').replace('/', '-')}.png")
+    page.goto(f"{base}/judging/audit/")
+    excluded = page.locator("table.excluded").inner_text()
+    n_demo = Note.objects.filter(is_demo=True).count()
+    assert f"{n_demo}\t{n_demo}" in excluded and "judged without evidence snippets" in excluded, excluded
+    page.goto(f"{base}/judging/benchmark/")
+    bench = page.locator("main").inner_text()
+    assert "OFFLINE: offline baselines" in bench and "Demo data: 6 of 6 rows" in bench and "done" in bench

@@ -11,7 +11,7 @@ from django.utils import timezone
 from crowdnotes_site.lib.llm.pipeline import StageResult
 from judging import services
 from judging.models import JudgeDecision, JudgeOverride, JudgeRun
-from judging.selectors import crowd_agreement, funnel
+from judging.selectors import crowd_agreement, excluded_groups, funnel
 from notes.models import NoteStatus
 from tests.judging.factories import SNIPPET, answers, note_with_evidence, stage_of
 
@@ -204,6 +204,10 @@ def test_agreement_and_funnel_exclude_notes_judged_without_real_inputs(llm_serve
     assert (not_helpful_row.n_notes, not_helpful_row.n_excluded) == (0, 0)
     f = funnel()
     assert (f.n_notes, f.n_helpful, f.n_excluded) == (1, 1, 1)
+    # Shown apart, with what the judges said and why it is not counted.
+    (group,) = excluded_groups()
+    assert (group.reason, group.n_notes, group.n_demo, group.relevance) == ("no_snippets", 1, 0, {"no": 1})
+    assert group.judges == ["no-evidence-rule-v1"]
 
 
 def test_a_note_on_an_imported_post_without_text_is_never_judged(llm_server: Any) -> None:

@@ -187,3 +187,23 @@ def test_it_pages_the_audit_list(decisions: list[JudgeDecision], admin_client: A
     assert len(first.context["page"]) == AUDIT_PAGE_SIZE and "Page 1 of 2" in first.content.decode()
     second = admin_client.get(reverse("judging:decision_list"), {"page": "2"})
     assert len(second.context["page"]) == 3
+
+
+def test_the_audit_shows_notes_judged_without_evidence_apart_and_says_why_the_funnel_is_empty(
+    llm_server: Any, admin_client: Any
+) -> None:
+    from notes.models import Note, Post
+
+    post = Post.objects.create(text="The MMR vaccine causes autism.", text_hash="x", is_demo=True)
+    for i in range(2):
+        note = Note.objects.create(post=post, text=f"No link was found ({i}).", status=NoteStatus.HELPFUL, is_demo=True)
+        run = services.judge_run_request(note=note)
+        while services.judge_run_step(run_id=run.pk):
+            pass
+    body = admin_client.get(reverse("judging:decision_list")).content.decode()
+    assert "No note among these decisions was judged with real inputs yet" in body
+    assert "Judged, but not counted above" in body and "judged without evidence snippets" in body
+    row = body[body.index('<table class="excluded">') :].split("</table>")[0]
+    assert "<td>2</td><td>2</td>" in row and "no 2" in row
+    assert "cite pages with no local copy offline" in body
+    assert "No crowd-rated note was judged with real inputs yet" in body

@@ -8,6 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from judging.benchmark.queued import benchmark_queue
 from notes.demo import (
     CAMP_RATERS,
     DEMO_PASSWORD,
@@ -45,6 +46,9 @@ class Command(BaseCommand):
             help="do not import the public notes/ratings/status-history samples (about 30 s on SQLite)",
         )
         parser.add_argument("--no-judging", action="store_true", help="do not queue the judges on the demo notes")
+        parser.add_argument(
+            "--no-benchmark", action="store_true", help="do not queue the benchmark on DEMO_BENCHMARK_DATASET"
+        )
 
     def handle(self, *args: Any, source: Path, posts: int, **options: Any) -> None:
         if not source.exists():
@@ -86,6 +90,15 @@ class Command(BaseCommand):
         if not options["no_judging"]:
             queued, judged = demo_judge_notes()
             self.stdout.write(f"Judges queued on {queued} demo notes ({judged} judged already); the workers run them.")
+        dataset = Path(settings.DEMO_BENCHMARK_DATASET) if settings.DEMO_BENCHMARK_DATASET else None
+        if dataset is not None and dataset.is_file() and not options["no_benchmark"]:
+            progress = benchmark_queue(dataset=dataset, modes=settings.BENCHMARK_DEMO_MODES)
+            self.stdout.write(
+                f"Benchmark on {dataset.name}: finished already (see /judging/benchmark/)."
+                if progress is None
+                else f"Benchmark on {dataset.name} queued ({progress.done} of {progress.total} tasks done; "
+                "a worker runs it after the warm-up, /judging/benchmark/ shows its progress)."
+            )
         for username in DEMO_USERS:
             self.stdout.write(f"  login {username} / {DEMO_PASSWORD}")
         for username, index in CAMP_RATERS.items():
