@@ -58,7 +58,11 @@ def test_stuck_post_to_rated_supernote(
     page.get_by_text("39 ratings").first.wait_for()
     page.screenshot(path=str(DOCS / "supernotes-stuck-posts.png"), full_page=True)
     page.get_by_role("button", name="Generate Supernote").click()
-    page.get_by_text("Proposed Supernote").wait_for(timeout=120_000)
+    try:
+        page.get_by_text("Proposed Supernote").wait_for(timeout=120_000)
+    except Exception as exc:  # say what the run did, not only that the text never came
+        runs = list(SupernoteRun.objects.filter(post=post).values("state", "stage", "progress", "error"))
+        raise AssertionError(f"no proposal within 120 s: runs {runs}; page: {page.inner_text('main')[:1500]}") from exc
     page.screenshot(path=str(DOCS / "supernotes-run.png"), full_page=True)
     run = SupernoteRun.objects.get(post=post)
     note = run.proposed_note
