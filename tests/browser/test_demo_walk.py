@@ -158,10 +158,16 @@ def _demo_supernote_run(source: Path) -> SupernoteRun:
     assert winner.jury_intercept == max(r.jury_intercept or 0.0 for r in scored)
     assert run.winner_intercept is not None and run.winner_intercept != winner.jury_intercept
     assert "on fresh jury draws" in run.outcome
-    # The demo's stuck post qualifies: a proposal, above 0.40 and the post's best note.
-    assert run.proposed_note is not None, run.outcome
-    assert run.proposed_note.origin == Note.Origin.SUPERNOTE and run.proposed_note.text == winner.text
-    assert run.best_existing_intercept is not None and run.winner_intercept > max(0.40, run.best_existing_intercept)
+    # A proposal exactly when the fresh-draw score clears 0.40 and the post's best note. The demo's
+    # stuck post is near that line (0.40-0.45 here, depending on the jury's draws), so both outcomes
+    # are checked for what they must say rather than assumed.
+    assert run.best_existing_intercept is not None
+    clears = run.winner_intercept > max(0.40, run.best_existing_intercept)
+    assert (run.proposed_note is not None) == clears, run.outcome
+    if run.proposed_note is not None:
+        assert run.proposed_note.origin == Note.Origin.SUPERNOTE and run.proposed_note.text == winner.text
+    else:
+        assert "is not above" in run.outcome, run.outcome
     return run
 
 
@@ -169,6 +175,13 @@ def _check_supernote_pages(page: Any, base: str, run: SupernoteRun) -> None:
     """The proposal on the post page (labelled offline, the fresh-draw score), the run page's
     candidates, and the blind comparison offered to a rater from the rating queue."""
     _login(page, base, "demo-admin")
+    if run.proposed_note is None:  # the run page says why nothing was proposed, with its numbers
+        response = page.goto(f"{base}/supernotes/runs/{run.pk}/")
+        assert response is not None and response.status == 200
+        _check_page(page, f"/supernotes/runs/{run.pk}/")
+        assert run.outcome in page.locator("p.outcome").inner_text()
+        page.click("header form button:has-text('Log out')")
+        return
     response = page.goto(f"{base}/posts/{run.post_id}/")
     assert response is not None and response.status == 200
     section = page.locator("#supernote").inner_text()
