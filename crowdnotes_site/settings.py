@@ -212,6 +212,8 @@ CELERY_BEAT_SCHEDULE["score-notes"] = {
 # --- Supernotes ------------------------------------------------------------------------------
 SUPERNOTE_CANDIDATES = env_int("SUPERNOTE_CANDIDATES", 100, minimum=1)
 SUPERNOTE_JURY_SIZE = env_int("SUPERNOTE_JURY_SIZE", 200, minimum=1)
+# A fixed seed for every run (candidate subsets and jury draws) to reproduce one; 0 = a new one per run.
+SUPERNOTE_SEED = env_int("SUPERNOTE_SEED", 0, minimum=0)
 # Who may start a run (~300 LLM calls): admins; with this on, also the "Trusted contributor" group.
 SUPERNOTES_OPEN_TO_TRUSTED = env_bool("SUPERNOTES_OPEN_TO_TRUSTED", False)
 # A run is done in slices of this many candidates (about 3 LLM calls each), one task delivery per

@@ -141,7 +141,7 @@ def supernote_run_start(
                 n_candidates=n_candidates or settings.SUPERNOTE_CANDIDATES,
                 jury_size=jury_size or settings.SUPERNOTE_JURY_SIZE,
                 stratified=stratified,
-                seed=int(np.random.default_rng().integers(0, 2**31)),
+                seed=settings.SUPERNOTE_SEED or int(np.random.default_rng().integers(1, 2**31)),
                 stage="Queued",
             )
             _enqueue(run)
