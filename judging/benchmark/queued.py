@@ -105,6 +105,11 @@ def _counts(dataset: Path, modes: Sequence[str]) -> tuple[int, int]:
     return sum((row.id, task) in keys for row in rows for task in tasks), len(rows) * len(tasks)
 
 
+def _enqueue(dataset: Path, modes: Sequence[str]) -> None:
+    """The next slice, at the lowest priority: behind every person's queued work."""
+    enqueue_on_commit(TASK, str(dataset), list(modes), priority=settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
+
+
 def benchmark_queue(*, dataset: Path, modes: Sequence[str]) -> Progress | None:
     """Queue the run on `dataset` unless it finished (then None). A run left unfinished (stopped
     demo, lost worker, failed tasks) is queued again and goes on where it stopped."""
@@ -114,7 +119,7 @@ def benchmark_queue(*, dataset: Path, modes: Sequence[str]) -> Progress | None:
         _write(out, dataset=dataset.name, state=DONE, done=done, total=total, modes=list(modes))
         return None
     _write(out, dataset=dataset.name, state=QUEUED, done=done, total=total, modes=list(modes))
-    enqueue_on_commit(TASK, str(dataset), list(modes), priority=settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
+    _enqueue(dataset, modes)
     return progress_read(out)
 
 
@@ -141,7 +146,7 @@ def benchmark_slice(*, dataset: Path, modes: Sequence[str]) -> Progress:
         _write(out, **fields, state=FAILED, done=done, message=message)
     elif outcome.remaining or outcome.failed:
         _write(out, **fields, state=QUEUED, done=done)
-        enqueue_on_commit(TASK, str(dataset), list(modes), priority=settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
+        _enqueue(dataset, modes)
     else:
         _write(out, **fields, state=DONE, done=done)
     return _read(out)
