@@ -14,11 +14,13 @@ The database is wiped first (part index). Default settings: EMBEDDING_MODEL=all-
 Parts (each prints a table):
 - automation: for every case of bench/data/evidence_labelled.json (38 posts with acceptable pages)
   and its 10 unaddressed claims, the real flow (key-term queries, AND lexical search, pool) and the
-  best-passage relevance of the candidates the screen checks (`services.candidate_relevance`,
-  cached per post and URL); then the screen and the utility rounds replayed for each floor of a
-  grid (pure `flow.screen` / `flow.choose_one` on the cached relevances, τ = 3). Per floor:
-  recall@3 (cases with an acceptable page among the proposals), share of proposals that are
-  acceptable, proposals in total on the unaddressed claims.
+  best-passage relevance of the candidates the screen checks (`services.candidate_relevance`) and
+  the share of the claim's key terms each contains (`services.candidate_coverage`), cached per
+  post and URL; then the screen and the utility rounds replayed for each floor of a grid (pure
+  `flow.screen` / `flow.choose_one` on the cached values, τ = 3), and at the configured floor
+  for each key-term weight and margin, per half of the cases. Per row: recall@3 (cases with an
+  acceptable page among the proposals), share of proposals that are acceptable, proposals in
+  total on the unaddressed claims.
 - concurrency: a real cpu worker (solo pool, like the demo's). User A submits the WHO IPC PDF
   (211 passages) for its labelled post; when A's first pick is ready, user B submits a Mayo
   Clinic page for its post. Times from submit: A's first pick, A's final pick (last refine slice),
@@ -34,6 +36,7 @@ Parts (each prints a table):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -56,6 +59,9 @@ if not DATA.is_dir():
 LABELLED = ROOT / "bench" / "data" / "evidence_labelled.json"
 FLOORS = [0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5]
 MARGINS: list[float | None] = [None, 0.25, 0.20, 0.15, 0.10, 0.05]
+# The key-term weight (SearchConfig.key_term_weight) is chosen with the margin, on the even half.
+KEY_TERM_WEIGHTS = [0.0, 0.05, 0.10, 0.15, 0.20]
+KEY_TERM_MARGINS = [0.05, 0.08, 0.10, 0.15]
 PDF_CASE_FILE = "pdf/who.int__9789241549929-eng_IPC-core-components.pdf"
 B_CASE_FILE = "health/mayoclinic.org__symptoms-causes-syc-20371444.html"
 SLICE_SECONDS = 10.0  # the time-bounded variant of the concurrency part
@@ -103,14 +109,23 @@ def part_index() -> list[str]:
 
 def collect(posts: list[str], cache_path: Path) -> dict[str, Any]:
     """Per post: queries, pool (as JSON) and the relevance of every candidate the screen would
-    check at floor 0 without its early stop (the first SEARCH_SCREEN_LIMIT in screen order)."""
+    check at floor 0 without its early stop (the first SEARCH_SCREEN_LIMIT in screen order), and
+    the share of the claim's key terms each of them contains (added to a cache that lacks it)."""
     from django.conf import settings
 
     # Project modules load Django models: imported once django.setup() has run.
+    from crowdnotes_site.lib.llm.steps import search as steps
     from evidence.search import flow, services
 
     cache_path.parent.mkdir(parents=True, exist_ok=True)
     cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    for entry in cache.values():
+        if "coverage" not in entry:
+            state = flow.SearchState.from_json(entry["state"])
+            terms = steps.key_terms(state.post)
+            by_url = {c.url: c for c in state.pool}
+            entry["coverage"] = {u: services.candidate_coverage(terms, by_url[u]) for u in entry["relevance"]}
+            cache_path.write_text(json.dumps(cache))
     for n, post in enumerate(posts, start=1):
         if post in cache:
             continue
@@ -124,7 +139,10 @@ def collect(posts: list[str], cache_path: Path) -> dict[str, Any]:
         full_order = flow._screen_order(state, deps)
         order = full_order[: settings.SEARCH_SCREEN_LIMIT]
         relevance = {state.pool[i].url: services.candidate_relevance(post, state.pool[i]) for i in order}
+        terms = steps.key_terms(post)
+        coverage = {state.pool[i].url: services.candidate_coverage(terms, state.pool[i]) for i in order}
         cache[post] = {
+            "coverage": coverage,
             "state": state.to_json(),
             "relevance": relevance,
             "order": [state.pool[i].url for i in full_order],
@@ -137,8 +155,11 @@ def collect(posts: list[str], cache_path: Path) -> dict[str, Any]:
     return cache
 
 
-def replay(entry: dict[str, Any], floor: float, tau: int = 3, margin: float | None = None) -> list[str]:
-    """The screen and the offline utility rounds on the cached relevances: the proposed URLs."""
+def replay(
+    entry: dict[str, Any], floor: float, tau: int = 3, margin: float | None = None, weight: float | None = None
+) -> list[str]:
+    """The screen and the offline utility rounds on the cached relevances and key-term shares: the
+    proposed URLs. weight: the key-term weight (None: the configured one)."""
     # Project modules load Django models: imported once django.setup() has run.
     from evidence.search import flow, services
 
@@ -146,7 +167,10 @@ def replay(entry: dict[str, Any], floor: float, tau: int = 3, margin: float | No
     cfg = flow.SearchConfig(
         **{**services.search_config(tau=tau).__dict__, "relevance_floor": floor, "relevance_margin": margin}
     )
+    if weight is not None:
+        cfg = dataclasses.replace(cfg, key_term_weight=weight)
     relevance = entry["relevance"]
+    coverage = entry.get("coverage", {})
     # The screen checks candidates in the collected order (title + snippet similarity): replayed by
     # a similarity that ranks each candidate's screen text by its place in that order.
     rank = {url: n for n, url in enumerate(entry["order"])}
@@ -155,6 +179,7 @@ def replay(entry: dict[str, Any], floor: float, tau: int = 3, margin: float | No
         backends=[],
         similarity=lambda post, text: float(by_text.get(text, -len(rank))),
         relevance=lambda post, c: relevance.get(c.url),
+        coverage=lambda terms, c: coverage.get(c.url),
     )
     while not state.screen_done:
         flow.screen(state, cfg, deps)
@@ -164,14 +189,19 @@ def replay(entry: dict[str, Any], floor: float, tau: int = 3, margin: float | No
 
 
 def proposals(
-    cases: list[dict[str, Any]], cache: dict[str, Any], files: dict[str, str], floor: float, margin: float | None = None
+    cases: list[dict[str, Any]],
+    cache: dict[str, Any],
+    files: dict[str, str],
+    floor: float,
+    margin: float | None = None,
+    weight: float | None = None,
 ) -> tuple[int, int, int]:
     """Replayed at this floor and margin: (cases with an acceptable page among their proposals,
     acceptable proposals, proposals), an acceptable page being the case's file or one of its `also`."""
     hits = acceptable = proposed = 0
     for case in cases:
         ok = {case["file"], *case.get("also", [])}
-        got = [files.get(u, u) in ok for u in replay(cache[case["post"]], floor, margin=margin)]
+        got = [files.get(u, u) in ok for u in replay(cache[case["post"]], floor, margin=margin, weight=weight)]
         hits += any(got)
         acceptable += sum(got)
         proposed += len(got)
@@ -181,30 +211,33 @@ def proposals(
 def margin_table(
     cases: list[dict[str, Any]], unaddressed: list[dict[str, Any]], cache: dict[str, Any], files: dict[str, str]
 ) -> list[str]:
-    """At the configured floor, each margin below the best screened candidate (SearchConfig.
-    relevance_margin) per half of the cases: chosen on the even-numbered cases, checked on the odd."""
+    """At the configured floor, each key-term weight and margin below the best screened candidate
+    (SearchConfig.key_term_weight, relevance_margin) per half of the cases: chosen on the
+    even-numbered cases, checked on the odd."""
     from django.conf import settings
 
     floor = settings.EVIDENCE_RELEVANCE_FLOOR
     rows = [
         f"Margin below the best candidate, floor {floor:.2f} (even half: where the margin is chosen; odd: held out)",
         "",
-        "| margin | recall@3 even | acceptable even | recall@3 odd | acceptable odd | recall@3 all | acceptable all | on the unaddressed claims |",
-        "|---|---|---|---|---|---|---|---|",
+        "| key-term weight | margin | recall@3 even | acceptable even | recall@3 odd | acceptable odd | recall@3 all | acceptable all | on the unaddressed claims |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for margin in MARGINS:
+    grid = [(0.0, m) for m in MARGINS] + [(w, m) for w in KEY_TERM_WEIGHTS[1:] for m in KEY_TERM_MARGINS]
+    for weight, margin in grid:
         cells = []
         for part in (0, 1, None):
             some = [c for n, c in enumerate(cases) if part is None or n % 2 == part]
-            hits, acceptable, proposed = proposals(some, cache, files, floor, margin)
+            hits, acceptable, proposed = proposals(some, cache, files, floor, margin, weight)
             cells += [
                 f"{hits}/{len(some)} = {hits / len(some):.0%}",
                 f"{acceptable}/{proposed}" if proposed else "none",
             ]
             if proposed:
                 cells[-1] += f" = {acceptable / proposed:.0%}"
-        off = sum(len(replay(cache[u["post"]], floor, margin=margin)) for u in unaddressed)
-        rows.append(f"| {'none' if margin is None else f'{margin:.2f}'} | {' | '.join(cells)} | {off} |")
+        off = sum(len(replay(cache[u["post"]], floor, margin=margin, weight=weight)) for u in unaddressed)
+        shown = "none" if margin is None else f"{margin:.2f}"
+        rows.append(f"| {weight:.2f} | {shown} | {' | '.join(cells)} | {off} |")
     return rows
 
 
@@ -218,8 +251,8 @@ def part_automation(cache_path: Path) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for floor in FLOORS:
-        hits, acceptable, proposed = proposals(cases, cache, files, floor)
-        off = sum(len(replay(cache[u["post"]], floor)) for u in unaddressed)
+        hits, acceptable, proposed = proposals(cases, cache, files, floor, weight=0.0)
+        off = sum(len(replay(cache[u["post"]], floor, weight=0.0)) for u in unaddressed)
         share = f"{acceptable}/{proposed} = {acceptable / proposed:.0%}" if proposed else "none proposed"
         rows.append(
             f"| {floor:.2f} | {hits}/{len(cases)} = {hits / len(cases):.0%} | {share} | {off} | {proposed / len(cases):.2f} |"

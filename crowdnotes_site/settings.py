@@ -356,10 +356,12 @@ EVIDENCE_REFINE = env_bool("EVIDENCE_REFINE", True)
 # measured on the labelled set (bench/README.md, issue 25): the middle of the gap between the
 # highest candidate of the unaddressed claims (0.412) and the lowest acceptable page (0.437).
 EVIDENCE_RELEVANCE_FLOOR = env_float("EVIDENCE_RELEVANCE_FLOOR", 0.42)
-# ... and a candidate is proposed only when its relevance lies within this of the best screened
+# ... and a candidate is proposed only when its support (relevance + EVIDENCE_KEY_TERM_WEIGHT x
+# the share of the claim's key terms the page contains) lies within this of the best screened
 # candidate's (a page on the claim's topic is not proposed beside the page that answers it).
-# Measured on the labelled set (bench/README.md); a negative value turns the margin off.
-EVIDENCE_RELEVANCE_MARGIN = env_float("EVIDENCE_RELEVANCE_MARGIN", 0.10)
+# Measured on the labelled set (bench/README.md, run 4); a negative value turns the margin off.
+EVIDENCE_RELEVANCE_MARGIN = env_float("EVIDENCE_RELEVANCE_MARGIN", 0.05)
+EVIDENCE_KEY_TERM_WEIGHT = env_float("EVIDENCE_KEY_TERM_WEIGHT", 0.15)
 # The refine runs in slices of at most this many passages, each its own task queued at the back
 # (in the contributor's fair turn), so a long document never holds a CPU worker for minutes.
 EVIDENCE_SLICE_PASSAGES = env_int("EVIDENCE_SLICE_PASSAGES", 32, minimum=1)

@@ -51,6 +51,17 @@ def lexical_overlap(query: str, text: str) -> float:
     return len(q & stems(text)) / len(q)
 
 
+def term_coverage(terms: Sequence[str], text: str) -> float:
+    """Share of the terms (key terms of a claim: "type 2 diabetes", "nsw hospitals") that `text`
+    contains whole: every content-word stem and number of the term occurs somewhere in it (0..1).
+    A term without content words does not count."""
+    found = stems(text, short_numbers=True)
+    wanted = [t for t in (stems(term, short_numbers=True) for term in terms) if t]
+    if not wanted:
+        return 0.0
+    return sum(term <= found for term in wanted) / len(wanted)
+
+
 def idf_overlap(query: str, texts: Sequence[str]) -> list[float]:
     """Per text, the IDF-weighted share of the query's stems it contains (0..1), the IDF taken over
     `texts` themselves: a word that every text repeats (the page's topic) counts for little, a

@@ -28,6 +28,8 @@ Categorize = Callable[[str], tuple[str, str]]
 Enrich = Callable[[list[SearchHit]], list[SearchHit]]
 # (post, candidate) -> cosine of the post with the document's best passage, None when unreadable.
 Relevance = Callable[[str, Candidate], float | None]
+# (the claim's key terms, candidate) -> share of the terms the document contains, None when unreadable.
+Coverage = Callable[[Sequence[str], Candidate], float | None]
 
 NO_RELEVANT = "No source in the index addresses this claim; add your own URLs."
 
@@ -53,6 +55,11 @@ class SearchConfig:
     # second source is proposed only when it addresses the claim nearly as closely as the first;
     # a page that merely shares the topic is not proposed beside the page that answers the claim.
     relevance_margin: float | None = None
+    # The margin and the offline choice rank by support = relevance + this x the share of the
+    # claim's key terms the page contains (the floor stays on relevance alone): of two pages on
+    # the claim's topic, the one that names what the claim names ("NSW", "surgical masks") is
+    # the one that answers it. 0: relevance alone.
+    key_term_weight: float = 0.0
     screen_limit: int = 8
     screen_batch: int = 3
 
@@ -65,6 +72,7 @@ class Deps:
     categorize: Categorize | None = None
     enrich: Enrich | None = None
     relevance: Relevance | None = None
+    coverage: Coverage | None = None
 
 
 @dataclass
@@ -109,7 +117,13 @@ class SearchState:
     pooled: bool = False
     screen_done: bool = False
     floor: float | None = None  # the relevance floor the screen applied (None: no screen)
-    margin: float | None = None  # the margin below the best screened relevance it applied
+    margin: float | None = None  # the margin below the best screened support it applied
+    key_terms: list[str] = field(default_factory=list)  # the claim's key terms the screen looked for
+    key_term_weight: float = 0.0  # SearchConfig.key_term_weight when the screen ran
+
+    def support(self, candidate: Candidate) -> float:
+        """Relevance plus key_term_weight x the share of the claim's key terms the page contains."""
+        return (candidate.relevance or 0.0) + self.key_term_weight * (candidate.coverage or 0.0)
 
     @property
     def active(self) -> list[Choice]:
@@ -125,8 +139,8 @@ class SearchState:
             return False
         if self.margin is None:
             return True
-        best = max(c.relevance for c in self.pool if c.relevance is not None)
-        return candidate.relevance >= best - self.margin
+        best = max(self.support(c) for c in self.pool if c.relevance is not None)
+        return self.support(candidate) >= best - self.margin
 
     def remaining(self) -> list[int]:
         taken = {c.pool_index for c in self.choices}
@@ -278,11 +292,16 @@ def screen(state: SearchState, cfg: SearchConfig, deps: Deps) -> int:
         return 0
     state.floor = cfg.relevance_floor
     state.margin = cfg.relevance_margin
+    if deps.coverage is not None and cfg.key_term_weight and not state.key_terms:
+        state.key_terms = steps.key_terms(state.post)
+    state.key_term_weight = cfg.key_term_weight if deps.coverage is not None else 0.0
     checked = sum(c.screened for c in state.pool)
     order = _screen_order(state, deps)[: max(0, min(cfg.screen_batch, cfg.screen_limit - checked))]
     for i in order:
         candidate = state.pool[i]
         candidate.relevance = deps.relevance(state.post, candidate)
+        if deps.coverage is not None and state.key_terms and candidate.relevance is not None:
+            candidate.coverage = deps.coverage(state.key_terms, candidate)
         candidate.screened = True
     checked += len(order)
     passing = sum(c.screened and state.eligible(i) for i, c in enumerate(state.pool))
@@ -291,8 +310,11 @@ def screen(state: SearchState, cfg: SearchConfig, deps: Deps) -> int:
         if passing == 0:
             state.warnings.append(NO_RELEVANT)
         elif passing < cfg.tau:
+            terms = ", counting the claim's key terms it contains," if state.key_term_weight else ""
             within = (
-                "" if cfg.relevance_margin is None else f" and within {cfg.relevance_margin:.2f} of the best source's"
+                ""
+                if cfg.relevance_margin is None
+                else f" and{terms} within {cfg.relevance_margin:.2f} of the best source's"
             )
             state.warnings.append(
                 f"Only {passing} of the {checked} sources checked address this claim closely enough "
@@ -335,6 +357,7 @@ def choose_one(state: SearchState, cfg: SearchConfig, deps: Deps) -> Round:
     if record is None:
         relevance = [float(r) for r in screened if r is not None]
         known = len(relevance) == len(shown)  # every candidate screened: its best passage decides
+        coverage = [c.coverage or 0.0 for c in shown] if known and state.key_term_weight else None
         prime = getattr(deps.similarity, "prime", None)
         if prime is not None and not known:  # one batch instead of one model call per candidate
             prime([state.post, *(f"{t}. {s}" for t, s, _ in items)])
@@ -342,6 +365,7 @@ def choose_one(state: SearchState, cfg: SearchConfig, deps: Deps) -> Round:
         result = steps.pick_most_useful_baseline(
             post=state.post, candidates=items, similarity=deps.similarity, priors=priors,
             prior_weight=cfg.prior_weight, relevance=relevance if known else None,
+            coverage=coverage, coverage_weight=state.key_term_weight,
         )  # fmt: skip
         record = Round(
             number, remaining, remaining[result.value], result.producer.label, result.reasoning,

@@ -64,6 +64,8 @@ class Candidate:
     # Cosine of the post with the document's best passage (the screen stage); None: not checked,
     # or the document could not be read.
     relevance: float | None = None
+    # Share of the claim's key terms the document contains (the screen, when it weighs them).
+    coverage: float | None = None
     screened: bool = False
 
     def keys(self) -> set[str]:

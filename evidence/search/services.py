@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+from collections.abc import Sequence
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.lib import lexical
 from crowdnotes_site.lib.llm.steps.common import Similarity
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
@@ -64,6 +66,7 @@ def search_config(
         prior_weight=settings.SEARCH_PRIOR_WEIGHT,
         relevance_floor=settings.EVIDENCE_RELEVANCE_FLOOR,
         relevance_margin=settings.EVIDENCE_RELEVANCE_MARGIN if settings.EVIDENCE_RELEVANCE_MARGIN >= 0 else None,
+        key_term_weight=settings.EVIDENCE_KEY_TERM_WEIGHT,
         screen_limit=settings.SEARCH_SCREEN_LIMIT,
     )
 
@@ -188,6 +191,16 @@ def candidate_relevance(post: str, candidate: Candidate, *, owner: int | None = 
     return result.best_score
 
 
+def candidate_coverage(terms: Sequence[str], candidate: Candidate, *, owner: int | None = None) -> float | None:
+    """Share of the claim's key terms the candidate's document contains (its stored text: the
+    screen read it for the relevance just before). None when the document cannot be read."""
+    try:
+        source = candidate_source(candidate, owner=owner)
+    except (FetchError, ExtractionError):
+        return None
+    return lexical.term_coverage(terms, source.cleaned_text or "")
+
+
 def search_deps(*, owner: int | None = None) -> flow.Deps:
     """The flow's dependencies; `owner` (the contributor whose run this is) is charged for LLM calls."""
     relevance = functools.partial(candidate_relevance, owner=owner)
@@ -198,6 +211,7 @@ def search_deps(*, owner: int | None = None) -> flow.Deps:
         categorize=categorize,
         enrich=enrich_known,
         relevance=relevance if settings.EVIDENCE_RELEVANCE_FLOOR > 0 else None,
+        coverage=functools.partial(candidate_coverage, owner=owner),
     )
 
 

@@ -98,7 +98,7 @@ def test_it_finds_evidence_for_a_post_and_drafts_from_the_confirmed_proposal(
     expect(page.locator(".snippet.proposed.state-ready")).to_have_count(1, timeout=120_000)
     proposed = " ".join(page.locator(".snippet.proposed .meta strong").all_inner_texts()).lower()
     assert "sids" in proposed and "green tea" not in proposed and "fasting" not in proposed
-    assert "within 0.10 of the best source's" in page.inner_text("#automation")
+    assert "within 0.05 of the best source's" in page.inner_text("#automation")
     cdc = page.locator(".snippet.proposed", has_text="Sudden Infant Death Syndrome (SIDS) and Vaccines")
     assert "Proposed by CrowdNotes" in cdc.inner_text() and "open the indexed copy" in cdc.inner_text()
     _shot(page, "3-review")

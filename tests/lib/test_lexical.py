@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crowdnotes_site.lib.lexical import content_words, idf_overlap, lexical_overlap
+from crowdnotes_site.lib.lexical import content_words, idf_overlap, lexical_overlap, term_coverage
 
 POST = "Only children get type 1 diabetes; adults with high blood sugar always have type 2."
 
@@ -33,3 +33,14 @@ def test_short_numbers_count_for_the_matcher_but_not_for_the_baselines() -> None
 def test_no_words_no_overlap() -> None:
     assert idf_overlap("the and of", ["anything at all"]) == [0.0]
     assert idf_overlap(POST, []) == []
+
+
+def test_a_key_term_counts_only_when_the_text_holds_all_of_it() -> None:
+    terms = ["nsw hospitals", "ventilators", "covid 19"]
+    nsw = "NSW Health: 12 COVID-19 patients are in our hospitals, none on ventilators."
+    queensland = "Queensland hospitals treat 40 COVID-19 patients; 3 are on ventilators."
+    assert term_coverage(terms, nsw) == 1.0
+    # "hospitals" alone is not "nsw hospitals": the page about another state misses that term.
+    assert term_coverage(terms, queensland) == pytest.approx(2 / 3)
+    assert term_coverage(terms, "") == 0.0
+    assert term_coverage(["the", "of it"], nsw) == 0.0  # no content words: nothing to count

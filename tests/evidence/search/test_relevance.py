@@ -8,12 +8,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 
+from crowdnotes_site.lib import lexical
 from crowdnotes_site.lib.llm.steps.search import key_term_queries, key_terms, search_queries_baseline
 from evidence import snippets
 from evidence.index import store
@@ -181,6 +183,49 @@ def test_a_page_that_only_shares_the_topic_is_not_proposed_beside_the_page_that_
     assert urls == [pool[0].url, pool[2].url]  # 0.45 is over the floor but 0.33 below the best
     assert any("within 0.10 of the best source's" in w for w in warnings)
     assert len(proposed(None)[0]) == 3  # without the margin the research prior's 0.45 is proposed too
+
+
+def test_of_two_pages_on_the_topic_the_one_that_names_the_claims_key_terms_is_proposed() -> None:
+    # The labelled set's NSW case: a Queensland bulletin is as close by cosine as the NSW one.
+    post = "NSW hospitals are overflowing, hundreds of covid patients are on ventilators right now."
+    pool = [
+        Candidate(url="https://qld.example/update", title="A", snippet="", category="health_authority"),
+        Candidate(url="https://nsw.example/update", title="B", snippet="", category="health_authority"),
+    ]
+    relevance = {pool[0].url: 0.66, pool[1].url: 0.64}
+    texts = {
+        pool[0].url: "Queensland hospitals: 40 COVID patients, 3 on ventilators.",
+        pool[1].url: "NSW hospitals are not overflowing: 12 COVID patients, not hundreds, are on ventilators.",
+    }
+    asked: list[list[str]] = []
+
+    def coverage(terms: Sequence[str], candidate: Candidate) -> float:
+        asked.append(list(terms))
+        return lexical.term_coverage(terms, texts[candidate.url])
+
+    def proposed(weight: float) -> tuple[list[str], flow.SearchState]:
+        deps = flow.Deps(backends=[], relevance=lambda post, c: relevance[c.url], coverage=coverage)
+        cfg = flow.SearchConfig(
+            tau=3, relevance_floor=0.40, relevance_margin=0.05, key_term_weight=weight, prior_weight=0.05
+        )
+        state = flow.SearchState(post=post, pool=[dataclasses.replace(c) for c in pool], pooled=True)
+        while not state.screen_done:
+            flow.screen(state, cfg, deps)
+        while not state.done_choosing(cfg):
+            flow.choose_one(state, cfg, deps)
+        # The key terms and their weight survive the JSON round trip of a queued run.
+        again = flow.SearchState.from_json(state.to_json())
+        assert again.relevant_count == state.relevant_count and again.key_terms == state.key_terms
+        return [state.pool[c.pool_index].url for c in state.active], state
+
+    urls, state = proposed(0.15)
+    # Key terms: nsw hospitals, overflowing, hundreds, covid patients. NSW holds all four (0.64 + 0.15),
+    # Queensland one (0.66 + 0.15 x 0.25): more than the margin behind, so not proposed beside it.
+    assert urls == [pool[1].url]
+    assert state.key_terms == key_terms(post) and asked[0] == state.key_terms
+    assert "share of the claim's key terms 1.00" in state.active[0].reason
+    assert state.rounds[0].producer == "baseline:passage-relevance+key-terms+prior-v3"
+    assert proposed(0.0)[0] == [pool[0].url, pool[1].url]  # relevance alone: both, Queensland first
 
 
 def test_the_floor_marks_a_weak_human_source_without_blocking_it(

@@ -317,13 +317,19 @@ def pick_most_useful_baseline(
     priors: Sequence[tuple[str, float]] | None = None,
     prior_weight: float = 0.0,
     relevance: Sequence[float] | None = None,
+    coverage: Sequence[float] | None = None,
+    coverage_weight: float = 0.0,
 ) -> StepResult:
     """Relevance to the post plus prior_weight x the source-reliability prior of each candidate's
     category (priors: one (category, prior) per candidate). Relevance is the given one (the
     cosine of the post with each document's best passage, when the flow screened them), else
-    title + snippet (embedding cosine, else word overlap). The reasoning shows both terms."""
+    title + snippet (embedding cosine, else word overlap). With `coverage` (the share of the
+    claim's key terms each document contains) it adds coverage_weight x that share. The reasoning
+    shows every term."""
     started = time.monotonic()
-    if relevance is not None:
+    if relevance is not None and coverage is not None and coverage_weight:
+        name = "passage-relevance+key-terms+prior-v3"
+    elif relevance is not None:
         name = "passage-relevance+prior-v2"
     else:
         name = "embedding-relevance+prior-v1" if similarity else "lexical-relevance+prior-v1"
@@ -335,12 +341,14 @@ def pick_most_useful_baseline(
             for t, s, _ in candidates
         ]
     prior = [p for _, p in priors] if priors else [0.0] * len(candidates)
-    scores = [r + prior_weight * p for r, p in zip(relevance, prior, strict=True)]
+    terms = list(coverage) if coverage is not None and coverage_weight else [0.0] * len(candidates)
+    scores = [r + coverage_weight * t + prior_weight * p for r, t, p in zip(relevance, terms, prior, strict=True)]
     best = max(range(len(candidates)), key=lambda i: (scores[i], -i))
     category = priors[best][0] if priors else ""
     what = "Best passage's relevance" if name.startswith("passage") else "Relevance"
+    term_part = f" + {coverage_weight:g} × share of the claim's key terms {terms[best]:.2f}" if coverage_weight else ""
     reasoning = (
-        f"{what} to the post {relevance[best]:.3f} + {prior_weight:g} × reliability prior "
+        f"{what} to the post {relevance[best]:.3f}{term_part} + {prior_weight:g} × reliability prior "
         f"{prior[best]:.2f}{f' ({category})' if category else ''} = {scores[best]:.3f}, the highest of "
         f"{len(candidates)} candidates."
     )
