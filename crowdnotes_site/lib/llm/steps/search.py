@@ -327,7 +327,8 @@ def pick_most_useful_baseline(
     claim's key terms each document contains) it adds coverage_weight x that share. The reasoning
     shows every term."""
     started = time.monotonic()
-    if relevance is not None and coverage is not None and coverage_weight:
+    weighs_terms = relevance is not None and coverage is not None and bool(coverage_weight)
+    if weighs_terms:
         name = "passage-relevance+key-terms+prior-v3"
     elif relevance is not None:
         name = "passage-relevance+prior-v2"
@@ -341,12 +342,12 @@ def pick_most_useful_baseline(
             for t, s, _ in candidates
         ]
     prior = [p for _, p in priors] if priors else [0.0] * len(candidates)
-    terms = list(coverage) if coverage is not None and coverage_weight else [0.0] * len(candidates)
+    terms = list(coverage) if weighs_terms and coverage is not None else [0.0] * len(candidates)
     scores = [r + coverage_weight * t + prior_weight * p for r, t, p in zip(relevance, terms, prior, strict=True)]
     best = max(range(len(candidates)), key=lambda i: (scores[i], -i))
     category = priors[best][0] if priors else ""
     what = "Best passage's relevance" if name.startswith("passage") else "Relevance"
-    term_part = f" + {coverage_weight:g} × share of the claim's key terms {terms[best]:.2f}" if coverage_weight else ""
+    term_part = f" + {coverage_weight:g} × share of the claim's key terms {terms[best]:.2f}" if weighs_terms else ""
     reasoning = (
         f"{what} to the post {relevance[best]:.3f}{term_part} + {prior_weight:g} × reliability prior "
         f"{prior[best]:.2f}{f' ({category})' if category else ''} = {scores[best]:.3f}, the highest of "

@@ -64,3 +64,16 @@ def test_its_baseline_adds_the_reliability_prior_transparently() -> None:
     )
     assert weighted.value == 1
     assert "0.5 × reliability prior 1.00 (health_authority)" in weighted.reasoning
+
+
+def test_its_baseline_weighs_key_terms_only_beside_passage_relevance() -> None:
+    cands = [("Vitamin C cures cancer", "a blog post", "https://blog/1"), ("Vitamin C and cancer", "", "https://nih/2")]
+    weighed = search.pick_most_useful_baseline(
+        post=POST, candidates=cands, relevance=[0.60, 0.55], coverage=[0.25, 1.0], coverage_weight=0.15
+    )
+    assert weighed.value == 1 and weighed.producer.label == "baseline:passage-relevance+key-terms+prior-v3"
+    assert "0.550 + 0.15 × share of the claim's key terms 1.00" in weighed.reasoning
+    # Without passage relevance (not every candidate screened) the title + snippet decide and the
+    # reasoning does not claim a key-term share it did not use.
+    titles = search.pick_most_useful_baseline(post=POST, candidates=cands, coverage=None, coverage_weight=0.15)
+    assert "key terms" not in titles.reasoning and titles.producer.label == "baseline:lexical-relevance+prior-v1"
