@@ -19,11 +19,11 @@ from django.test import Client
 
 from notes.roles import ADMIN, CONTRIBUTOR, RATER, sync_roles
 from tests.support.llm_server import ScriptedLLM
+from tests.support.screenshots import artifact_path
 from tests.support.web_server import WebServer
 from tests.support.worker import Worker, purge_broker
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "artifacts"
 
 
 # --- No network but loopback -----------------------------------------------------------------
@@ -329,7 +329,6 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     violations: list[str] = []
     page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
     yield page
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-final.png"), full_page=True)
+    page.screenshot(path=str(artifact_path(f"{request.node.name}-final.png")), full_page=True)
     context.close()
     assert violations == [], violations

@@ -14,8 +14,7 @@ from playwright.sync_api import expect
 from notes import services
 from notes.demo import NEAR_THRESHOLD_RATINGS
 from notes.models import Note, NoteStatus, Participant, RatingLevel, ScoringRun
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+from tests.support.screenshots import docs_image_path
 
 
 @pytest.mark.browser
@@ -55,8 +54,7 @@ def test_it_rescores_from_the_scoring_page_and_a_demo_note_changes_status(
     assert target.text[:40] in changes and "Currently Rated Helpful" in changes
     target.refresh_from_db()
     assert target.status == NoteStatus.HELPFUL
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "admin-scoring.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path("admin-scoring.png")), full_page=True)
 
     # The post page shows the admin each note's intercept and factor.
     page.goto(f"{live_server.url}/posts/{target.post_id}/#note-{target.pk}")

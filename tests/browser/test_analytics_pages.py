@@ -10,13 +10,11 @@ import pytest
 from django.core.management import call_command
 
 from notes.roles import ADMIN
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+from tests.support.screenshots import docs_image_path
 
 
 def _shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"analytics-{name}.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path(f"analytics-{name}.png")), full_page=True)
 
 
 @pytest.mark.browser

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,9 +10,8 @@ from playwright.sync_api import expect
 
 from notes.models import Note
 from tests.judging.llm_answers import answers, stage_of
+from tests.support.screenshots import artifact_path, docs_image_path
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGE = """<!doctype html><html><head><title>Vitamin C and the common cold</title></head><body>
 <nav>Home | Topics | Contact</nav>
 <article><h1>Vitamin C and the common cold</h1>
@@ -35,8 +33,7 @@ vitamin C, colds and influenza prevention in adults and children.</p></article>
 
 
 def _shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"contributor-{name}.png"), full_page=True)
+    page.screenshot(path=str(artifact_path(f"contributor-{name}.png")), full_page=True)
 
 
 @pytest.mark.browser
@@ -97,6 +94,7 @@ def test_it_walks_from_signup_to_a_submitted_note(
     assert any(box.evaluate("el => el.scrollTop") > 0 or page.wait_for_timeout(250) for _ in range(20))
     _shot(page, "3-evidence")
     page.set_viewport_size(desktop)
+    page.screenshot(path=str(docs_image_path("evidence-review.png")), full_page=True)
 
     ready.locator("button:has-text('This passage supports my note')").click()
     page.wait_for_selector(".snippet.state-ready .review-state[data-state=confirmed]")
@@ -136,8 +134,7 @@ def test_it_walks_from_signup_to_a_submitted_note(
     assert "Needs More Ratings" in live
     assert "0 ratings so far; a status needs at least 5: 5 more." in live
     page.wait_for_selector("#live:not([hx-get])")  # judging over: the page stops polling
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "contributor-verdicts.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path("contributor-verdicts.png")), full_page=True)
 
     page.click("text=My notes")
     assert draft[:60] in page.inner_text("main")

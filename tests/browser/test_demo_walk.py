@@ -1,7 +1,8 @@
 """Every nav page as each demo role, on a freshly loaded demo (public sample included), in headless
 Chromium. Fails on: a table with no row and no explanation, a chart with nothing drawn, a negative
 or impossible delay, "Not classified yet" for posts that have text, a candidate list with
-duplicates, a "next run" in the past shown as upcoming. One screenshot per page into docs/demo/.
+duplicates, a "next run" in the past shown as upcoming. One screenshot per page (into docs/images/demo/
+when refreshing the documentation's images: tests/support/screenshots.py).
 
 As on the demo's first start (scripts/lib/warmup.sh), the jury's model is trained and one offline
 Supernote run is queued for the demo's stuck post, and done here as the worker does it: the walk
@@ -29,9 +30,9 @@ from notes.demo import CAMP_RATERS, DEMO_PASSWORD, DEMO_USERS
 from notes.models import Note, Post, ScoringRun, SupernoteRun
 from notes.supernotes import services as supernotes
 from notes.supernotes.candidates import normalized_text
+from tests.support.screenshots import docs_image_path
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "docs" / "demo"
 DEMO_DATASET = ROOT / "bench" / "benchmark_demo.jsonl"
 SKIP = ("/django-admin/", "/accounts/logout/")
 
@@ -42,7 +43,11 @@ SHOT_MAX_HEIGHT = 3000  # px: the whole page up to this height (the Stuck posts 
 def _shot(page: Any, name: str) -> None:
     height = min(int(page.evaluate("document.documentElement.scrollHeight")), SHOT_MAX_HEIGHT)
     width = (page.viewport_size or {"width": 1280})["width"]
-    page.screenshot(path=str(DOCS / name), full_page=True, clip={"x": 0, "y": 0, "width": width, "height": height})
+    page.screenshot(
+        path=str(docs_image_path(f"demo/{name}")),
+        full_page=True,
+        clip={"x": 0, "y": 0, "width": width, "height": height},
+    )
 
 
 def _login(page: Any, base: str, username: str) -> None:
@@ -258,7 +263,6 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
     interval = settings.CELERY_BEAT_SCHEDULE["score-notes"]["schedule"]
     missed = ScoringRun.objects.create(trigger=ScoringRun.Trigger.SCHEDULE, state=ScoringRun.State.DONE)
     ScoringRun.objects.filter(pk=missed.pk).update(created_at=timezone.now() - timedelta(seconds=interval + 600))
-    DOCS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1000, "height": 760})
     base = live_server.url
     shot: set[str] = set()

@@ -17,8 +17,8 @@ from playwright.sync_api import expect
 from crowdnotes_site.lib.llm.steps.common import split_data_block
 from notes.models import Note
 from notes.roles import CONTRIBUTOR
+from tests.support.screenshots import artifact_path, docs_image_path
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 PAGES = [
     "health/cdc.gov__about-sids.html",
     "health/safetosleep.nichd.nih.gov__home.html",
@@ -33,8 +33,7 @@ DRAFT = "CDC: studies found no link between vaccines and sudden infant death syn
 
 
 def _shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"find-evidence-{name}.png"), full_page=True)
+    page.screenshot(path=str(artifact_path(f"find-evidence-{name}.png")), full_page=True)
 
 
 def _answer(messages: list[dict[str, str]]) -> str:
@@ -91,6 +90,7 @@ def test_it_finds_evidence_for_a_post_and_drafts_from_the_confirmed_proposal(
     chosen = page.inner_text(".chosen-sources")
     assert "Why: The CDC page reviews the studies on vaccines and SIDS." in chosen
     _shot(page, "2-queries-pool-chosen")
+    page.screenshot(path=str(docs_image_path("find-evidence.png")), full_page=True)
 
     # Only the CDC vaccines-and-SIDS page is proposed: fewer than τ (3). None of the off-topic pages
     # of the index (diabetes, green tea, duvets, fasting) clears the floor, and the NICHD safe-sleep

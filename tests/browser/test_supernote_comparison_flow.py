@@ -3,7 +3,6 @@ two unlabelled notes, picks one and rates both; an admin then sees the Supernote
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +12,7 @@ from notes.roles import ADMIN, RATER
 from notes.supernotes import comparison
 from tests.browser.test_supernote_flow import _login
 from tests.notes.supernotes.test_comparison import HUMAN_TEXT, SUPER_TEXT, _pair
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+from tests.support.screenshots import docs_image_path
 
 
 @pytest.mark.browser
@@ -36,8 +34,7 @@ def test_rater_compares_two_notes_and_admin_sees_the_win_rate(page: Any, live_se
     for key in comparison.STATEMENT_KEYS:
         page.check(f"input[name={sn}_{key}][value='5']")
         page.check(f"input[name={other}_{key}][value='3']")
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "supernotes-comparison.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path("supernotes-comparison.png")), full_page=True)
     page.get_by_role("button", name="Save comparison").click()
     page.get_by_text("your comparison is saved").wait_for()
     item.refresh_from_db()
@@ -48,4 +45,4 @@ def test_rater_compares_two_notes_and_admin_sees_the_win_rate(page: Any, live_se
     page.get_by_role("link", name="Blind comparison by raters").click()
     page.get_by_text("Supernote preferred in 1 of 1 comparisons: 100.0%").wait_for()
     assert "Wilson" in page.inner_text("main") and "75.2%" in page.inner_text("main")
-    page.screenshot(path=str(DOCS / "supernotes-comparison-results.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path("supernotes-comparison-results.png")), full_page=True)

@@ -13,8 +13,7 @@ from notes.models import Note, Rating, SupernoteRun
 from notes.roles import ADMIN, RATER
 from notes.supernotes import phm, services
 from tests.notes.supernotes.test_runs import NOTE_TEXTS, _stuck_post
-
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+from tests.support.screenshots import docs_image_path
 
 
 def _login(page: Any, live_server: Any, user: Any) -> None:
@@ -54,19 +53,18 @@ def test_stuck_post_to_rated_supernote(
         return "Fine.\nFinal decision: yes"
 
     llm_server.respond_with(answer)
-    DOCS.mkdir(exist_ok=True)
     # Supernote runs are admins' by default (issue 27: ~300 LLM calls a click).
     _login(page, live_server, make_user("stuckwatch", ADMIN, staff=True))
     page.goto(f"{live_server.url}/supernotes/stuck/")
     page.get_by_text("39 ratings").first.wait_for()
-    page.screenshot(path=str(DOCS / "supernotes-stuck-posts.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path("supernotes-stuck-posts.png")), full_page=True)
     page.get_by_role("button", name="Generate Supernote").click()
     try:
         page.get_by_text("Proposed Supernote").wait_for(timeout=120_000)
     except Exception as exc:  # say what the run did, not only that the text never came
         runs = list(SupernoteRun.objects.filter(post=post).values("state", "stage", "progress", "error"))
         raise AssertionError(f"no proposal within 120 s: runs {runs}; page: {page.inner_text('main')[:1500]}") from exc
-    page.screenshot(path=str(DOCS / "supernotes-run.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path("supernotes-run.png")), full_page=True)
     run = SupernoteRun.objects.get(post=post)
     note = run.proposed_note
     assert note is not None and note.origin == Note.Origin.SUPERNOTE
@@ -74,7 +72,7 @@ def test_stuck_post_to_rated_supernote(
     # The run's details (jury score, merged notes) are shown to admins and the run's starter.
     page.goto(f"{live_server.url}/posts/{post.pk}/")
     page.get_by_text("simulated jury intercept").wait_for()
-    page.screenshot(path=str(DOCS / "supernotes-post.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path("supernotes-post.png")), full_page=True)
     rater = make_user("juror", RATER)
     _login(page, live_server, rater)
     page.goto(f"{live_server.url}/rate/{note.pk}/")

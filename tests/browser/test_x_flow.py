@@ -6,13 +6,12 @@ pre-flight shows the judges and X's ClaimOpinion score (polled in, no reload), t
 submitted and judged, proposed to X with the classification and reasons pre-filled from the
 judges, and X's evaluator outcomes show on the note page and the "X writer" page.
 
-The topic classifier is off in tests, so the test sets the post's topic. Screenshots of each step: docs/x-*.png."""
+The topic classifier is off in tests, so the test sets the post's topic. Screenshots of each step: docs/images/x-*.png (tests/support/screenshots.py)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from playwright.sync_api import expect
 from notes.models import Note, Post, Topic
 from tests.judging.llm_answers import answers, stage_of
 from tests.support import x_server
+from tests.support.screenshots import docs_image_path
 from tests.support.web_server import WebServer
 from tests.support.worker import Worker
 from tests.support.x_server import FakeX
@@ -28,7 +28,6 @@ from tests.xnotes.conftest import _x_session, x_api  # noqa: F401  (fixtures)
 from tests.xnotes.factories import tweet
 from xnotes.models import XPost
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 X_ID = "1930672414444372186"
 POST = "The MMR vaccine causes autism in children. Share before they delete this!"
 PAGE = """<!doctype html><html><head><title>Vaccines and autism</title></head><body>
@@ -55,8 +54,7 @@ def _login(page: Any, live_server: Any, user: Any) -> None:
 
 
 def _shot(page: Any, name: str) -> None:
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / f"x-{name}.png"), full_page=True)
+    page.screenshot(path=str(docs_image_path(f"x-{name}.png")), full_page=True)
 
 
 @pytest.mark.browser
