@@ -24,7 +24,7 @@ def _env_helper_names() -> set[str]:
     return {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("env_")}
 
 
-def _is_os_environ(node: ast.expr) -> bool:
+def _is_os_environ(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
 
 
