@@ -1,7 +1,7 @@
 """Benchmark process start-up: `django.setup()`, `manage.py check` and `score_communitynotes` on 200 K ratings.
 
     DEBUG=1 DATABASE_URL=postgres://…/cn_bench REDIS_URL=redis://127.0.0.1:6379/0 \
-        flock /tmp/heavy.lock .venv/bin/python bench/bench_startup.py [--runs 5] [--root OTHER_CHECKOUT]
+        flock /tmp/heavy.lock .venv/bin/python bench/bench_startup.py [--runs 5] [--compare OTHER_CHECKOUT]
 
 Every figure is a fresh process (the median and the fastest of `--runs`), in two bytecode modes:
 
@@ -16,9 +16,10 @@ Columns: `django.setup()` timed inside the process; `manage.py check` and `score
 (synthetic public-format TSVs of ~200 K ratings, `crowdnotes_site/lib/scoring/synthetic.py`, the shape of
 bench_scoring.py) timed as the whole process's wall clock; and which of the heavy libraries
 (scikit-learn, scipy, torch, transformers, sentence-transformers, openai) a process that ran
-django.setup() and the system checks has loaded. `--root` times another checkout's manage.py with
-the same data (e.g. an export of an earlier commit, for a before/after row). The database must
-exist; nothing is written to it.
+django.setup() and the system checks has loaded. `--compare OTHER_CHECKOUT` times another
+checkout's manage.py with the same data, its runs interleaved with this one's so both see the same
+machine load (a before/after row: `git archive <commit> | tar -x -C /tmp/before`, then link its
+.venv to this one's). The database must exist; nothing is written to it.
 """
 
 from __future__ import annotations
@@ -87,27 +88,29 @@ def _wall(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
     return time.perf_counter() - t0
 
 
-def measure(root: Path, mode: str, runs: int, notes: Path, ratings: Path, out: Path) -> dict[str, object]:
+def measure(roots: list[Path], mode: str, runs: int, notes: Path, ratings: Path, out: Path) -> list[dict[str, object]]:
+    """The figures of each checkout in `roots`, their runs interleaved (the same machine load for all)."""
     python = sys.executable
     score = [python, "manage.py", "score_communitynotes", "--notes", str(notes), "--ratings", str(ratings)]
     score += ["--outdir", str(out)]
     check = [python, "manage.py", "check"]
     setup = [python, "-c", SETUP_CHILD, json.dumps(HEAVY)]
+    results: list[dict[str, list[object]]] = [{"setup": [], "check": [], "score": [], "heavy": []} for _ in roots]
     with tempfile.TemporaryDirectory(prefix="bench-startup-pyc-") as tmp:
-        cache_dir = Path(tmp)
-        env = _env(mode, cache_dir)
+        envs = [_env(mode, Path(tmp) / str(i)) for i in range(len(roots))]
         if mode == "cached":  # one run of each writes the .pyc files the measured runs read
-            for cmd in (setup, check, score):
-                subprocess.run(cmd, cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
-        setups, heavy = [], []
+            for root, env in zip(roots, envs, strict=True):
+                for cmd in (setup, check, score):
+                    subprocess.run(cmd, cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
         for _ in range(runs):
-            child = subprocess.run(setup, cwd=root, env=env, check=True, capture_output=True, text=True)
-            report = json.loads(child.stdout.strip().splitlines()[-1])
-            setups.append(report["setup_s"])
-            heavy = report["heavy"]
-        checks = [_wall(check, root, env) for _ in range(runs)]
-        scores = [_wall(score, root, env) for _ in range(runs)]
-    return {"setup": setups, "check": checks, "score": scores, "heavy": heavy}
+            for root, env, r in zip(roots, envs, results, strict=True):
+                child = subprocess.run(setup, cwd=root, env=env, check=True, capture_output=True, text=True)
+                report = json.loads(child.stdout.strip().splitlines()[-1])
+                r["setup"].append(report["setup_s"])
+                r["heavy"] = report["heavy"]
+                r["check"].append(_wall(check, root, env))
+                r["score"].append(_wall(score, root, env))
+    return results  # type: ignore[return-value]
 
 
 def _cell(values: object) -> str:
@@ -120,21 +123,27 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per figure (median and fastest shown)")
     parser.add_argument("--ratings", type=int, default=200_000, help="synthetic ratings for score_communitynotes")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose manage.py is timed")
+    parser.add_argument(
+        "--compare", type=Path, help="another checkout (e.g. an export of an earlier commit), timed alongside"
+    )
     parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench-startup")
     parser.add_argument("--modes", nargs="+", choices=["no-write", "cached"], default=["no-write", "cached"])
     args = parser.parse_args()
     notes, ratings, count = prepare(args.ratings, args.workdir / str(args.ratings))
-    print(f"root {args.root.resolve()}; {count:,} ratings in {ratings.parent}; {args.runs} runs per figure; "
-          f"Django's package has .pyc files: {'yes' if django_has_pyc() else 'no'}", flush=True)  # fmt: skip
+    roots = [args.root.resolve(), *([args.compare.resolve()] if args.compare else [])]
+    print(f"{count:,} ratings in {ratings.parent}; {args.runs} runs per figure; "
+          f"Django's package has .pyc files: {'yes' if django_has_pyc() else 'no'}; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     rows = []
     for mode in args.modes:
-        rows.append((mode, measure(args.root.resolve(), mode, args.runs, notes, ratings, args.workdir / "out")))
-    print(f"{'bytecode':<9} | {'django.setup() s':>16} | {'manage.py check s':>17} | "
+        for root, r in zip(roots, measure(roots, mode, args.runs, notes, ratings, args.workdir / "out"), strict=True):
+            rows.append((root, mode, r))
+    print(f"{'checkout':<24} | {'bytecode':<9} | {'django.setup() s':>16} | {'manage.py check s':>17} | "
           f"{'score_communitynotes s':>22} | heavy libraries after check")  # fmt: skip
-    for mode, r in rows:
+    for root, mode, r in rows:
         heavy = ", ".join(r["heavy"]) or "none"  # type: ignore[arg-type]
-        print(f"{mode:<9} | {_cell(r['setup']):>16} | {_cell(r['check']):>17} | {_cell(r['score']):>22} | {heavy}")
-    print("Figures: median (fastest) wall seconds of fresh processes.")
+        print(f"{str(root)[-24:]:<24} | {mode:<9} | {_cell(r['setup']):>16} | {_cell(r['check']):>17} | "
+              f"{_cell(r['score']):>22} | {heavy}")  # fmt: skip
+    print(f"Figures: median (fastest) wall seconds of fresh processes; load {os.getloadavg()[0]:.1f} at the end.")
 
 
 if __name__ == "__main__":
