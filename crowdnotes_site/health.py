@@ -14,7 +14,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 
 from crowdnotes_site.access import PUBLIC, endpoint
-from crowdnotes_site.celery import app
+from crowdnotes_site.queue import broker_app
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def _check_cache() -> str:
 
 
 def _check_broker() -> str:
-    with app.connection_for_write() as conn:
+    with broker_app().connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
     return "ok"
 

@@ -29,17 +29,27 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from crowdnotes_site.celery import app
 from crowdnotes_site.models import OutboxMessage
 
+if TYPE_CHECKING:
+    from celery import Celery
+
 log = logging.getLogger(__name__)
+
+
+def broker_app() -> Celery:
+    """The configured Celery app, imported on the first send: Celery (with kombu, billiard, click)
+    costs ~0.3 s to import, and most processes (commands, a web worker between enqueues) never send."""
+    from crowdnotes_site.celery import app
+
+    return app
 
 
 def outbox_key(task_name: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> str:
@@ -73,8 +83,8 @@ class Enqueued:
                 return  # the dispatcher has it
             try:
                 # By name, like the dispatcher: routes apply by name (settings.CELERY_TASK_ROUTES), and
-                # `app.send_task` is looked up at commit time, so a test that patches it sees the call.
-                app.send_task(self.task, args=self.args, kwargs=self.kwargs, **_options(self.priority))
+                # `send_task` is looked up at commit time, so a test that patches it sees the call.
+                broker_app().send_task(self.task, args=self.args, kwargs=self.kwargs, **_options(self.priority))
             except Exception as exc:  # any broker failure: the dispatcher retries, the request goes on
                 _record_failure([self.message_id], exc)
                 return
@@ -154,7 +164,7 @@ def outbox_dispatch(*, limit: int = 500) -> dict[str, int]:
         )
         for row in rows:
             try:
-                app.send_task(row.task_name, args=row.args, kwargs=row.kwargs, **_options(row.priority))
+                broker_app().send_task(row.task_name, args=row.args, kwargs=row.kwargs, **_options(row.priority))
             except Exception as exc:
                 _record_failure([row.pk], exc)
                 break

@@ -8,11 +8,13 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, register
 
-from evidence.fetch import parse_host_ports
-
 
 @register()
 def evidence_allowed_local(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    # Deferred: the fetcher imports urllib3; this module loads in every django.setup(), the check
+    # runs only under `manage.py check` and the server's start.
+    from evidence.fetch import parse_host_ports
+
     try:
         pairs = parse_host_ports(settings.EVIDENCE_ALLOWED_LOCAL)
     except ValueError as exc:

@@ -4,7 +4,6 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from notes import services
 from notes.models import DraftJob, Note, NoteStatusChange, Participant, Post, Rating, SupernoteComparison
 
 
@@ -25,6 +24,10 @@ class NoteAdmin(admin.ModelAdmin):
 
     @admin.action(description="Rescore all notes now (Community Notes scorer)", permissions=["run_scoring"])
     def rescore_notes(self, request: HttpRequest, queryset: QuerySet[Note]) -> None:
+        # Deferred: the services import the whole app (numpy, the scorer); admin modules load in
+        # every process's django.setup().
+        from notes import services
+
         services.notes_rescore_request(user=request.user)  # type: ignore[arg-type]
         self.message_user(request, "Rescoring queued on the cpu queue; statuses update when it finishes.")
 

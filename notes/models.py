@@ -8,7 +8,6 @@ from django.utils import timezone
 
 from crowdnotes_site.lib import status as note_status
 from crowdnotes_site.lib.llm.steps.common import Producer
-from crowdnotes_site.lib.scoring import scoring_explain
 
 
 class Topic(models.TextChoices):
@@ -175,6 +174,10 @@ class Note(models.Model):
         """Why the note has its status, without model numbers (crowdnotes_site/lib/scoring/scoring_explain.py)."""
         if not self.score_rules:  # not scored since the rules were recorded
             return ""
+        # Deferred: it loads the scorer and numpy (~0.2 s); models load in every process, reasons
+        # are read only on the pages that show them.
+        from crowdnotes_site.lib.scoring import scoring_explain
+
         why = scoring_explain.NoteWhy(
             status=self.status, rules=tuple(self.score_rules), num_ratings=self.num_ratings, intercept=self.intercept,
             factor=self.factor, neg_count=self.neg_side_ratings, pos_count=self.pos_side_ratings,

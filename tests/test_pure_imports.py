@@ -58,3 +58,57 @@ def test_the_pure_cores_import_no_django_in_a_fresh_interpreter() -> None:
     assert report["django_after_lib"] is False
     assert len(cores) >= 20
     assert report["django"] == []
+
+
+# Libraries that cost seconds to import (scikit-learn pulls scipy; openai pulls pydantic): they load
+# where they are used (training or loading the classifier, a call to an LLM, the embedding model in
+# a worker), never in a web process, a command's start or `manage.py check` (issue 32, item 4).
+HEAVY = ("sklearn", "scipy", "torch", "transformers", "sentence_transformers", "openai")
+# Cheaper, but what kept django.setup() above a second: each loads where it is first used (numpy by
+# the scorer and the matching code, Celery on the first send, requests by the X client).
+NOT_AT_SETUP = (*HEAVY, "numpy", "celery", "kombu", "requests", "requests_oauthlib", "joblib")
+
+WEB_PROCESS = """
+import importlib, json, sys
+import django
+django.setup()
+loaded = lambda names: sorted({m.split(".")[0] for m in sys.modules} & set(names))
+names = json.loads(sys.argv[1])
+after_setup = loaded(names["not_at_setup"])
+from django.conf import settings
+from django.core.management import call_command
+from django.urls import get_resolver
+def walk(patterns):
+    count = 0
+    for p in patterns:
+        count += walk(p.url_patterns) if hasattr(p, "url_patterns") else 1
+    return count
+views = walk(get_resolver().url_patterns)  # every urls module, hence every views module, is imported
+for app in ("crowdnotes_site", "evidence", "judging", "notes", "xnotes"):
+    for part in ("admin", "forms", "selectors", "services"):
+        try:
+            importlib.import_module(f"{app}.{part}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{app}.{part}":
+                raise
+call_command("check", verbosity=0)
+print(json.dumps({"after_setup": after_setup, "after_web": loaded(names["heavy"]), "views": views}))
+"""
+
+
+def test_django_setup_the_views_and_the_checks_load_no_heavy_library() -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "LLM_BASE_URL": ""}
+    names = {"heavy": HEAVY, "not_at_setup": NOT_AT_SETUP}
+    out = subprocess.run(
+        [sys.executable, "-c", WEB_PROCESS, json.dumps(names)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["views"] > 50  # the walk reached the apps' urls
+    assert report["after_setup"] == []
+    assert report["after_web"] == []

@@ -18,14 +18,15 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import requests
 from django.conf import settings
-from requests_oauthlib import OAuth1
 
 from xnotes import budget
 from xnotes.budget import RateLimited
+
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,10 @@ class XClient:
         missing = missing_settings()
         if missing:
             raise XNotConfigured(missing)
+        # Deferred: requests + requests-oauthlib cost ~0.2 s to import; only a process that talks to X pays it.
+        import requests
+        from requests_oauthlib import OAuth1
+
         self.base_url = settings.X_API_BASE_URL
         self.session = session or requests.Session()
         self.sleep = sleep
@@ -120,6 +125,8 @@ class XClient:
         app_only: bool = False,
         retry: bool = True,
     ) -> Answer:
+        import requests  # deferred (see __init__); already loaded once a client exists
+
         attempts = 1 + (settings.X_API_MAX_RETRIES if retry else 0)
         delay = settings.X_API_BACKOFF_S
         for attempt in range(1, attempts + 1):
@@ -221,7 +228,9 @@ class XClient:
         return self._send("GET", "/2/notes/search/notes_written", params=params).body
 
 
-class _Bearer(requests.auth.AuthBase):
+class _Bearer:
+    """An app-only bearer token as a requests auth (any callable that signs the request will do)."""
+
     def __init__(self, token: str) -> None:
         self._token = token
 

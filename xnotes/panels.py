@@ -8,7 +8,6 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from crowdnotes_site.panels import Panel, register
-from xnotes import selectors, services
 from xnotes.models import XProposal, XWrittenNote
 
 # How long the pre-flight polls for X's evaluator: past one rate-limit window (15 minutes), after
@@ -23,6 +22,10 @@ def _user(request: HttpRequest | None) -> Any:
 def note_detail(request: HttpRequest | None, *, note: Any) -> Panel | None:
     """The note page: its proposal to X (state, X id, mode, time, evaluator outcomes), or the
     link to propose it for admins and X writers."""
+    # Deferred (here and below): register_all() runs in every process's django.setup(), and the
+    # services import notes.services and with it the whole app stack (numpy, the scorer).
+    from xnotes import selectors, services
+
     x_id = services.x_post_id(note.post)
     proposal = XProposal.objects.filter(post_id=note.post_id).first()
     if not x_id and proposal is None:
@@ -42,6 +45,8 @@ def my_notes_item(request: HttpRequest | None, *, note: Any) -> Panel | None:
 
 
 def post_detail(request: HttpRequest | None, *, post: Any) -> Panel | None:
+    from xnotes import selectors
+
     xpost = selectors.xpost_for(post)
     if xpost is None:
         return None
@@ -52,6 +57,8 @@ def preflight(request: HttpRequest | None, *, check: Any) -> Panel | None:
     """Beside the judges' verdicts: X's ClaimOpinion score of the same text (asked by the
     task judging queues for it, xnotes.tasks.x_preflight_evaluate). Pending (the pre-flight keeps polling) until
     X answers, for at most PREFLIGHT_WAIT_S after the pre-flight was asked."""
+    from xnotes import selectors, services
+
     job = check.draft_job
     if job is None or not services.x_post_id(job.post):
         return None

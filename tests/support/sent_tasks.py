@@ -6,13 +6,14 @@ from typing import Any
 
 import pytest
 
-from crowdnotes_site import queue
+from crowdnotes_site.queue import broker_app
 
 
 def record_sent(monkeypatch: pytest.MonkeyPatch, task_name: str) -> list[Any]:
     """The first argument of every `task_name` message sent on commit; other tasks go to the broker."""
     sent: list[Any] = []
-    send_task = queue.app.send_task
+    app = broker_app()
+    send_task = app.send_task
 
     def fake(name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         if name == task_name:
@@ -20,5 +21,5 @@ def record_sent(monkeypatch: pytest.MonkeyPatch, task_name: str) -> list[Any]:
             return None
         return send_task(name, args=args, kwargs=kwargs, **options)
 
-    monkeypatch.setattr(queue.app, "send_task", fake)
+    monkeypatch.setattr(app, "send_task", fake)
     return sent

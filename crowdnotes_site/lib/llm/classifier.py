@@ -15,17 +15,16 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import joblib
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
-from sklearn.model_selection import StratifiedKFold, train_test_split
 
 from crowdnotes_site.lib import status
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.lib.text_rules import find_urls, strip_urls
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -226,6 +225,9 @@ class Metrics:
 
 
 def _fit(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> LogisticRegression:
+    # Deferred: scikit-learn (+ scipy) costs ~2 s to import; only training loads it, not every process.
+    from sklearn.linear_model import LogisticRegression
+
     # Balanced class weights: Helpful notes outnumber Not Helpful ones ~4:1.
     return LogisticRegression(C=c, class_weight="balanced", max_iter=2000, random_state=seed).fit(x, y)
 
@@ -243,6 +245,10 @@ def train(
 ) -> tuple[HelpfulnessClassifier, Metrics]:
     """Fit on a stratified split, report held-out macro-F1/macro-accuracy plus 5-fold CV
     macro-F1 (the held-out set is small), then refit on all examples for the saved model."""
+    # Deferred: scikit-learn (+ scipy) costs ~2 s to import; only training loads it, not every process.
+    from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
+    from sklearn.model_selection import StratifiedKFold, train_test_split
+
     examples = dedupe(examples)
     judged = [judged_form(ex.text) for ex in examples]
     texts = [t for t, _ in judged]
@@ -295,6 +301,9 @@ def train(
 
 def save(clf: HelpfulnessClassifier, directory: Path) -> Path:
     """Write <directory>/<version>/{model.joblib, meta.json} and point LATEST at it."""
+    # Deferred with scikit-learn: only saving/loading a model needs joblib.
+    import joblib
+
     target = directory / clf.version
     target.mkdir(parents=True, exist_ok=True)
     joblib.dump(clf.model, target / "model.joblib")
@@ -314,5 +323,8 @@ def load(directory: Path, *, embed: Embed | None = None, version: str | None = N
     if not version or not (directory / version / "model.joblib").exists():
         return None
     meta = json.loads((directory / version / "meta.json").read_text(encoding="utf-8"))
+    # Deferred: unpickling the model imports scikit-learn (~2 s); only a process that judges pays it.
+    import joblib
+
     model = joblib.load(directory / version / "model.joblib")
     return HelpfulnessClassifier(version, meta["embedding_model"], model, embed, meta)

@@ -1,6 +1,8 @@
 """The LLM layer: one client for any OpenAI-compatible endpoint, plus output parsers.
 
-This is the only module that imports `openai`. It knows nothing about Django: the
+This is the only module that imports `openai`, and only when a client is built or a call
+fails (the SDK costs ~0.8 s to import; web processes and commands that never reach an LLM
+do not pay it). It knows nothing about Django: the
 config is built from a settings object (or any mapping) by `LLMConfig.from_settings`.
 Retries are ours, not the SDK's (the SDK gets max_retries=0), so the policy is explicit:
 429, 5xx, timeouts and connection errors are retried with exponential backoff up to
@@ -15,8 +17,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import openai
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,9 @@ class LLMClient:
     def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
         if not config.configured:
             raise LLMNotConfigured("LLM_BASE_URL is not set")
+        # Deferred: the SDK costs ~0.8 s to import; only a process that reaches an LLM pays it.
+        import openai
+
         self.config = config
         self._sleep = sleep
         # The SDK requires some key; local servers (vLLM, Ollama, llama.cpp) ignore it.
@@ -138,6 +141,8 @@ class LLMClient:
         seed: int | None = None,
     ) -> LLMResult:
         """Run one chat completion for `task`; raise LLMTransientError/LLMPermanentError."""
+        import openai  # deferred (see __init__); already loaded once a client exists
+
         model = self.config.model_for(task)
         kwargs: dict[str, Any] = {
             "model": model,
@@ -233,6 +238,8 @@ def _to_result(response: Any, *, model: str, started: float, attempts: int, task
 
 
 def _describe(exc: Exception) -> str:
+    import openai  # deferred (see LLMClient.__init__); already loaded once a call was made
+
     if isinstance(exc, openai.APITimeoutError):
         return "timeout"
     if isinstance(exc, openai.APIStatusError):

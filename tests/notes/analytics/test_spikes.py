@@ -98,3 +98,11 @@ def test_enough_active_days_make_a_day_a_spike() -> None:
     counts = [0, 1, 0, 2, 0, 1, 0, 1, 0, 0, 12]
     _series, found = spikes.detect(_days(11), counts)
     assert [s.index for s in found] == [10] and found[0].threshold > 0
+
+
+def test_the_stop_words_are_scikit_learns_list() -> None:
+    # spikes.py keeps a copy so that the analytics page does not import scikit-learn (and scipy).
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    assert spikes.ENGLISH_STOP_WORDS == ENGLISH_STOP_WORDS
+    assert spikes.tokens("Which of the vaccines cause autism?") == {"vaccines", "cause", "autism"}

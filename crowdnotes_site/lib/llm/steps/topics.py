@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from crowdnotes_site.lib.llm.client import LLMClient, parse_number_only
 from crowdnotes_site.lib.llm.steps.common import Messages, StepResult, baseline_result, data_messages, llm_step
+
+if TYPE_CHECKING:
+    import numpy as np
 
 VERSIONS: dict[str, str] = {
     "topic": "topic-v2",
@@ -194,13 +196,16 @@ EMBEDDING_NAME = "embedding-descriptions-v1"
 # not tuned on the labelled set).
 NOT_HEALTH_BELOW = 0.25
 
-Embed = Callable[[Sequence[str]], np.ndarray]
+Embed = Callable[[Sequence[str]], "np.ndarray"]
 
 
 def topic_label_embedding(*, text: str, embed: Embed, threshold: float = NOT_HEALTH_BELOW) -> StepResult:
     """The health category whose description is most similar to the text (cosine of
     L2-normalised embeddings from `embed`), or "not health" when every similarity is below
     `threshold`. `embed` is evidence.embedding.encoder() in the app (never call it in a request)."""
+    # Deferred: numpy costs ~0.2 s to import; the steps package loads with every Django model.
+    import numpy as np
+
     started = time.monotonic()
     labels = list(TOPIC_DESCRIPTIONS)
     vectors = embed([text, *TOPIC_DESCRIPTIONS.values()])
