@@ -327,7 +327,8 @@ def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     )
     saved = False
     if request.method == "POST" and form.is_valid():
-        living_services.current_version(note)  # a note without versions gets its text as version 1
+        if note.current_version_id is None:  # a note without versions gets its text as version 1
+            living_services.current_version(note)
         rating, _ = services.rating_submit(
             rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags
         )
