@@ -43,4 +43,5 @@ urlpatterns = [
         name="suggestion_source_review",
     ),
     path("revisions/", living.revision_audit, name="revision_audit"),
+    path("living/analytics/", living.living_analytics, name="living_analytics"),
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, Min, QuerySet
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -101,3 +101,98 @@ def revision_runs(*, note: Note | None = None, limit: int = 100) -> QuerySet[Rev
     if note is not None:
         runs = runs.filter(note=note)
     return runs.order_by("-created_at")[:limit]
+
+
+# --- Analytics (as the study measured X's Collaborative Notes) ----------------------------------
+
+
+@dataclass(frozen=True)
+class KindRow:
+    kind: str
+    label: str
+    total: int
+    used_published: int
+    used_rejected: int
+    not_used: int
+    pending: int
+    withdrawn: int
+
+    @property
+    def decided(self) -> int:
+        return self.used_published + self.used_rejected + self.not_used
+
+    @property
+    def taken_share(self) -> float | None:
+        """Share of the decided suggestions of this kind that a published version took up."""
+        return self.used_published / self.decided if self.decided else None
+
+
+def suggestions_by_kind() -> list[KindRow]:
+    from notes.models import SuggestionKind
+
+    counts: dict[tuple[str, str], int] = {
+        (k, st): n for k, st, n in Suggestion.objects.values_list("kind", "state").annotate(n=Count("id"))
+    }
+    rows = []
+    for kind, label in SuggestionKind.choices:
+        c = {st: counts.get((kind, st), 0) for st in Suggestion.State.values}
+        rows.append(KindRow(kind, str(label), sum(c.values()), c["used_published"], c["used_rejected"], c["not_used"],
+                            c["pending"], c["withdrawn"]))  # fmt: skip
+    return rows
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    run: RevisionRun
+    predicted_before: float | None
+    predicted_after: float | None
+    rated_before: float | None  # the old version's intercept when it was replaced
+    rated_after: float | None  # the new version's intercept (None until scored)
+
+
+def revisions_before_after() -> list[RevisionRow]:
+    rows = []
+    runs = RevisionRun.objects.filter(outcome=RevisionRun.Outcome.PUBLISHED).select_related(
+        "base_version", "published_version", "note"
+    )
+    for run in runs.order_by("-created_at")[:200]:
+        current = run.note.current_version_id == run.published_version_id
+        rows.append(RevisionRow(run, run.jury_current, run.jury_candidate, run.base_version.final_intercept,
+                                run.note.intercept if current else None))  # fmt: skip
+    return rows
+
+
+@dataclass(frozen=True)
+class Delays:
+    n_requested_posts: int
+    n_drafted: int
+    n_helpful: int
+    median_to_draft_h: float | None
+    median_to_helpful_h: float | None
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def request_delays() -> Delays:
+    """Per requested post: first request → first draft started on it after that request, and →
+    first time one of its notes became Helpful (NoteStatusChange) after that request."""
+    from notes.models import DraftJob, NoteStatus, NoteStatusChange
+
+    firsts = dict(NoteRequest.objects.values("post").annotate(first=Min("created_at")).values_list("post", "first"))
+    to_draft, to_helpful = [], []
+    for post_id, first in firsts.items():
+        draft = DraftJob.objects.filter(post_id=post_id, created_at__gte=first).aggregate(t=Min("created_at"))["t"]
+        if draft is not None:
+            to_draft.append((draft - first).total_seconds() / 3600)
+        helpful = NoteStatusChange.objects.filter(
+            note__post_id=post_id, status=NoteStatus.HELPFUL, changed_at__gte=first
+        ).aggregate(t=Min("changed_at"))["t"]
+        if helpful is not None:
+            to_helpful.append((helpful - first).total_seconds() / 3600)
+    return Delays(len(firsts), len(to_draft), len(to_helpful), _median(to_draft), _median(to_helpful))

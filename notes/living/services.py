@@ -84,7 +84,7 @@ def current_version(note: Note) -> NoteVersion:
             Rating.objects.filter(note=note, version__isnull=True).update(version=version)
             locked.current_version = version
         note.current_version_id = locked.current_version_id
-        return NoteVersion.objects.get(pk=locked.current_version_id)
+        return NoteVersion.objects.get(note=note, pk=locked.current_version_id or 0)
 
 
 # --- Requests ---------------------------------------------------------------------------------

@@ -88,3 +88,10 @@ def revision_audit(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(
         request, "notes/living/revision_audit.html", {"runs": selectors.revision_runs(note=note), "note": note}
     )
+
+
+@endpoint(methods=["GET"], permission="notes.view_scores")
+def living_analytics(request: AuthenticatedHttpRequest) -> HttpResponse:
+    context = {"kinds": selectors.suggestions_by_kind(), "revisions": selectors.revisions_before_after(),
+               "delays": selectors.request_delays()}  # fmt: skip
+    return render(request, "notes/living/analytics.html", context)
