@@ -366,13 +366,24 @@ def _revise_claimed(run: RevisionRun) -> None:
     evidence = _confirmed_evidence(note, suggestions)
     urls = sorted(set(base.evidence_urls) | {u for u, _ in evidence})
     client = llm_client(owner=note.author.user_id if note.author else None)
+    budget = draft_budget(urls)
     if client is None:
-        _decide(run, suggestions, candidate="", reasons=["no LLM is configured: revisions are drafted by the LLM only"])
+        passages = [s.snippet.passage.text for s in suggestions if s.snippet is not None and s.snippet.passage
+                    and evidence_snippets.snippet_is_confirmed(s.snippet)]  # fmt: skip
+        offline = revision_step.revise_baseline(note=base.text, suggestion_passages=passages, budget=budget)
+        run.producer = f"baseline:{revision_step.BASELINE}"
+        RevisionRun.objects.filter(pk=run.pk).update(producer=run.producer)
+        if offline is None:
+            _decide(run, suggestions, candidate="", reasons=[
+                "no LLM is configured, and the offline revision (adding a sentence of a passage a suggester "
+                "confirmed) had nothing to add within the length budget"])  # fmt: skip
+            return
+        _judge_and_score(run, suggestions, offline, urls, evidence)
         return
     step = revision_step.revise_llm(
         client, post=note.post.text, note=base.text,
         suggestions=[revision_step.SuggestionInput(kind=s.kind, text=s.text) for s in suggestions],
-        snippets=[Evidence(text=t, source=u) for u, t in evidence], budget=draft_budget(urls),
+        snippets=[Evidence(text=t, source=u) for u, t in evidence], budget=budget,
     )  # fmt: skip
     RevisionRun.objects.filter(pk=run.pk).update(prompt=step.prompt, producer=step.producer.label)
     run.prompt, run.producer = step.prompt, step.producer.label
@@ -380,7 +391,13 @@ def _revise_claimed(run: RevisionRun) -> None:
         _decide(run, suggestions, candidate="", reasons=["the LLM's revision broke the note rules (one line, "
                                                           "no URL, within the length budget)"])  # fmt: skip
         return
-    candidate = str(step.value)
+    _judge_and_score(run, suggestions, str(step.value), urls, evidence)
+
+
+def _judge_and_score(
+    run: RevisionRun, suggestions: list[Suggestion], candidate: str, urls: list[str], evidence: list[tuple[str, str]]
+) -> None:
+    note, base = run.note, run.base_version
     reasons: list[str] = []
     if candidate.strip() == base.text.strip():
         reasons.append("the revision is the current text unchanged")

@@ -465,3 +465,21 @@ def test_a_revision_of_a_killed_worker_publishes_once_within_two_minutes_of_the_
     assert sum(1 for r in llm_server.requests if "Revise the current note" in r["messages"][-1]["content"]) == 2
     assert recovered_s < 120
     print(f"revision run recovered {recovered_s:.1f} s after the restart")
+
+
+def test_offline_the_revision_adds_a_sentence_of_a_confirmed_suggester_passage(
+    phm_dir: Path, settings: Any, db: None
+) -> None:
+    settings.LLM_BASE_URL = ""
+    settings.REVISION_JURY_MARGIN = -10.0
+    note, _ = _living_note(phm_dir)
+    old_text = note.text
+    run = living.revision_run_start(note=note)
+    assert run is not None
+    living.revision_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.producer == "baseline:append-confirmed-passage-v1"
+    assert run.candidate_text == f"{old_text} The 1998 paper was retracted in 2010."
+    assert [j["judge_kind"] for j in run.judge_log][:1] == ["baseline"]
+    # Published exactly when the (offline) judges passed it, the margin being -10.
+    assert (run.outcome == RevisionRun.Outcome.PUBLISHED) == bool(run.judges_passed), run.reasons

@@ -17,6 +17,7 @@ from crowdnotes_site.lib.llm.steps.common import (
     data_messages,
     evidence_items,
     llm_step,
+    sentences,
 )
 from crowdnotes_site.lib.text_rules import find_urls
 
@@ -115,3 +116,23 @@ def revise_llm(
         client, task="revise", prompt_version=VERSIONS["revise"],
         messages=revise_prompt(post, note, suggestions, snippets, budget), parse=parse,
     )  # fmt: skip
+
+
+BASELINE = "append-confirmed-passage-v1"
+
+
+def revise_baseline(*, note: str, suggestion_passages: Sequence[str], budget: int) -> str | None:
+    """Offline revision: the current text plus the first sentence of each passage a suggester
+    confirmed that the text does not already contain, while it fits the budget. None when nothing
+    can be added (without an LLM, only suggestions with a confirmed source can change a note)."""
+    text = note.strip()
+    added = False
+    for passage in suggestion_passages:
+        for sentence in sentences(passage):
+            if sentence.casefold() in text.casefold():
+                continue
+            candidate = f"{text} {sentence}"
+            if len(candidate) <= budget and not find_urls(sentence):
+                text, added = candidate, True
+            break
+    return text if added else None
