@@ -314,8 +314,9 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9'-]{3,}")
 
 
 def suggestion_taken(*, suggestion: str, current: str, candidate: str) -> bool:
-    """Whether a candidate took up a suggestion: it has a word (4+ letters) of the suggestion that
-    the current text lacks. A lexical heuristic, stated as such on screen."""
+    """Whether a candidate took up a suggestion: it has a word (4+ letters) of the suggestion (or of
+    the passage its suggester confirmed) that the current text lacks. A lexical heuristic, stated as
+    such on screen."""
     current_words = set(_WORD.findall(current.casefold()))
     candidate_words = set(_WORD.findall(candidate.casefold()))
     return bool((set(_WORD.findall(suggestion.casefold())) - current_words) & candidate_words)
@@ -436,7 +437,16 @@ def _taken(run: RevisionRun, suggestions: list[Suggestion]) -> set[int]:
         return set()
     base_text = run.base_version.text
     return {s.pk for s in suggestions
-            if suggestion_taken(suggestion=s.text, current=base_text, candidate=run.candidate_text)}  # fmt: skip
+            if suggestion_taken(suggestion=f"{s.text} {_confirmed_passage(s)}", current=base_text,
+                                candidate=run.candidate_text)}  # fmt: skip
+
+
+def _confirmed_passage(suggestion: Suggestion) -> str:
+    """The passage the suggester confirmed in their source ("" without one): its words count as theirs."""
+    snip = suggestion.snippet
+    if snip is None or snip.passage is None or not evidence_snippets.snippet_is_confirmed(snip):
+        return ""
+    return snip.passage.text
 
 
 def _decide(run: RevisionRun, suggestions: list[Suggestion], *, candidate: str, reasons: list[str]) -> None:

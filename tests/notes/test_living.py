@@ -483,3 +483,32 @@ def test_offline_the_revision_adds_a_sentence_of_a_confirmed_suggester_passage(
     assert [j["judge_kind"] for j in run.judge_log][:1] == ["baseline"]
     # Published exactly when the (offline) judges passed it, the margin being -10.
     assert (run.outcome == RevisionRun.Outcome.PUBLISHED) == bool(run.judges_passed), run.reasons
+
+
+def test_the_demo_builds_a_request_queue_and_a_living_note_through_the_services(
+    make_user: Any, settings: Any, tmp_path: Path, db: None
+) -> None:
+    from notes.living.demo import living_demo
+
+    settings.LLM_BASE_URL = ""
+    settings.PHM_DIR = tmp_path / "no-phm"  # no jury model: the revision cannot be shown to beat the note
+    writer = make_user("demo-writer", "Contributor")
+    posts = [post_create(text=f"Demo claim number {k}.") for k in range(3)]
+    post = post_create(text="Raw milk cures asthma.")
+    note = Note.objects.create(post=post, author=participant_for_user(user=writer),
+                               text="No trial found raw milk improves asthma.")  # fmt: skip
+    job = make_job(writer, post)
+    snippet = make_ready_snippet(job, "https://example.org/milk", "Raw milk carries a risk of serious infections.")
+    snippet_review(snippet=snippet, user=writer, confirmed=True)
+    Snippet.objects.filter(pk=snippet.pk).update(note=note)
+    for k in range(3):
+        rating_submit(rater=participant_for_user(user=make_user(f"demo-rater{k}", "Rater")), note=note, level="HELPFUL")
+    done = living_demo(request_posts=posts, note=note)
+    assert done.requests == 6 and [p.pk for p in living_selectors.request_queue()] == [p.pk for p in posts]
+    assert done.run is not None and done.run.outcome == RevisionRun.Outcome.REJECTED
+    assert "no jury prediction" in done.run.reasons
+    assert done.run.candidate_text.endswith("Raw milk carries a risk of serious infections.")
+    states = list(Suggestion.objects.order_by("created_at").values_list("state", flat=True))
+    assert states == [Suggestion.State.USED_REJECTED, Suggestion.State.NOT_USED, Suggestion.State.PENDING]
+    again = living_demo(request_posts=posts, note=note)
+    assert again.requests == 0 and Suggestion.objects.count() == 3
