@@ -20,6 +20,7 @@ from judging.selectors import preflight_queue_waiting
 from notes import selectors, services
 from notes.analytics.selectors import spike_queue
 from notes.forms import AddEvidenceForm, ComparisonForm, ContributeForm, NoteForm, RatingForm, SignupForm
+from notes.living import selectors as living_selectors
 from notes.living import services as living_services
 from notes.models import DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic
 from notes.supernotes import comparison as comparison_module
@@ -309,7 +310,8 @@ def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     participant = _participant(request)
     notes = selectors.rating_queue(participant=participant)
     pairs = supernote_selectors.comparisons_available(participant=participant)
-    return render(request, "notes/rating_queue.html", {"notes": notes, "pairs": pairs})
+    invitations = living_selectors.invitations(participant=participant)
+    return render(request, "notes/rating_queue.html", {"notes": notes, "pairs": pairs, "invitations": invitations})
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
@@ -326,6 +328,10 @@ def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
         initial=RatingForm.initial_for(own, request.GET if request.htmx else None),
     )
     saved = False
+    if request.method == "POST" and form.is_valid() and form.cleaned_data["suggestion_source"]:
+        refusal = living_services.suggestion_source_refusal(user=request.user)
+        if refusal:
+            form.add_error("suggestion_source", refusal)
     if request.method == "POST" and form.is_valid():
         if note.current_version_id is None:  # a note without versions gets its text as version 1
             living_services.current_version(note)

@@ -148,6 +148,20 @@ def suggestions_withdraw(*, note: Note, rater: Participant, reason: str) -> int:
     )
 
 
+def suggestion_source_refusal(*, user: User) -> str | None:
+    """The per-user cap on evidence pages waiting for the CPU queue, counting suggestion sources
+    with the user's drafts' pages; None when one more fits."""
+    cap = settings.MAX_QUEUED_EVIDENCE_PER_USER
+    waiting = (
+        evidence_snippets.snippets_waiting_count(user=user)
+        + Suggestion.objects.filter(rater__user=user, snippet__state__in=evidence_snippets.WAITING_STATES).count()
+    )
+    if waiting < cap:
+        return None
+    return (f"You already have {waiting} evidence pages waiting to be processed (at most {cap} at once): "
+            "add the source once those are done.")  # fmt: skip
+
+
 @transaction.atomic
 def suggestion_add(*, rating: Rating, text: str, source_url: str = "") -> Suggestion:
     """Attach a suggestion to the rater's rating of the note's current version (replacing a pending

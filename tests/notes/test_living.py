@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
@@ -269,6 +270,14 @@ def test_a_revision_that_beats_the_margin_is_published_and_the_suggesters_are_to
     # Raters of version 1 are invited to rate version 2.
     invited = living_selectors.invitations(participant=Participant.objects.get(pk=suggestions[0].rater_id))
     assert [n.pk for n in invited] == [note.pk]
+    invitee = Participant.objects.get(pk=suggestions[0].rater_id)
+    invitee.user = get_user_model().objects.create_user(username="invitee", password="x")
+    invitee.user.groups.set(Group.objects.filter(name="Rater"))
+    invitee.save(update_fields=["user"])
+    from tests.conftest import _client_for
+
+    queue = _client_for(invitee.user).get(reverse("rating_queue")).content.decode()
+    assert "Notes you rated have a new version" in queue and "Rate version 2" in queue
     # Analytics: the taken context suggestion and the untaken wording one; predicted before/after of the run.
     kinds = {row.kind: row for row in living_selectors.suggestions_by_kind()}
     assert (kinds["context"].used_published, kinds["context"].taken_share) == (1, 1.0)
@@ -512,3 +521,19 @@ def test_the_demo_builds_a_request_queue_and_a_living_note_through_the_services(
     assert states == [Suggestion.State.USED_REJECTED, Suggestion.State.NOT_USED, Suggestion.State.PENDING]
     again = living_demo(request_posts=posts, note=note)
     assert again.requests == 0 and Suggestion.objects.count() == 3
+
+
+def test_suggestion_sources_count_against_the_evidence_queue_cap(
+    rater_client: Any, rater: Any, note: Note, settings: Any
+) -> None:
+    settings.MAX_QUEUED_EVIDENCE_PER_USER = 1
+    url = reverse("rate_note", args=[note.pk])
+    first = rater_client.post(
+        url, {"level": "HELPFUL", "suggestion": "Add this.", "suggestion_source": "https://a.example/x"}
+    )
+    assert first.status_code == 302 and Suggestion.objects.get().snippet is not None
+    second = rater_client.post(
+        url, {"level": "HELPFUL", "suggestion": "Add that.", "suggestion_source": "https://a.example/y"}
+    )
+    assert second.status_code == 400 and "evidence pages waiting" in second.content.decode()
+    assert Suggestion.objects.get().text == "Add this."
