@@ -40,6 +40,7 @@ ACTIONS = {
     "draft": "draft requests",
     "preflight": "pre-flight checks",
     "rating": "ratings",
+    "note_request": "note requests",
     "prefetch": "links read ahead",
     "supernote": "Supernote runs started by you",
     "supernote_site": "Supernote runs started on the whole site",
@@ -48,7 +49,17 @@ ACTIONS = {
 
 # Refused while the counters are unreachable (see the module's docstring); the others go through.
 FAIL_CLOSED = frozenset(
-    {"signup", "contribute", "evidence", "draft", "preflight", "prefetch", "supernote", "supernote_site"}
+    {
+        "signup",
+        "contribute",
+        "evidence",
+        "draft",
+        "preflight",
+        "prefetch",
+        "supernote",
+        "supernote_site",
+        "note_request",
+    }
 )
 
 

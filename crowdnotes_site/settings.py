@@ -202,6 +202,8 @@ CELERY_TASK_ROUTES = {
     "judging.tasks.*": {"queue": "llm"},
     "notes.tasks.draft_*": {"queue": "llm"},
     "notes.tasks.supernote_*": {"queue": "llm"},
+    "notes.tasks.revision_*": {"queue": "llm"},
+    "notes.tasks.suggestion_*": {"queue": "llm"},
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 # Rescore every note from all ratings (notes.tasks.score_notes on the cpu queue).
@@ -209,6 +211,26 @@ CELERY_BEAT_SCHEDULE["score-notes"] = {
     "task": "notes.tasks.score_notes",
     "schedule": env_int("SCORING_INTERVAL_SECONDS", 3600),
 }
+# --- Living notes (issue 36): requests, suggestions, revisions ----------------------------------
+# A post with more than this many note requests gets a draft started automatically (evidence search
+# and drafting, through the queue) for the requester whose request crossed it; 0 = never.
+NOTE_REQUEST_AUTO_DRAFT_THRESHOLD = env_int("NOTE_REQUEST_AUTO_DRAFT_THRESHOLD", 0, minimum=0)
+# A revision is drafted once a note has at least this many new suggestions and none came for
+# REVISION_QUIET_SECONDS; it is published only if the judges pass it and the jury's predicted
+# helpfulness (intercept) beats the current version's by REVISION_JURY_MARGIN.
+REVISION_MIN_SUGGESTIONS = env_int("REVISION_MIN_SUGGESTIONS", 2, minimum=1)
+REVISION_QUIET_SECONDS = env_int("REVISION_QUIET_SECONDS", 600, minimum=0)
+REVISION_JURY_MARGIN = env_float("REVISION_JURY_MARGIN", 0.02)
+REVISION_JURY_SIZE = env_int("REVISION_JURY_SIZE", 200, minimum=1)
+REVISION_MAX_CLAIMS = env_int("REVISION_MAX_CLAIMS", 5, minimum=1)
+SUGGESTION_MAX_CHARS = env_int("SUGGESTION_MAX_CHARS", 500, minimum=1)
+# How often the beat looks for notes due a revision (0 = never: revisions only by `revisions_start_due`).
+REVISION_CHECK_INTERVAL_SECONDS = env_int("REVISION_CHECK_INTERVAL_SECONDS", 60, minimum=0)
+if REVISION_CHECK_INTERVAL_SECONDS:
+    CELERY_BEAT_SCHEDULE["revisions-due"] = {
+        "task": "notes.tasks.revisions_start_due",
+        "schedule": REVISION_CHECK_INTERVAL_SECONDS,
+    }
 # --- Supernotes ------------------------------------------------------------------------------
 SUPERNOTE_CANDIDATES = env_int("SUPERNOTE_CANDIDATES", 100, minimum=1)
 SUPERNOTE_JURY_SIZE = env_int("SUPERNOTE_JURY_SIZE", 200, minimum=1)
@@ -428,6 +450,7 @@ RATE_LIMITS = {
     "draft": env_str("RATE_LIMIT_DRAFT", "30/h"),
     "preflight": env_str("RATE_LIMIT_PREFLIGHT", "30/h"),
     "rating": env_str("RATE_LIMIT_RATING", "300/h"),
+    "note_request": env_str("RATE_LIMIT_NOTE_REQUEST", "30/h"),
     # The URL field's debounced head-start requests (evidence.prefetch): one per typing pause.
     "prefetch": env_str("RATE_LIMIT_PREFETCH", "60/m"),
     # Supernote runs (~300 LLM calls each): per user, and for the whole site (all users together).

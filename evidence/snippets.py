@@ -32,7 +32,7 @@ from evidence.models import AutomationRun, Passage, Snippet
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from notes.models import DraftJob  # type hints only: evidence reaches a draft through Snippet.draft_job
+    from notes.models import DraftJob, Post  # type hints only: evidence reaches a draft through Snippet.draft_job
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +167,15 @@ def snippets_add(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
     for snippet in snippets:
         _enqueue_processing(snippet.pk, job.contributor_id)
     return snippets
+
+
+@transaction.atomic
+def snippet_add_for_post(*, post: Post, url: str, owner: int | None) -> Snippet:
+    """A source attached to something other than a draft (a rater's suggestion, issue 36): the same
+    SSRF-guarded fetch, passage match and confirmation as a draft's evidence, queued on commit."""
+    snippet = Snippet.objects.create(post=post, draft_job=None, url=url)
+    _enqueue_processing(snippet.pk, owner)
+    return snippet
 
 
 @transaction.atomic

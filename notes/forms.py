@@ -177,14 +177,42 @@ class RatingForm(forms.Form):
         label="What was not helpful about it?",
     )  # fmt: skip
 
+    # Issue 36: a suggested change sent with the rating (withdrawn when the rating changes).
+    suggestion = forms.CharField(
+        required=False, label="Suggest a change to this note (optional)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What should the note say differently? Raters' suggestions may lead to a revised version.",
+    )  # fmt: skip
+    suggestion_source = forms.URLField(
+        required=False, max_length=2000, assume_scheme="https", label="A source for your suggestion (optional)",
+        help_text="Fetched safely; you then confirm the passage that supports your suggestion.",
+    )  # fmt: skip
+
     # Each tag field: the tags it offers and how its error names them.
     TAG_GROUPS = {
         "helpful_tags": (HELPFUL_TAGS, "Helpful reasons"),
         "not_helpful_tags": (NOT_HELPFUL_TAGS, "Not-helpful reasons"),
     }
 
+    def clean_suggestion(self) -> str:
+        text = str(self.cleaned_data.get("suggestion") or "").strip()
+        if len(text) > settings.SUGGESTION_MAX_CHARS:
+            raise ValidationError(f"At most {settings.SUGGESTION_MAX_CHARS} characters ({len(text)} given).")
+        return text
+
+    def clean_suggestion_source(self) -> str:
+        url = str(self.cleaned_data.get("suggestion_source") or "").strip()
+        if url:
+            try:
+                _url_validator(url)
+            except ValidationError as exc:
+                raise ValidationError("Give an http(s) URL.") from exc
+        return url
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if data.get("suggestion_source") and not data.get("suggestion"):
+            self.add_error("suggestion", "Say what the source supports: a source comes with a suggestion.")
         level = data.get("level")
         if level in TAGS_FOR_LEVEL:
             for name, (_, words) in self.TAG_GROUPS.items():
@@ -223,6 +251,8 @@ class RatingForm(forms.Form):
                 "level": choice["level"],
                 "helpful_tags": choice.getlist("helpful_tags"),
                 "not_helpful_tags": choice.getlist("not_helpful_tags"),
+                "suggestion": choice.get("suggestion", ""),
+                "suggestion_source": choice.get("suggestion_source", ""),
             }
         if rating is None:
             return {}

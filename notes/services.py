@@ -36,10 +36,12 @@ from notes.models import (
     DraftJob,
     Note,
     NoteStatusChange,
+    NoteVersion,
     Participant,
     Post,
     Rating,
     ScoringRun,
+    Suggestion,
 )
 from notes.selectors import APP_SCORING_CONFIG, draft_gate
 
@@ -438,6 +440,13 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
         draft_text=job.draft_text,
     )
     job.snippets.filter(pk__in=[s.pk for s in gate.confirmed]).update(note=note)
+    version = NoteVersion.objects.create(
+        note=note, number=1, text=text, evidence_urls=gate.urls, producer=f"user:{user.get_username()}",
+        reason="the text as submitted" + (f" (from a draft by {job.draft_method})" if job.draft_method else ""),
+        snippets=[{"url": s.url, "text": s.passage.text, "snippet": s.pk} for s in gate.confirmed if s.passage],
+    )  # fmt: skip
+    Note.objects.filter(pk=note.pk).update(current_version=version)
+    note.current_version = version
     job.state = DraftJob.State.SUBMITTED
     job.save(update_fields=["state", "updated_at"])
     NoteStatusChange.objects.create(note=note, status=note.status)
@@ -470,9 +479,15 @@ def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[
     invalid = set(tag_list) - TAGS_FOR_LEVEL[level]
     if invalid:
         raise RatingError(f"Tags not allowed for {level}: {', '.join(sorted(invalid))}.")
+    before = Rating.objects.filter(note=note, rater=rater).values_list("level", "tags").first()
     rating, created = Rating.objects.update_or_create(
-        note=note, rater=rater, defaults={"level": level, "tags": tag_list}
+        note=note, rater=rater, defaults={"level": level, "tags": tag_list, "version_id": note.current_version_id}
     )
+    if before is not None and before != (level, tag_list):
+        # A changed rating withdraws the suggestion made with it (issue 36); a new one may follow.
+        Suggestion.objects.filter(note=note, rater=rater, state=Suggestion.State.PENDING).update(
+            state=Suggestion.State.WITHDRAWN, outcome_reason="the rating was changed"
+        )
     if created:
         # The rating queue orders by these counters; the next scoring recounts them from the fit.
         counters: dict[str, Any] = {"num_ratings": F("num_ratings") + 1}

@@ -12,6 +12,7 @@ from evidence.snippets import snippet_refines_sweep, snippets_sweep
 from judging.services import judge_runs_sweep, preflight_checks_sweep, preflight_prune
 from notes import services
 from notes.analytics.topics import post_classify_topic
+from notes.living import services as living
 from notes.models import Post
 from notes.supernotes import services as supernotes
 
@@ -61,6 +62,24 @@ def supernote_runs_start_stuck() -> int:
     return supernotes.supernote_runs_start_stuck()
 
 
+# Living notes (issue 36), "llm" queue: a revision run (LLM draft, judges, jury, decision) is claimed
+# once per delivery and swept like the other runs; the beat starts the revisions that are due.
+@shared_task(name="notes.tasks.revision_run_execute", acks_late=True, reject_on_worker_lost=True)
+def revision_run_execute(run_id: int) -> str | None:
+    run = living.revision_run_execute(run_id=run_id)
+    return run.outcome if run is not None else None
+
+
+@shared_task(name="notes.tasks.revisions_start_due", ignore_result=True)
+def revisions_start_due() -> list[int]:
+    return living.revisions_start_due()
+
+
+@shared_task(name="notes.tasks.suggestion_tag_kind", acks_late=True)
+def suggestion_tag_kind(suggestion_id: int) -> None:
+    living.suggestion_tag_kind(suggestion_id=suggestion_id)
+
+
 # Site-wide sweeps (beat, default queue). They live in the top app because they call the services
 # of several apps below it; their registered names and beat entries are those of crowdnotes_site.tasks.
 @shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
@@ -76,6 +95,7 @@ def work_sweep() -> dict[str, list[int]]:
         "automation_runs": automation_runs_sweep(),
         "supernote_runs": supernotes.supernote_runs_sweep(),
         "scoring_runs": services.scoring_runs_sweep(),
+        "revision_runs": living.revision_runs_sweep(),
     }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from notes import views
+from notes.living import views as living
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -31,4 +32,16 @@ urlpatterns = [
     path("compare/posts/<int:post_id>/", views.comparison_start, name="comparison_start"),
     path("compare/<int:comparison_id>/", views.comparison, name="comparison"),
     path("compare/results/", views.comparison_results, name="comparison_results"),
+    path("rate/<int:note_id>/withdraw/", views.rating_withdraw, name="rating_withdraw"),
+    path("posts/<int:post_id>/request/", living.request_note, name="request_note"),
+    path("requested/", living.request_queue, name="request_queue"),
+    path("notes/<int:note_id>/versions/", living.note_versions, name="note_versions"),
+    path("me/suggestions/", living.my_suggestions, name="my_suggestions"),
+    path(
+        "suggestions/<int:suggestion_id>/source/<str:action>/",
+        living.suggestion_source_review,
+        name="suggestion_source_review",
+    ),
+    path("revisions/", living.revision_audit, name="revision_audit"),
+    path("living/analytics/", living.living_analytics, name="living_analytics"),
 ]

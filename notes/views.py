@@ -20,7 +20,9 @@ from judging.selectors import preflight_queue_waiting
 from notes import selectors, services
 from notes.analytics.selectors import spike_queue
 from notes.forms import AddEvidenceForm, ComparisonForm, ContributeForm, NoteForm, RatingForm, SignupForm
-from notes.models import DraftJob, Participant, Post, SupernoteComparison, SupernoteRun, Topic
+from notes.living import selectors as living_selectors
+from notes.living import services as living_services
+from notes.models import DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic
 from notes.supernotes import comparison as comparison_module
 from notes.supernotes import selectors as supernote_selectors
 from notes.supernotes import services as supernote_services
@@ -308,7 +310,8 @@ def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     participant = _participant(request)
     notes = selectors.rating_queue(participant=participant)
     pairs = supernote_selectors.comparisons_available(participant=participant)
-    return render(request, "notes/rating_queue.html", {"notes": notes, "pairs": pairs})
+    invitations = living_selectors.invitations(participant=participant)
+    return render(request, "notes/rating_queue.html", {"notes": notes, "pairs": pairs, "invitations": invitations})
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
@@ -325,15 +328,40 @@ def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
         initial=RatingForm.initial_for(own, request.GET if request.htmx else None),
     )
     saved = False
+    if request.method == "POST" and form.is_valid() and form.cleaned_data["suggestion_source"]:
+        refusal = living_services.suggestion_source_refusal(user=request.user)
+        if refusal:
+            form.add_error("suggestion_source", refusal)
     if request.method == "POST" and form.is_valid():
-        services.rating_submit(rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags)
+        if note.current_version_id is None:  # a note without versions gets its text as version 1
+            living_services.current_version(note)
+        rating, _ = services.rating_submit(
+            rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags
+        )
+        text, source = form.cleaned_data["suggestion"], form.cleaned_data["suggestion_source"]
+        if text:
+            living_services.suggestion_add(rating=rating, text=text, source_url=source)
         if not request.htmx:
-            messages.success(request, "Thanks, your rating is saved. You can change it at any time.")
-            return redirect("rating_queue")
+            thanks = "Thanks, your rating is saved. You can change it at any time."
+            if text:
+                thanks += " Your suggestion is recorded: My suggestions shows what becomes of it"
+                thanks += " (and the passage of your source to confirm)." if source else "."
+            messages.success(request, thanks)
+            return redirect("my_suggestions" if source else "rating_queue")
         saved = True
+    context = {"note": note, "form": form, "saved": saved, "own": own, "version": note.current_version}
     if request.htmx:  # htmx only swaps 2xx responses, so errors come back as 200 with the form
-        return render(request, "notes/rate_note.html#rating-form", {"note": note, "form": form, "saved": saved})
-    return render(request, "notes/rate_note.html", {"note": note, "form": form}, status=400 if form.errors else 200)
+        return render(request, "notes/rate_note.html#rating-form", context)
+    return render(request, "notes/rate_note.html", context, status=400 if form.errors else 200)
+
+
+@endpoint(methods=["POST"], permission="notes.add_rating")
+def rating_withdraw(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    """The rater withdraws their rating; a pending suggestion made with it is withdrawn too."""
+    note = get_object_or_404(Note, pk=note_id)
+    if living_services.rating_withdraw(rater=_participant(request), note=note):
+        messages.success(request, "Your rating (and any pending suggestion with it) was withdrawn.")
+    return redirect("rating_queue")
 
 
 @endpoint(methods=["POST"], permission="notes.run_scoring")

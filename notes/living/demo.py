@@ -1,0 +1,84 @@
+"""Demo of living notes (issue 36), built only through the real services: a request queue, and one
+note with suggestions attached to its raters' ratings, revised by a real revision run (the LLM when
+configured, else the offline baseline; the judges and the jury decide, so the demo may show a
+rejected revision with its reasons), then one more suggestion left pending."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count
+
+from evidence import snippets as evidence_snippets
+from evidence.models import Snippet
+from notes.living import services
+from notes.models import Note, Post, Rating, RevisionRun, Suggestion
+
+
+@dataclass(frozen=True)
+class LivingDemo:
+    requests: int
+    note: Note | None
+    run: RevisionRun | None
+    why_not: str = ""
+
+
+def living_demo(*, request_posts: list[Post], note: Note | None) -> LivingDemo:
+    """Idempotent: requests exist once per user and post; a note that has suggestions is left as is."""
+    users = list(get_user_model().objects.filter(participant__isnull=False).order_by("pk")[:6])
+    made = 0
+    for k, post in enumerate(request_posts[:3]):
+        for user in users[: 3 - k]:  # 3, 2 and 1 requests: the queue's order shows
+            made += services.note_request_create(post=post, user=user, reason="seen shared widely").created
+    if note is None:
+        return LivingDemo(made, None, None, "no demo note with ratings from three raters")
+    if Suggestion.objects.filter(note=note).exists():
+        return LivingDemo(made, note, note.revision_runs.first(), "the note had suggestions already")
+    ratings = list(Rating.objects.filter(note=note, rater__user__isnull=False).select_related("rater__user")[:3])
+    if len(ratings) < 3:
+        return LivingDemo(made, note, None, "the note has fewer than three raters with a login")
+    services.current_version(note)
+    own = Snippet.objects.filter(note=note, passage__isnull=False).select_related("passage", "source").first()
+    first = services.suggestion_add(rating=ratings[0], text="Add the finding from this source.",
+                                    source_url=own.url if own else "")  # fmt: skip
+    suggester = ratings[0].rater.user
+    if own is not None and first.snippet is not None and suggester is not None:
+        # The page was fetched and matched before (it is the note's own source): the suggester's snippet
+        # takes that passage, as the pipeline would, and the suggester confirms it.
+        Snippet.objects.filter(pk=first.snippet.pk).update(
+            state=Snippet.State.READY, source=own.source, passage=own.passage
+        )
+        first.snippet.refresh_from_db()
+        evidence_snippets.snippet_review(snippet=first.snippet, user=suggester, confirmed=True)
+    services.suggestion_add(rating=ratings[1], text="Shorter sentences would read better.")
+    run = services.revision_run_start(note=note)
+    if run is not None:
+        services.revision_run_execute(run_id=run.pk)
+        run.refresh_from_db()
+    note.refresh_from_db()
+    third = Rating.objects.filter(note=note, rater=ratings[2].rater).first()
+    if third is None:  # a published revision retired the ratings: the third rater rates the new version
+        from notes.services import rating_submit
+
+        third, _ = rating_submit(rater=ratings[2].rater, note=note, level="SOMEWHAT_HELPFUL")
+    services.suggestion_add(rating=third, text="Also mention when the guidance was last updated.")
+    return LivingDemo(made, note, run)
+
+
+def demo_living_choice() -> tuple[list[Post], Note | None]:
+    """The demo's posts without notes (requests), and its note with the most ratings."""
+    posts: list[Post] = list(
+        Post.objects.filter(is_demo=True).annotate(n=Count("notes")).filter(n=0).order_by("pk")[:3]
+    )
+    if len(posts) < 3:
+        posts = list(Post.objects.filter(is_demo=True).order_by("-pk")[:3])
+    note: Note | None = (
+        Note.objects.filter(is_demo=True, post__text_available=True)
+        .exclude(origin=Note.Origin.SUPERNOTE)
+        .annotate(n=Count("ratings"))
+        .filter(n__gte=3)
+        .order_by("-n", "pk")
+        .first()
+    )
+    return posts, note

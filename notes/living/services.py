@@ -1,0 +1,550 @@
+"""Living notes (issue 36): note requests, versions, suggestions attached to ratings, and revisions
+that are published only when the judges pass them and the jury predicts they beat the current text.
+
+A revision run follows the claimed-run protocol of crowdnotes_site.leases: one active run per note
+(a partial unique constraint), a compare-and-set claim renewed by a heartbeat, and the work sweep
+re-queues a run whose worker was lost. Publishing re-checks, under the note's row lock, that the
+version it revised is still current, so a run can publish at most once."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import numpy as np
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Max
+from django.utils import timezone
+
+from crowdnotes_site import leases
+from crowdnotes_site.lib.llm.client import LLMError
+from crowdnotes_site.lib.llm.drafting import draft_budget
+from crowdnotes_site.lib.llm.steps import revision as revision_step
+from crowdnotes_site.lib.llm.steps.common import Evidence
+from crowdnotes_site.llm import llm_client
+from crowdnotes_site.queue import enqueue_on_commit
+from evidence import snippets as evidence_snippets
+from evidence.models import Snippet
+from evidence.search.services import AutomationError, automation_run_start
+from judging.selectors import unjudgeable_reason
+from judging.services import judge_run_request, preflight_run
+from notes.models import (
+    DraftJob,
+    Note,
+    NoteRequest,
+    NoteStatus,
+    NoteStatusChange,
+    NoteVersion,
+    Participant,
+    Post,
+    Rating,
+    RetiredRating,
+    RevisionRun,
+    Suggestion,
+)
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+logger = logging.getLogger(__name__)
+
+
+class LivingError(Exception):
+    """An action the rules do not allow; the message is for the user."""
+
+
+# --- Versions ---------------------------------------------------------------------------------
+
+
+def _producer_of(note: Note) -> str:
+    if note.origin == Note.Origin.SUPERNOTE:
+        return "supernote"
+    if note.author is not None and note.author.user is not None:
+        return f"user:{note.author.user.get_username()}"
+    return "imported" if note.external_id else "author"
+
+
+def current_version(note: Note) -> NoteVersion:
+    """The note's published version; a note without one (imported, or written before versions)
+    gets its text as version 1 now."""
+    if note.current_version_id is not None:
+        return NoteVersion.objects.get(pk=note.current_version_id)
+    with transaction.atomic():
+        locked = Note.objects.select_for_update(of=("self",)).select_related("author__user").get(pk=note.pk)
+        if locked.current_version_id is None:
+            version = NoteVersion.objects.create(
+                note=locked, number=1, text=locked.text, evidence_urls=locked.evidence_urls,
+                producer=_producer_of(locked), reason="the text as submitted", created_at=locked.created_at,
+            )  # fmt: skip
+            Note.objects.filter(pk=note.pk).update(current_version=version)
+            Rating.objects.filter(note=note, version__isnull=True).update(version=version)
+            locked.current_version = version
+        note.current_version_id = locked.current_version_id
+        return NoteVersion.objects.get(note=note, pk=locked.current_version_id or 0)
+
+
+# --- Requests ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    request: NoteRequest
+    created: bool
+    count: int
+    started_draft: DraftJob | None
+
+
+@transaction.atomic
+def note_request_create(*, post: Post, user: User, reason: str = "") -> RequestResult:
+    """Record the user's request for a note on the post (once per user and post). When the post's
+    count passes NOTE_REQUEST_AUTO_DRAFT_THRESHOLD (and no request started a draft before), a draft
+    with "find evidence for me" is started, through the queue, for this requester if they may
+    write notes, else for the earliest requester who may."""
+    Post.objects.select_for_update().filter(pk=post.pk).first()  # serialize requests of one post
+    request, created = NoteRequest.objects.get_or_create(post=post, user=user, defaults={"reason": reason[:500]})
+    count = NoteRequest.objects.filter(post=post).count()
+    started = None
+    threshold = settings.NOTE_REQUEST_AUTO_DRAFT_THRESHOLD
+    already = NoteRequest.objects.filter(post=post, started_draft__isnull=False).exists()
+    if created and threshold and count > threshold and not already and not post.text_missing_reason():
+        writer_request = request if user.has_perm("notes.add_note") else None
+        if writer_request is None:
+            for r in NoteRequest.objects.filter(post=post).select_related("user").order_by("created_at"):
+                if r.user.has_perm("notes.add_note"):
+                    writer_request = r
+                    break
+        if writer_request is not None:
+            started = _auto_draft(post=post, request=writer_request)
+    return RequestResult(request, created, count, started)
+
+
+def _auto_draft(*, post: Post, request: NoteRequest) -> DraftJob | None:
+    from notes.services import draft_job_start  # notes.services imports nothing of this module
+
+    job, _created, _added, _skipped = draft_job_start(post=post, user=request.user, urls=[], find_evidence=False)
+    try:
+        automation_run_start(job=job)
+    except AutomationError as exc:
+        logger.info("request draft %s: no evidence search (%s)", job.pk, exc)
+    NoteRequest.objects.filter(pk=request.pk).update(started_draft=job)
+    return job
+
+
+# --- Suggestions ------------------------------------------------------------------------------
+
+
+def suggestion_kind(*, note_text: str, text: str) -> tuple[str, str]:
+    """(kind, method) by the offline keyword rule; the LLM re-tags it in a task when configured."""
+    return revision_step.kind_offline(text), revision_step.OFFLINE_RULE
+
+
+def suggestions_withdraw(*, note: Note, rater: Participant, reason: str) -> int:
+    return Suggestion.objects.filter(note=note, rater=rater, state=Suggestion.State.PENDING).update(
+        state=Suggestion.State.WITHDRAWN, outcome_reason=reason
+    )
+
+
+def suggestion_source_refusal(*, user: User) -> str | None:
+    """The per-user cap on evidence pages waiting for the CPU queue, counting suggestion sources
+    with the user's drafts' pages; None when one more fits."""
+    cap = settings.MAX_QUEUED_EVIDENCE_PER_USER
+    waiting = (
+        evidence_snippets.snippets_waiting_count(user=user)
+        + Suggestion.objects.filter(rater__user=user, snippet__state__in=evidence_snippets.WAITING_STATES).count()
+    )
+    if waiting < cap:
+        return None
+    return (f"You already have {waiting} evidence pages waiting to be processed (at most {cap} at once): "
+            "add the source once those are done.")  # fmt: skip
+
+
+@transaction.atomic
+def suggestion_add(*, rating: Rating, text: str, source_url: str = "") -> Suggestion:
+    """Attach a suggestion to the rater's rating of the note's current version (replacing a pending
+    one of theirs). A source URL goes through the evidence pipeline (SSRF-guarded fetch, passage
+    match) and counts only once the suggester confirms the passage."""
+    text = text.strip()
+    if not text:
+        raise LivingError("A suggestion needs some text.")
+    if len(text) > settings.SUGGESTION_MAX_CHARS:
+        raise LivingError(f"A suggestion may have at most {settings.SUGGESTION_MAX_CHARS} characters.")
+    note = rating.note
+    version = current_version(note)
+    suggestions_withdraw(note=note, rater=rating.rater, reason="replaced by a newer suggestion")
+    snippet = None
+    if source_url:
+        owner = rating.rater.user_id
+        snippet = evidence_snippets.snippet_add_for_post(post=note.post, url=source_url, owner=owner)
+    kind, method = suggestion_kind(note_text=version.text, text=text)
+    suggestion = Suggestion.objects.create(
+        note=note, version=version, rater=rating.rater, rating=rating, text=text, source_url=source_url,
+        snippet=snippet, kind=kind, kind_method=method,
+    )  # fmt: skip
+    if settings.LLM_BASE_URL:
+        enqueue_on_commit("notes.tasks.suggestion_tag_kind", suggestion.pk, owner=rating.rater.user_id)
+    return suggestion
+
+
+def suggestion_tag_kind(*, suggestion_id: int) -> Suggestion | None:
+    """Re-tag a suggestion's kind by the LLM (worker); the offline rule's tag stays when it fails."""
+    suggestion = Suggestion.objects.select_related("version", "rater").filter(pk=suggestion_id).first()
+    if suggestion is None:
+        return None
+    client = llm_client(owner=suggestion.rater.user_id)
+    if client is None:
+        return suggestion
+    try:
+        result = revision_step.kind_llm(client, note=suggestion.version.text, suggestion=suggestion.text)
+    except LLMError as exc:
+        logger.info("suggestion %s: LLM kind failed (%s); the offline rule's tag stays", suggestion_id, exc)
+        return suggestion
+    if result.value is not None:
+        Suggestion.objects.filter(pk=suggestion_id).update(kind=result.value, kind_method=result.producer.label)
+        suggestion.refresh_from_db()
+    return suggestion
+
+
+@transaction.atomic
+def rating_withdraw(*, rater: Participant, note: Note) -> bool:
+    """Delete the rater's rating of the note; its suggestion is withdrawn with it."""
+    rating = Rating.objects.filter(note=note, rater=rater).first()
+    if rating is None:
+        return False
+    rating.delete()
+    counters: dict[str, object] = {"num_ratings": F("num_ratings") - 1}
+    if rater.rater_factor is not None:
+        side = "neg_side_ratings" if rater.rater_factor < 0 else "pos_side_ratings"
+        counters[side] = F(side) - 1
+    Note.objects.filter(pk=note.pk, num_ratings__gt=0).update(**counters)
+    suggestions_withdraw(note=note, rater=rater, reason="the rating was withdrawn")
+    return True
+
+
+def suggestion_snippet_review(
+    *, suggestion: Suggestion, user: User, confirmed: bool, passage_id: int | None
+) -> Snippet:
+    """The suggester confirms (or rejects) the passage matched in their source."""
+    if suggestion.snippet is None:
+        raise LivingError("This suggestion has no source.")
+    try:
+        return evidence_snippets.snippet_review(
+            snippet=suggestion.snippet, user=user, confirmed=confirmed, passage_id=passage_id
+        )
+    except evidence_snippets.SnippetError as exc:
+        raise LivingError(str(exc)) from exc
+
+
+# --- Revisions --------------------------------------------------------------------------------
+
+
+def _enqueue(run_id: int) -> None:
+    enqueue_on_commit("notes.tasks.revision_run_execute", run_id)
+
+
+def revision_run_start(*, note: Note) -> RevisionRun | None:
+    """Queue a revision of the note unless one is queued or running (the constraint decides)."""
+    version = current_version(note)
+    try:
+        with transaction.atomic():
+            run = RevisionRun.objects.create(note=note, base_version=version)
+            _enqueue(run.pk)
+    except IntegrityError:
+        return None
+    return run
+
+
+def notes_due_for_revision(*, now: datetime | None = None) -> list[int]:
+    """Notes with at least REVISION_MIN_SUGGESTIONS pending suggestions, the newest older than
+    REVISION_QUIET_SECONDS, no active revision, and a suggestion newer than their last revision."""
+    now = now or timezone.now()
+    rows = (
+        Suggestion.objects.filter(state=Suggestion.State.PENDING)
+        .values("note_id")
+        .annotate(n=Count("id"), newest=Max("created_at"))
+        .filter(
+            n__gte=settings.REVISION_MIN_SUGGESTIONS,
+            newest__lte=now - timedelta(seconds=settings.REVISION_QUIET_SECONDS),
+        )
+    )
+    due = []
+    for row in rows:
+        last = RevisionRun.objects.filter(note_id=row["note_id"]).order_by("-created_at").first()
+        if last is not None and (last.state in (RevisionRun.State.QUEUED, RevisionRun.State.RUNNING)
+                                 or last.created_at >= row["newest"]):  # fmt: skip
+            continue
+        due.append(row["note_id"])
+    return due
+
+
+def revisions_start_due(*, now: datetime | None = None) -> list[int]:
+    """Beat: start a revision of every note due one; returns the runs started."""
+    started = []
+    for note in Note.objects.filter(pk__in=notes_due_for_revision(now=now)):
+        run = revision_run_start(note=note)
+        if run is not None:
+            started.append(run.pk)
+    return started
+
+
+def revision_runs_sweep() -> list[int]:
+    """Re-queue revision runs whose worker stopped renewing the claim (beat: work_sweep)."""
+    return leases.runs_sweep(RevisionRun, _enqueue)
+
+
+def revision_run_execute(*, run_id: int) -> RevisionRun | None:
+    """Work a revision run if this caller wins the claim (a duplicate delivery does nothing)."""
+    if not leases.run_claim(RevisionRun, run_id=run_id):
+        return None
+    run = RevisionRun.objects.select_related("note__post", "base_version").get(pk=run_id)
+    if run.attempts > settings.REVISION_MAX_CLAIMS:
+        leases.run_fail(RevisionRun, run_id=run_id, error=f"gave up after {run.attempts - 1} attempts (workers lost)")
+        return None
+    with leases.heartbeat(RevisionRun, run_id, field="claimed_until"):
+        try:
+            _revise_claimed(run)
+        except Exception as exc:
+            leases.run_fail(RevisionRun, run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+            raise
+    run.refresh_from_db()
+    return run
+
+
+def _confirmed_evidence(note: Note, suggestions: list[Suggestion]) -> list[tuple[str, str]]:
+    """(url, passage) of the note's confirmed snippets and of the suggesters' confirmed sources."""
+    rows = list(Snippet.objects.filter(note=note).select_related("passage"))
+    rows += [s.snippet for s in suggestions if s.snippet is not None]
+    out = []
+    for snip in rows:
+        if evidence_snippets.snippet_is_confirmed(snip) and snip.passage is not None:
+            out.append((snip.url, snip.passage.text))
+    return out
+
+
+_WORD = re.compile(r"[a-z0-9][a-z0-9'-]{3,}")
+
+
+def suggestion_taken(*, suggestion: str, current: str, candidate: str) -> bool:
+    """Whether a candidate took up a suggestion: it has a word (4+ letters) of the suggestion (or of
+    the passage its suggester confirmed) that the current text lacks. A lexical heuristic, stated as
+    such on screen."""
+    current_words = set(_WORD.findall(current.casefold()))
+    candidate_words = set(_WORD.findall(candidate.casefold()))
+    return bool((set(_WORD.findall(suggestion.casefold())) - current_words) & candidate_words)
+
+
+def jury_predict(*, post_text: str, texts: list[str], seed: int = 0) -> tuple[list[float] | None, str]:
+    """The jury's predicted helpfulness (intercept) of each text on the same jurors and draws, or
+    (None, why) without a stored PHM or raters with scorer parameters."""
+    from notes.supernotes import jury
+    from notes.supernotes import selectors as supernote_selectors
+    from notes.supernotes import services as supernote_services
+
+    model = supernote_services.phm_latest()
+    if model is None:
+        return None, "no personalized helpfulness model is stored (run `manage.py train_phm`)"
+    pool = supernote_selectors.jury_pool()
+    if len(pool.participant_pks) == 0:
+        return None, "no rater has scorer parameters yet (run the scorer)"
+    embed = supernote_services.embedder(model.meta.embedder)
+    emb = embed(texts)
+    post_emb = embed([post_text])[0] if post_text.strip() else None
+    scores = jury.jury_scores(
+        lambda jurors: model.probabilities(emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors]),
+        pool.rater_intercept, pool.rater_factor, mu=pool.mu, ratings_per_note=pool.ratings_per_note,
+        jury_size=settings.REVISION_JURY_SIZE, stratified=True, seed=seed,
+    )  # fmt: skip
+    return [float(x) for x in np.asarray(scores.intercept)], f"PHM {model.meta.version}"
+
+
+def _revise_claimed(run: RevisionRun) -> None:
+    note = run.note
+    base = run.base_version
+    if note.current_version_id != base.pk:
+        leases.run_fail(RevisionRun, run_id=run.pk, error="superseded: the note has a newer version")
+        return
+    suggestions = list(
+        Suggestion.objects.filter(note=note, state=Suggestion.State.PENDING, created_at__lte=run.created_at)
+        .select_related("snippet__passage")
+        .order_by("created_at")
+    )
+    if not suggestions:
+        _finish(run, outcome=RevisionRun.Outcome.REJECTED, reasons="No pending suggestion to revise from.")
+        return
+    missing = note.post.text_missing_reason()
+    if missing:
+        _decide(run, suggestions, candidate="", reasons=[f"not revised: {missing}"])
+        return
+    evidence = _confirmed_evidence(note, suggestions)
+    urls = sorted(set(base.evidence_urls) | {u for u, _ in evidence})
+    client = llm_client(owner=note.author.user_id if note.author else None)
+    budget = draft_budget(urls)
+    if client is None:
+        passages = [s.snippet.passage.text for s in suggestions if s.snippet is not None and s.snippet.passage
+                    and evidence_snippets.snippet_is_confirmed(s.snippet)]  # fmt: skip
+        offline = revision_step.revise_baseline(note=base.text, suggestion_passages=passages, budget=budget)
+        run.producer = f"baseline:{revision_step.BASELINE}"
+        RevisionRun.objects.filter(pk=run.pk).update(producer=run.producer)
+        if offline is None:
+            _decide(run, suggestions, candidate="", reasons=[
+                "no LLM is configured, and the offline revision (adding a sentence of a passage a suggester "
+                "confirmed) had nothing to add within the length budget"])  # fmt: skip
+            return
+        _judge_and_score(run, suggestions, offline, urls, evidence)
+        return
+    step = revision_step.revise_llm(
+        client, post=note.post.text, note=base.text,
+        suggestions=[revision_step.SuggestionInput(kind=s.kind, text=s.text) for s in suggestions],
+        snippets=[Evidence(text=t, source=u) for u, t in evidence], budget=budget,
+    )  # fmt: skip
+    RevisionRun.objects.filter(pk=run.pk).update(prompt=step.prompt, producer=step.producer.label)
+    run.prompt, run.producer = step.prompt, step.producer.label
+    if step.value is None:
+        _decide(run, suggestions, candidate="", reasons=["the LLM's revision broke the note rules (one line, "
+                                                          "no URL, within the length budget)"])  # fmt: skip
+        return
+    _judge_and_score(run, suggestions, str(step.value), urls, evidence)
+
+
+def _judge_and_score(
+    run: RevisionRun, suggestions: list[Suggestion], candidate: str, urls: list[str], evidence: list[tuple[str, str]]
+) -> None:
+    note, base = run.note, run.base_version
+    reasons: list[str] = []
+    if candidate.strip() == base.text.strip():
+        reasons.append("the revision is the current text unchanged")
+    # 1. Judges on the candidate with the same inputs as the note's own judge run.
+    result = preflight_run(
+        post_text=note.post.text, note_text=candidate, urls=urls,
+        snippets=[Evidence(text=t, source=u) for u, t in evidence], owner=note.author.user_id if note.author else None,
+    )  # fmt: skip
+    run.judge_log = [
+        {"stage": st.stage, "verdict": st.verdict, "reasoning": st.reasoning, "judge_kind": st.judge_kind,
+         "judge_name": st.judge_name, "error": st.error}
+        for st in result.stages
+    ]  # fmt: skip
+    run.judges_passed = bool(result.helpful)
+    if not run.judges_passed:
+        failed = [st.stage for st in result.stages if st.verdict != "yes"]
+        reasons.append(f"the judges did not pass it ({', '.join(failed) or 'no verdict'})")
+    # 2. The jury: the candidate against the current version, same jurors and draws.
+    predicted, why = jury_predict(post_text=note.post.text, texts=[base.text, candidate], seed=run.pk)
+    margin = settings.REVISION_JURY_MARGIN
+    run.jury_margin = margin
+    if predicted is None:
+        reasons.append(f"no jury prediction: {why}")
+    else:
+        run.jury_current, run.jury_candidate = predicted
+        if not run.jury_candidate > run.jury_current + margin:
+            reasons.append(
+                f"the jury's predicted helpfulness {run.jury_candidate:.3f} does not beat the current version's "
+                f"{run.jury_current:.3f} by the margin {margin:.2f}"
+            )
+    _decide(run, suggestions, candidate=candidate, reasons=reasons)
+
+
+def _taken(run: RevisionRun, suggestions: list[Suggestion]) -> set[int]:
+    if not run.candidate_text:
+        return set()
+    base_text = run.base_version.text
+    return {s.pk for s in suggestions
+            if suggestion_taken(suggestion=f"{s.text} {_confirmed_passage(s)}", current=base_text,
+                                candidate=run.candidate_text)}  # fmt: skip
+
+
+def _confirmed_passage(suggestion: Suggestion) -> str:
+    """The passage the suggester confirmed in their source ("" without one): its words count as theirs."""
+    snip = suggestion.snippet
+    if snip is None or snip.passage is None or not evidence_snippets.snippet_is_confirmed(snip):
+        return ""
+    return snip.passage.text
+
+
+def _decide(run: RevisionRun, suggestions: list[Suggestion], *, candidate: str, reasons: list[str]) -> None:
+    base = run.base_version
+    run.candidate_text = candidate
+    taken = _taken(run, suggestions)
+    if reasons:
+        with transaction.atomic():
+            _resolve(run, suggestions, taken, published=False, reasons="; ".join(reasons))
+            _finish(run, outcome=RevisionRun.Outcome.REJECTED, reasons="Rejected: " + "; ".join(reasons) + ".")
+        return
+    why = (f"judges passed; jury {run.jury_candidate:.3f} > current {run.jury_current:.3f} + margin "
+           f"{run.jury_margin:.2f}")  # fmt: skip
+    with transaction.atomic():
+        note = Note.objects.select_for_update().get(pk=run.note_id)
+        if note.current_version_id != base.pk:  # another run published meanwhile: publish at most once
+            _finish(run, outcome=RevisionRun.Outcome.REJECTED, reasons="Superseded: the note has a newer version.")
+            return
+        used = [s for s in suggestions if s.pk in taken]
+        version = _publish(note, base, run, candidate, why, used)
+        run.published_version = version
+        _resolve(run, suggestions, taken, published=True, reasons=why)
+        _finish(run, outcome=RevisionRun.Outcome.PUBLISHED, reasons=f"Published as version {version.number}: {why}.")
+
+
+def _publish(
+    note: Note, base: NoteVersion, run: RevisionRun, text: str, why: str, used: list[Suggestion]
+) -> NoteVersion:
+    """The candidate becomes the note's current version. The old version keeps its ratings (retired,
+    no longer scored) and the status it had; the new one starts its own ratings."""
+    old = list(Rating.objects.filter(note=note))
+    base.final_status, base.final_num_ratings, base.final_intercept = note.status, len(old), note.intercept
+    base.predicted_intercept = run.jury_current
+    base.save(update_fields=["final_status", "final_num_ratings", "final_intercept", "predicted_intercept"])
+    snippets = [{"url": s.snippet.url, "text": s.snippet.passage.text, "snippet": s.snippet.pk}
+                for s in used if s.snippet is not None and s.snippet.passage is not None
+                and evidence_snippets.snippet_is_confirmed(s.snippet)]  # fmt: skip
+    urls = sorted(set(base.evidence_urls) | {str(s["url"]) for s in snippets})
+    version = NoteVersion.objects.create(
+        note=note, number=base.number + 1, text=text, evidence_urls=urls, snippets=base.snippets + snippets,
+        producer=run.producer, reason=f"revision run {run.pk} from {len(used)} suggestion(s) taken up: {why}",
+        predicted_intercept=run.jury_candidate,
+    )  # fmt: skip
+    RetiredRating.objects.bulk_create(
+        [RetiredRating(version=base, rater_id=r.rater_id, level=r.level, tags=r.tags, created_at=r.created_at)
+         for r in old]
+    )  # fmt: skip
+    Rating.objects.filter(note=note).delete()
+    Snippet.objects.filter(pk__in=[s["snippet"] for s in snippets]).update(note=note)
+    previous = note.status
+    Note.objects.filter(pk=note.pk).update(
+        text=text, evidence_urls=urls, current_version=version, status=NoteStatus.NEEDS_MORE_RATINGS,
+        num_ratings=0, neg_side_ratings=0, pos_side_ratings=0, intercept=None, factor=None, intercept_max=None,
+        score_rules=[], score_explanation="", scored_at=None,
+    )  # fmt: skip
+    NoteStatusChange.objects.create(note=note, previous_status=previous, status=NoteStatus.NEEDS_MORE_RATINGS)
+    note.refresh_from_db()
+    if unjudgeable_reason(note) is None:
+        judge_run_request(note=note)  # the published text's own judge run, on the judge audit
+    return version
+
+
+def _resolve(
+    run: RevisionRun, suggestions: list[Suggestion], taken: set[int], *, published: bool, reasons: str
+) -> None:
+    """Tell each suggester what became of theirs."""
+    for s in suggestions:
+        if s.pk in taken:
+            state = Suggestion.State.USED_PUBLISHED if published else Suggestion.State.USED_REJECTED
+            reason = ("the published version takes up its words" if published
+                      else f"the revision that took it up was rejected: {reasons}")  # fmt: skip
+        else:
+            state = Suggestion.State.NOT_USED
+            reason = ("the revision did not take up its words" if run.candidate_text
+                      else f"no revision text was written: {reasons}")  # fmt: skip
+        Suggestion.objects.filter(pk=s.pk, state=Suggestion.State.PENDING).update(
+            state=state, outcome_reason=reason, revision=run
+        )
+
+
+def _finish(run: RevisionRun, *, outcome: str, reasons: str) -> None:
+    RevisionRun.objects.filter(pk=run.pk).update(
+        state=RevisionRun.State.DONE, outcome=outcome, reasons=reasons, candidate_text=run.candidate_text,
+        judge_log=run.judge_log, judges_passed=run.judges_passed, jury_current=run.jury_current,
+        jury_candidate=run.jury_candidate, jury_margin=run.jury_margin, published_version=run.published_version,
+        claimed_until=None, finished_at=timezone.now(),
+    )  # fmt: skip

@@ -1,0 +1,97 @@
+"""Pages of living notes (issue 36): request a note, the request queue, a note's versions, a
+suggester's outcomes, the suggestion source review, and the revision audit."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.limits import limited
+from notes.living import selectors, services
+from notes.models import Note, Post, Suggestion
+from notes.selectors import participant_of
+
+
+class RequestForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=500, widget=forms.Textarea(attrs={"rows": 2}),
+                             label="Why does this post need a note? (optional)")  # fmt: skip
+
+
+@endpoint(methods=["POST"], permission=PUBLIC, login_required=True)
+@limited("note_request")
+def request_note(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
+    post = get_object_or_404(Post, pk=post_id)
+    form = RequestForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A reason may have at most 500 characters.")
+        return redirect("post_detail", post_id=post.pk)
+    done = services.note_request_create(post=post, user=request.user, reason=form.cleaned_data["reason"])
+    if not done.created:
+        messages.info(request, f"You already requested a note on this post ({done.count} request(s) in all).")
+    else:
+        messages.success(request, f"Your request is counted: {done.count} request(s) for a note on this post.")
+    if done.started_draft is not None:
+        messages.info(request, "Enough people asked: a draft with an evidence search was started.")
+    return redirect("post_detail", post_id=post.pk)
+
+
+@endpoint(methods=["GET"], permission=PUBLIC)
+def request_queue(request: HttpRequest) -> HttpResponse:
+    return render(request, "notes/living/request_queue.html", {"posts": selectors.request_queue()})
+
+
+@endpoint(methods=["GET"], permission=PUBLIC)
+def note_versions(request: HttpRequest, note_id: int) -> HttpResponse:
+    note = get_object_or_404(Note.objects.select_related("post", "current_version"), pk=note_id)
+    history = selectors.note_history(note=note)
+    previous = history[1].version if len(history) > 1 else None
+    return render(request, "notes/living/note_versions.html", {"note": note, "history": history, "previous": previous})
+
+
+@endpoint(methods=["GET"], permission="notes.add_rating")
+def my_suggestions(request: AuthenticatedHttpRequest) -> HttpResponse:
+    participant = participant_of(user=request.user)
+    if participant is None:
+        return render(request, "notes/living/my_suggestions.html", {"suggestions": [], "invitations": []})
+    context = {"suggestions": selectors.suggestions_of(participant=participant),
+               "invitations": selectors.invitations(participant=participant)}  # fmt: skip
+    return render(request, "notes/living/my_suggestions.html", context)
+
+
+@endpoint(methods=["POST"], permission="notes.add_rating")
+def suggestion_source_review(request: AuthenticatedHttpRequest, suggestion_id: int, action: str) -> HttpResponse:
+    suggestion = get_object_or_404(
+        Suggestion.objects.select_related("snippet__passage"), pk=suggestion_id, rater__user=request.user
+    )
+    if action not in ("confirm", "reject"):
+        return redirect("my_suggestions")
+    shown = request.POST.get("passage", "")
+    try:
+        services.suggestion_snippet_review(
+            suggestion=suggestion, user=request.user, confirmed=action == "confirm",
+            passage_id=int(shown) if shown.isdigit() else None,
+        )  # fmt: skip
+    except services.LivingError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Passage confirmed." if action == "confirm" else "Passage rejected.")
+    return redirect("my_suggestions")
+
+
+@endpoint(methods=["GET"], permission="judging.view_judgedecision")
+def revision_audit(request: AuthenticatedHttpRequest) -> HttpResponse:
+    note_id = request.GET.get("note", "")
+    note = Note.objects.filter(pk=note_id).first() if note_id.isdigit() else None
+    return render(
+        request, "notes/living/revision_audit.html", {"runs": selectors.revision_runs(note=note), "note": note}
+    )
+
+
+@endpoint(methods=["GET"], permission="notes.view_scores")
+def living_analytics(request: AuthenticatedHttpRequest) -> HttpResponse:
+    context = {"kinds": selectors.suggestions_by_kind(), "revisions": selectors.revisions_before_after(),
+               "delays": selectors.request_delays()}  # fmt: skip
+    return render(request, "notes/living/analytics.html", context)
