@@ -178,7 +178,11 @@ class Ratings:
         # any real data, and a larger index is refused rather than wrapped.
         self.rater = _index_array(self.rater)
         self.note = _index_array(self.note)
-        self.value = np.asarray(self.value, dtype=np.float64)
+        # float32 is kept (4 bytes per rating, not 8): 0, 0.5 and 1 are exact in it, and every
+        # sum or difference over values is taken in float64 (fit_mf, _note_stats), so the
+        # results are those of float64 values, bit for bit.
+        value = np.asarray(self.value)
+        self.value = value if value.dtype == np.float32 else value.astype(np.float64)
 
 
 def _index_array(values: np.ndarray) -> np.ndarray:
@@ -375,7 +379,7 @@ def fit_mf(
     count_r = np.bincount(rater, minlength=n_raters).astype(np.float64)
     starts_n = np.r_[0, np.cumsum(count_n)[:-1]].astype(np.int64)
     starts_r = np.r_[0, np.cumsum(count_r)[:-1]].astype(np.int64)
-    sum_y = float(y.sum())
+    sum_y = float(y.sum(dtype=np.float64))
     seg = np.add.reduceat
     if init is None:
         rng = np.random.default_rng(cfg.seed)
@@ -953,7 +957,7 @@ def _note_stats(
     note: np.ndarray, rater_intercept: np.ndarray, rater_factor: np.ndarray, value: np.ndarray, mu: float, n_notes: int
 ) -> tuple[np.ndarray, ...]:
     x = rater_factor
-    r = value - mu - rater_intercept
+    r = np.asarray(value, dtype=np.float64) - mu - rater_intercept
     count = np.bincount(note, minlength=n_notes).astype(float)
     return (
         count,
