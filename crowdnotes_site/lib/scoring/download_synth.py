@@ -180,13 +180,15 @@ def generate(
 
     # Spike days, away from the timeline's edges.
     spike_days = np.sort(rng.choice(np.arange(60, DAYS - 10, 30), size=c.spikes, replace=False))
-    spike_factor = 4.0
+    spike_factor = 8.0
     # Posts: a daily rate growing over time, boosted on spike days; 1.5 notes per post.
     rate = np.linspace(0.6, 1.4, DAYS)
     rate[spike_days] *= spike_factor
     n_posts = max(int(n_all / 1.5), 1)
     post_day = rng.choice(DAYS, size=n_posts, p=rate / rate.sum())
-    post_ms = START_MS + post_day.astype(np.int64) * DAY_MS + rng.integers(0, DAY_MS, n_posts)
+    # A spike day's posts come in its first 12 hours (a news event), so its notes fall on that day.
+    within = np.where(np.isin(post_day, spike_days), DAY_MS // 2, DAY_MS)
+    post_ms = START_MS + post_day.astype(np.int64) * DAY_MS + (rng.random(n_posts) * within).astype(np.int64)
     post_of_note = np.sort(rng.integers(0, n_posts, n_all))  # every note on some post
     post_of_note = rng.permutation(post_of_note)
     post_delay_h = np.exp(np.log(POST_DELAY_MEDIAN_H) + 1.2 * rng.standard_normal(n_all))
@@ -214,8 +216,10 @@ def generate(
     note_factor = np.where(
         kind == 1, rng.choice([-1.0, 1.0], n_all) * rng.uniform(0.5, 0.9, n_all), rng.normal(0.0, 0.08, n_all)
     )
-    n_ratings = np.minimum(np.exp(np.log(12.0) + 1.97 * rng.standard_normal(n_all)), min(20_000, n_raters))
-    n_ratings = n_ratings * (c.ratings / max(n_ratings.sum(), 1.0))
+    n_ratings = np.exp(np.log(12.0) + 1.97 * rng.standard_normal(n_all))
+    cap = min(20_000, n_raters // 2)  # no note is rated by more than half the raters
+    for _ in range(8):  # scale to the target total with the cap in force
+        n_ratings = np.minimum(n_ratings * (c.ratings / max(n_ratings.sum(), 1.0)), cap)
     n_ratings = np.maximum(np.floor(n_ratings + rng.random(n_all)), 0).astype(np.int64)
     not_misleading = rng.random(n_all) < 0.08
     kind = np.where(not_misleading, 2, kind)  # NOT_MISLEADING notes are never Helpful: planted bad
@@ -372,7 +376,7 @@ def _write_ratings(
         ids[lost] = snowflake(created[lost], np.full(int(lost.sum()), (1 << 22) - 1))
         unknown += int(lost.sum())
         tag_h = np.where(level[:, None] > 0, rng.random((n, len(HELPFUL_TAGS))) < 0.3, False)
-        tag_nh = np.where(level[:, None] < 2, rng.random((n, len(NOT_HELPFUL_TAGS))) < 0.12, False)
+        tag_nh = np.where(level[:, None] == 0, rng.random((n, len(NOT_HELPFUL_TAGS))) < 0.12, False)
         empty = np.zeros((n, 0), dtype=np.uint8)
         cols = [
             _digits(ids, 19),
