@@ -141,10 +141,10 @@ def kept_ratings(
     # The pair key needs 64 bits (only it does). Sorting a copy finds out whether any pair
     # repeats; only then is the (8 bytes per rating) stable order computed.
     pair = note.astype(np.int64) * max(n_people, 1) + rater
-    probe = np.sort(pair)
-    repeats = bool(len(probe) > 1 and (probe[1:] == probe[:-1]).any())
-    del probe
+    pair.sort()  # in place: only whether a pair repeats is read from it
+    repeats = bool(len(pair) > 1 and (pair[1:] == pair[:-1]).any())
     if repeats:
+        pair = note.astype(np.int64) * max(n_people, 1) + rater
         order = np.argsort(pair, kind="stable")  # equal pairs stay in file order: the last is kept
         sorted_pair = pair[order]
         keep[order[:-1][sorted_pair[1:] == sorted_pair[:-1]]] = False
