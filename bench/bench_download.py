@@ -55,7 +55,9 @@ def main() -> int:
             disk = _du(folder / "columnar") if step == "convert" else 0
             rows.append((step, wall, rec["rows"] if step != "score" else n, rss, disk))
         print(f"scale {args.scale}: {n:,} ratings, {truth['notes']:,} notes, {truth['raters']:,} raters")
-        print(f"{'step':<9} {'wall s':>8} {'rows':>13} {'rows/s':>11} {'peak RSS MiB':>13} {'B/rating':>9} {'disk MiB':>9}")
+        print(
+            f"{'step':<9} {'wall s':>8} {'rows':>13} {'rows/s':>11} {'peak RSS MiB':>13} {'B/rating':>9} {'disk MiB':>9}"
+        )
         for step, wall, r, rss, disk in rows:
             print(f"{step:<9} {wall:>8.1f} {r:>13,} {r / wall:>11,.0f} {rss / 2**20:>13,.0f} {rss / n:>9.1f} "
                   f"{disk / 2**20:>9,.0f}")  # fmt: skip

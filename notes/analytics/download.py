@@ -75,7 +75,9 @@ def _hours(ms: np.ndarray) -> np.ndarray:
 def delay_tables(col: Path) -> dict[str, Any]:
     """The delay table from the columnar notes and status history (vectorised; the same
     definitions and numbers as notes.analytics.delays.delays_from_rows on the TSVs)."""
-    notes = pq.read_table(sorted(col.glob("notes-*.parquet")), columns=["note_id", "created_at_ms", "tweet_id", "not_misleading"])
+    notes = pq.read_table(
+        sorted(col.glob("notes-*.parquet")), columns=["note_id", "created_at_ms", "tweet_id", "not_misleading"]
+    )
     n_id = np.asarray(notes["note_id"].to_numpy(), dtype=np.int64)
     n_created = np.asarray(notes["created_at_ms"].to_numpy(), dtype=np.int64)
     tweet = np.asarray(notes["tweet_id"].to_numpy(), dtype=np.int64)
@@ -124,7 +126,7 @@ def delay_tables(col: Path) -> dict[str, Any]:
         **verdict_block(everything),
         "note_to_first_helpful_hours": delays.percentiles(verdict_hours[decided & helpful_first]).as_dict(),
         "note_to_first_not_helpful_hours": delays.percentiles(verdict_hours[decided & not_helpful_first]).as_dict(),
-        "posts": int(len(post_hours)),
+        "posts": len(post_hours),
         "by_classification": {
             "misleading": verdict_block(in_notes & ~h_nm),
             "not_misleading": verdict_block(in_notes & h_nm),
@@ -237,7 +239,9 @@ class Run:
         rec = {"step": step, "inputs": key, "seconds": round(seconds, 2), "rows": rows,
                "rows_per_s": round(rows / max(seconds, 1e-9)), "peak_rss_bytes": peak_rss_bytes(), **summary}  # fmt: skip
         _write(self._record(step), json.dumps(rec, indent=1, default=str))
-        self.say(f"{step}: {rows:,} rows in {seconds:,.1f} s ({rec['rows_per_s']:,} rows/s), peak RSS {rec['peak_rss_bytes'] / 2**30:.2f} GiB")
+        self.say(
+            f"{step}: {rows:,} rows in {seconds:,.1f} s ({rec['rows_per_s']:,} rows/s), peak RSS {rec['peak_rss_bytes'] / 2**30:.2f} GiB"
+        )
         return rec
 
     def convert(self) -> dict[str, Any]:
@@ -292,10 +296,15 @@ class Run:
         table = spike_tables(self.col)
         lines = ["day\tnotes\trolling_mean\tthreshold\tspike"]
         spike_days = {s["day"] for s in table["spikes"]}
-        lines += [f"{d}\t{c}\t{'' if m is None else m}\t{'' if t is None else t}\t{int(d in spike_days)}" for d, c, m, t in table["days"]]
+        lines += [
+            f"{d}\t{c}\t{'' if m is None else m}\t{'' if t is None else t}\t{int(d in spike_days)}"
+            for d, c, m, t in table["days"]
+        ]
         _write(self.out / "spikes_daily.tsv", "\n".join(lines) + "\n")
         _write(self.out / "spikes.json", json.dumps({k: v for k, v in table.items() if k != "days"}, indent=1))
-        return self.finish("spikes", key, t0, sum(c for _d, c, _m, _t in table["days"]), {"spikes": len(table["spikes"])})
+        return self.finish(
+            "spikes", key, t0, sum(c for _d, c, _m, _t in table["days"]), {"spikes": len(table["spikes"])}
+        )
 
 
 def run(folder: str | Path, *, out: str | Path | None = None, only: tuple[str, ...] = STEPS,

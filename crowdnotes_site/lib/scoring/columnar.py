@@ -271,6 +271,32 @@ def _convert_plain(source: Path, tmp: Path) -> tuple[int, cio.ReadReport]:
     return rows, cio.ReadReport(read=rows)
 
 
+class _Progress:
+    """Rows/s of the file being converted and an estimate of the whole conversion's time left
+    (from the bytes converted so far; the file's own progress from its rows and mean row size)."""
+
+    def __init__(
+        self, say: Callable[[str], None], source: Path, t0: float, t_start: float, done: int, total: int
+    ) -> None:
+        self.say, self.source, self.t0, self.t_start, self.done, self.total = say, source, t0, t_start, done, total
+        self.last = t0
+        with source.open("rb") as fh:
+            sample = fh.read(1 << 16).split(b"\n")[1:-1]
+        self.row_bytes = sum(len(r) + 1 for r in sample) / max(len(sample), 1)
+
+    def __call__(self, rows: int) -> None:
+        now = time.perf_counter()
+        if now - self.last < 5:
+            return
+        self.last = now
+        converted = self.done + rows * self.row_bytes
+        eta = (now - self.t_start) * max(self.total - converted, 0) / max(converted, 1)
+        self.say(
+            f"convert {self.source.name}: {rows:,} rows ({rows / (now - self.t0):,.0f} rows/s), "
+            f"about {eta:,.0f} s left in all"
+        )
+
+
 def convert(folder: str | Path, say: Callable[[str], None] | None = None) -> list[Converted]:
     """Convert every TSV of the download folder whose columnar form is missing or stale."""
     src = Path(folder)
@@ -296,18 +322,7 @@ def convert(folder: str | Path, say: Callable[[str], None] | None = None) -> lis
             continue
         tmp = target.with_name(target.name + ".part")
         t0 = time.perf_counter()
-        last = [t0]
-
-        def tick(rows: int, source: Path = source, t0: float = t0, last: list[float] = last) -> None:
-            now = time.perf_counter()
-            if now - last[0] < 5:
-                return
-            last[0] = now
-            rate = rows / (now - t0)
-            elapsed = now - t_start
-            eta = elapsed * (total_bytes / max(done_bytes + size * 0.5, 1) - 1)
-            say(f"convert {source.name}: {rows:,} rows ({rate:,.0f} rows/s), about {eta:,.0f} s left in all")
-
+        tick = _Progress(say, source, t0, t_start, done_bytes, total_bytes)
         if kind == "ratings":
             rows, report = _convert_ratings(source, tmp, tick)
         elif kind == "notes":
@@ -323,7 +338,9 @@ def convert(folder: str | Path, say: Callable[[str], None] | None = None) -> lis
         done_bytes += size
         extra = f"; skipped {sum(skipped.values()):,} rows ({', '.join(skipped)})" if skipped else ""
         cols = f"; unknown columns ignored: {', '.join(unknown[source])}" if unknown[source] else ""
-        say(f"convert {source.name}: {rows:,} rows in {seconds:,.1f} s ({rows / max(seconds, 1e-9):,.0f} rows/s){extra}{cols}")
+        say(
+            f"convert {source.name}: {rows:,} rows in {seconds:,.1f} s ({rows / max(seconds, 1e-9):,.0f} rows/s){extra}{cols}"
+        )
         results.append(done)
     for stale in out.glob("*.part"):  # left by a killed run
         stale.unlink()
@@ -366,7 +383,9 @@ def load(columnar_dir: str | Path) -> stsv.LoadedData:
         n_cols["nm"].append(_np(t["not_misleading"]))
     h_cols: dict[str, list[np.ndarray]] = {k: [] for k in ("i", "author", "created", "prev", "last", "locked")}
     for p in status_paths:
-        t = _table(p, ["note_id", "author", "created_at_ms", "current_status", "most_recent_non_nmr_ms", "locked_status"])
+        t = _table(
+            p, ["note_id", "author", "created_at_ms", "current_status", "most_recent_non_nmr_ms", "locked_status"]
+        )
         h_cols["i"].append(notes_idx.codes(_np(t["note_id"]).astype(np.int64)))
         h_cols["author"].append(np.array(t["author"].to_pylist(), dtype=object))
         h_cols["created"].append(_np(t["created_at_ms"]))

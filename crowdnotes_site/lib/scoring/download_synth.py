@@ -103,7 +103,7 @@ class Counts:
     @classmethod
     def at(cls, scale: float) -> Counts:
         def s(n: int) -> int:
-            return max(int(round(n * scale)), 1)
+            return max(round(n * scale), 1)
 
         return cls(
             notes=s(FULL["notes"]),
@@ -272,10 +272,7 @@ def generate(
     _write_atomic_text(
         out / "userEnrollment-00000.tsv",
         ENROLLMENT_COLUMNS,
-        [
-            f"{hex_rows[u]}\t{states[state[u]]}\t5\t{changed[u]}\t1\tCORE\t{1 + camp[u]}\t0\n"
-            for u in range(n_raters)
-        ],
+        [f"{hex_rows[u]}\t{states[state[u]]}\t5\t{changed[u]}\t1\tCORE\t{1 + camp[u]}\t0\n" for u in range(n_raters)],
     )
     say(f"noteRequests: {c.note_requests:,} rows")
     req_post = rng.integers(0, n_posts, c.note_requests)

@@ -17,6 +17,7 @@ Pipeline (mirrors the reference core scorer, see docs in bench/README.md):
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -361,7 +362,7 @@ def _blocks(starts: np.ndarray, n: int, block: int = SEGMENT_BLOCK) -> list[tupl
     cuts = np.unique(np.searchsorted(starts, np.arange(0, n, block), side="right") - 1)
     cuts = np.r_[cuts, len(starts)]
     bounds = np.r_[starts, n]
-    return [(int(a), int(b), int(bounds[a]), int(bounds[b])) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    return [(int(a), int(b), int(bounds[a]), int(bounds[b])) for a, b in itertools.pairwise(cuts)]
 
 
 def _segment_sums(
@@ -626,7 +627,9 @@ def _side_stats(ratings: Ratings, rater_factor: np.ndarray, n_notes: int) -> dic
     """Per-note counts by rater side (factor < 0 is the negative side). The ratings are read in
     chunks; np.add.at adds in rating order, so the sums are those of one np.bincount."""
     total = np.zeros(n_notes)
-    acc = {f"{side}_{k}": np.zeros(n_notes) for side in ("neg", "pos") for k in ("count", "sum", "helpful", "nothelpful")}
+    acc = {
+        f"{side}_{k}": np.zeros(n_notes) for side in ("neg", "pos") for k in ("count", "sum", "helpful", "nothelpful")
+    }
     for sl in _chunks(len(ratings.rater)):
         fu = rater_factor[ratings.rater[sl]]
         has = ~np.isnan(fu)

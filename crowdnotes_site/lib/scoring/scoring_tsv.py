@@ -269,7 +269,9 @@ def score_files(
     return {**score_loaded(data, outdir, config), "seconds_read": seconds_read}
 
 
-def score_loaded(data: LoadedData, outdir: str | Path, config: scoring.ScoringConfig | None = None) -> dict[str, object]:
+def score_loaded(
+    data: LoadedData, outdir: str | Path, config: scoring.ScoringConfig | None = None
+) -> dict[str, object]:
     """Score loaded data and write scored_notes.tsv and helpfulness_scores.tsv into outdir."""
     t1 = time.perf_counter()
     result = scoring.score(data.ratings, data.meta, len(data.participant_ids), config)

@@ -102,7 +102,9 @@ def test_generator_is_deterministic_from_its_seed(download: Path, tmp_path: Path
 # ---------------------------------------------------------------- scoring from the columnar form
 
 
-def test_scoring_from_columnar_equals_score_communitynotes_on_the_tsvs(researched: tuple[Path, dict], tmp_path: Path) -> None:
+def test_scoring_from_columnar_equals_score_communitynotes_on_the_tsvs(
+    researched: tuple[Path, dict], tmp_path: Path
+) -> None:
     folder, results = researched
     ratings = tmp_path / "ratings"
     ratings.mkdir()
@@ -125,7 +127,7 @@ def test_planted_note_kinds_get_their_statuses(researched: tuple[Path, dict]) ->
     folder, _ = researched
     note_id, kind, n_ratings = np.load(folder / "synthetic-kind.npy")
     planted = {int(n): (int(k), int(c)) for n, k, c in zip(note_id, kind, n_ratings, strict=True)}
-    hits = {0: [], 1: [], 2: []}
+    hits: dict[int, list[bool]] = {0: [], 1: [], 2: []}
     expected = {0: "CURRENTLY_RATED_HELPFUL", 1: "NEEDS_MORE_RATINGS", 2: "CURRENTLY_RATED_NOT_HELPFUL"}
     for row in _rows(folder / "research" / "scored_notes.tsv"):
         k, c = planted[int(row["noteId"])]
@@ -222,7 +224,9 @@ def test_killed_conversion_leaves_nothing_half_written_and_resumes(
     assert resumed["convert"]["files_kept"] == 4  # notes, status history, ratings 0 and 1
     assert resumed["convert"]["files_converted"] == 8
     assert not list(col.glob("*.part"))
-    assert resumed["score"]["ratings_read"] == json.loads((folder / "synthetic-truth.json").read_text())["ratings_written"]
+    assert (
+        resumed["score"]["ratings_read"] == json.loads((folder / "synthetic-truth.json").read_text())["ratings_written"]
+    )
 
 
 # ---------------------------------------------------------------- bad input
@@ -232,7 +236,9 @@ def _ratings_header(folder: Path) -> str:
     return (folder / "ratings-00000.tsv").open().readline()
 
 
-def test_truncated_shard_is_refused_naming_file_and_line_and_resumes_after_the_fix(download: Path, tmp_path: Path) -> None:
+def test_truncated_shard_is_refused_naming_file_and_line_and_resumes_after_the_fix(
+    download: Path, tmp_path: Path
+) -> None:
     folder = _copy(download, tmp_path)
     shard = folder / "ratings-00005.tsv"
     good = shard.read_bytes()
@@ -251,7 +257,9 @@ def test_another_years_schema_is_refused_naming_the_file(download: Path, tmp_pat
     text = shard.read_text().split("\n", 1)[1]
     old_header = "noteId\tparticipantId\tcreatedAtMillis\tagree\tdisagree\thelpful\tnotHelpful\n"
     shard.write_text(old_header + text)
-    with pytest.raises(columnar.DownloadError, match=r"ratings-00002\.tsv:1: the header lacks raterParticipantId, helpfulnessLevel"):
+    with pytest.raises(
+        columnar.DownloadError, match=r"ratings-00002\.tsv:1: the header lacks raterParticipantId, helpfulnessLevel"
+    ):
         research.run(folder, say=lambda _m: None)
     assert research.main([str(folder)]) == 2
 
