@@ -140,16 +140,22 @@ def kept_ratings(
     keep = np.ones(len(note), dtype=bool)
     # The pair key needs 64 bits (only it does). Sorting a copy finds out whether any pair
     # repeats; only then is the (8 bytes per rating) stable order computed.
-    pair = note.astype(np.int64) * max(n_people, 1) + rater
+    def pairs() -> np.ndarray:  # built in place: one 8-byte array, no temporaries
+        out = note.astype(np.int64)
+        out *= max(n_people, 1)
+        out += rater
+        return out
+
+    pair = pairs()
     pair.sort()  # in place: only whether a pair repeats is read from it
     repeats = bool(len(pair) > 1 and (pair[1:] == pair[:-1]).any())
+    del pair
     if repeats:
-        pair = note.astype(np.int64) * max(n_people, 1) + rater
+        pair = pairs()
         order = np.argsort(pair, kind="stable")  # equal pairs stay in file order: the last is kept
         sorted_pair = pair[order]
         keep[order[:-1][sorted_pair[1:] == sorted_pair[:-1]]] = False
-        del order, sorted_pair
-    del pair
+        del order, sorted_pair, pair
     dropped = {"duplicate rating": int(len(note) - keep.sum())}
     old_nm = not_misleading & (note_created_ms <= NOT_MISLEADING_UI_LAUNCH_MS)
     unknown_mask = keep & ~known[note]
