@@ -39,7 +39,7 @@ from crowdnotes_site.lib.xids import X_EPOCH_MS
 from notes.analytics import delays, spikes
 
 STEPS = ("convert", "score", "delays", "spikes")
-SCORE_RATE_ESTIMATE = 300_000  # ratings/s for the estimate before scoring (10 M run, this machine)
+SCORE_RATE_ESTIMATE = 400_000  # ratings/s for the estimate before scoring (10 M run on this machine: 416 K)
 HELPFUL = "CURRENTLY_RATED_HELPFUL"
 NOT_HELPFUL = "CURRENTLY_RATED_NOT_HELPFUL"
 
