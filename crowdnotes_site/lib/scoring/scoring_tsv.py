@@ -138,6 +138,7 @@ def kept_ratings(
     notes file nor the status history (`known`) are dropped, and so are ratings of NOT_MISLEADING
     notes created before the not-misleading UI launch."""
     keep = np.ones(len(note), dtype=bool)
+
     # The pair key needs 64 bits (only it does). Sorting a copy finds out whether any pair
     # repeats; only then is the (8 bytes per rating) stable order computed.
     def pairs() -> np.ndarray:  # built in place: one 8-byte array, no temporaries
