@@ -326,6 +326,11 @@ def run(folder: str | Path, *, out: str | Path | None = None, only: tuple[str, .
             say(f"{step}: done earlier on the same inputs ({earlier['seconds']} s), kept")
             results[step] = earlier
             continue
+        if r.done(step, "") is None and r._record(step).exists():
+            say(
+                f"{step}: the download changed since its last run (a converted file differs); running it again "
+                "over all files (the fit and the tables are global: no part of them is per file)"
+            )
         results[step] = getattr(r, step)(key)
     return results
 
