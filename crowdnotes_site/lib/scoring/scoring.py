@@ -17,6 +17,8 @@ Pipeline (mirrors the reference core scorer, see docs in bench/README.md):
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -178,7 +180,11 @@ class Ratings:
         # any real data, and a larger index is refused rather than wrapped.
         self.rater = _index_array(self.rater)
         self.note = _index_array(self.note)
-        self.value = np.asarray(self.value, dtype=np.float64)
+        # float32 is kept (4 bytes per rating, not 8): 0, 0.5 and 1 are exact in it, and every
+        # sum or difference over values is taken in float64 (fit_mf, _note_stats), so the
+        # results are those of float64 values, bit for bit.
+        value = np.asarray(self.value)
+        self.value = value if value.dtype == np.float32 else value.astype(np.float64)
 
 
 def _index_array(values: np.ndarray) -> np.ndarray:
@@ -331,12 +337,130 @@ def mf_loss(params: MFParams, rater: np.ndarray, note: np.ndarray, y: np.ndarray
 
 def stable_order(idx: np.ndarray) -> np.ndarray:
     """np.argsort(idx, kind="stable") for non-negative int32 indices, as a radix sort on 16-bit
-    digits (numpy sorts 16-bit keys by radix): the same order, 3-6x faster than its merge sort."""
-    order = np.argsort((idx & 0xFFFF).astype(np.uint16), kind="stable")
+    digits (numpy sorts 16-bit keys by radix): the same order, 3-6x faster than its merge sort.
+    The digits are read as uint16 views of the int32s (no 4-byte temporary per element)."""
+    idx = np.ascontiguousarray(idx, dtype=np.int32)
+    halves = idx.view(np.uint16)  # little-endian: low digit, high digit, per element
+    lo, hi = (0, 1) if np.little_endian else (1, 0)
+    order = np.argsort(halves[lo::2], kind="stable")
     if len(idx) and int(idx.max()) > 0xFFFF:
-        high = (idx >> 16).astype(np.uint16)
-        order = order[np.argsort(high[order], kind="stable")]
+        high = halves[hi::2][order]
+        order = order[np.argsort(high, kind="stable")]
     return order
+
+
+# Ratings per block of the chunked segment sums: bounds the per-sweep temporaries (4 float32
+# arrays of one block) instead of 4 arrays as long as the ratings.
+SEGMENT_BLOCK = 1 << 20
+
+
+def _blocks(starts: np.ndarray, n: int, block: int = SEGMENT_BLOCK) -> list[tuple[int, int, int, int]]:
+    """(first segment, end segment, first rating, end rating) of blocks of whole segments of
+    about `block` ratings (a segment longer than a block is a block of its own)."""
+    if not len(starts):
+        return []
+    cuts = np.unique(np.searchsorted(starts, np.arange(0, n, block), side="right") - 1)
+    cuts = np.r_[cuts, len(starts)]
+    bounds = np.r_[starts, n]
+    return [(int(a), int(b), int(bounds[a]), int(bounds[b])) for a, b in itertools.pairwise(cuts)]
+
+
+def _segment_sums(
+    y: np.ndarray,
+    other: np.ndarray,
+    factor32: np.ndarray,
+    offset32: np.ndarray,
+    starts: np.ndarray,
+    blocks: list[tuple[int, int, int, int]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment (ratings grouped contiguously): Σx, Σx², Σr, Σr·x with x = factor[other] and
+    r = y - offset[other], block by block; each segment is summed whole within its block, so the
+    sums are those of one pass over all ratings (float64 accumulation of float32 terms)."""
+    m = len(starts)
+    s_x, s_xx, s_r, s_rx = (np.empty(m) for _ in range(4))
+    seg = np.add.reduceat
+    for a, b, lo, hi in blocks:
+        o = other[lo:hi]
+        x = factor32[o]
+        r = y[lo:hi] - offset32[o]
+        local = starts[a:b] - lo
+        s_x[a:b] = seg(x, local, dtype=np.float64)
+        s_r[a:b] = seg(r, local, dtype=np.float64)
+        r *= x
+        s_rx[a:b] = seg(r, local, dtype=np.float64)
+        x *= x
+        s_xx[a:b] = seg(x, local, dtype=np.float64)
+    return s_x, s_xx, s_r, s_rx
+
+
+# Ratings per chunk where the pipeline walks all ratings in pieces (bounded temporaries).
+CHUNK = 1 << 19
+
+
+def _chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
+    for lo in range(0, n, size):
+        yield slice(lo, min(lo + size, n))
+
+
+@dataclass
+class _Grouped:
+    """The ratings twice, grouped by note and by rater (each in the ratings' order within its
+    group), so that per-entity sums are contiguous segment sums (np.add.reduceat) instead of
+    random scatters. float32 per-rating work arrays halve memory traffic; segments are short,
+    so the per-entity sums stay accurate to ~1e-7, well below the convergence tolerance."""
+
+    n: int
+    sum_y: float
+    count_n: np.ndarray
+    starts_n: np.ndarray
+    y_n: np.ndarray
+    rater_n: np.ndarray
+    count_r: np.ndarray
+    starts_r: np.ndarray
+    y_r: np.ndarray
+    note_r: np.ndarray
+
+
+def _place(key: np.ndarray, nxt: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Scatter one chunk of ratings to their groups' next free slots, in order (a stable
+    counting sort chunk by chunk: the same order as one stable argsort of all keys)."""
+    if not len(key):
+        return
+    o = stable_order(key)
+    ks = key[o]
+    first = np.r_[True, ks[1:] != ks[:-1]]
+    at = np.arange(len(ks))
+    rank = at - np.maximum.accumulate(np.where(first, at, 0))
+    pos = nxt[ks] + rank
+    for out, values in pairs:
+        out[pos] = values[o]
+    heads = np.flatnonzero(first)
+    nxt[ks[heads]] += np.diff(np.r_[heads, len(ks)])
+
+
+def _group(
+    chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]], n_raters: int, n_notes: int
+) -> _Grouped:
+    """Group (rater, note, y) chunks, read twice (counts, then placement): no per-rating order
+    array and no copy of the inputs is held, only the two grouped copies (16 bytes per rating)."""
+    count_n = np.zeros(n_notes, dtype=np.int64)
+    count_r = np.zeros(n_raters, dtype=np.int64)
+    sum_y = 0.0  # exact in any order: the values are multiples of 0.5
+    for r, nt, y in chunks():
+        count_n += np.bincount(nt, minlength=n_notes)
+        count_r += np.bincount(r, minlength=n_raters)
+        sum_y += float(y.sum(dtype=np.float64))
+    n = int(count_n.sum())
+    starts_n = np.r_[0, np.cumsum(count_n)[:-1]].astype(np.int64)
+    starts_r = np.r_[0, np.cumsum(count_r)[:-1]].astype(np.int64)
+    y_n, rater_n = np.empty(n, dtype=np.float32), np.empty(n, dtype=np.int32)
+    y_r, note_r = np.empty(n, dtype=np.float32), np.empty(n, dtype=np.int32)
+    nxt_n, nxt_r = starts_n.copy(), starts_r.copy()
+    for r, nt, y in chunks():
+        _place(nt, nxt_n, [(y_n, y), (rater_n, r)])
+        _place(r, nxt_r, [(y_r, y), (note_r, nt)])
+    return _Grouped(n, sum_y, count_n.astype(np.float64), starts_n, y_n, rater_n, count_r.astype(np.float64),
+                    starts_r, y_r, note_r)  # fmt: skip
 
 
 def fit_mf(
@@ -356,27 +480,24 @@ def fit_mf(
     since all three add the same constant to every prediction. `rater`/`note` must be compact (every index
     in range has at least one rating).
     """
-    n = len(y)
+    rater, note = _index_array(rater), _index_array(note)
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for sl in _chunks(len(y)):
+            yield rater[sl], note[sl], y[sl]
+
+    return _fit_grouped(_group(chunks, n_raters, n_notes), n_raters, n_notes, cfg, init)
+
+
+def _fit_grouped(g_: _Grouped, n_raters: int, n_notes: int, cfg: ScoringConfig, init: MFParams | None) -> MFParams:
+    n = g_.n
     lam_i, lam_f = cfg.lambda_intercept, cfg.lambda_factor
     reg_ri, reg_rf = lam_i * n / n_raters, lam_f * n / n_raters
     reg_ni, reg_nf = lam_i * n / n_notes, lam_f * n / n_notes
-    # Two copies of the ratings, grouped by note and by rater, so that per-entity sums are
-    # contiguous segment sums (np.add.reduceat) instead of random scatters.
-    # float32 per-rating work arrays halve memory traffic; segments are short, so the
-    # per-entity sums stay accurate to ~1e-7, well below the convergence tolerance. Each sort
-    # order (8 bytes per rating) is dropped as soon as its copies are made.
-    by_note = stable_order(note)
-    y_n, rater_n = y[by_note].astype(np.float32), rater[by_note].astype(np.int32)
-    del by_note
-    by_rater = stable_order(rater)
-    y_r, note_r = y[by_rater].astype(np.float32), note[by_rater].astype(np.int32)
-    del by_rater
-    count_n = np.bincount(note, minlength=n_notes).astype(np.float64)
-    count_r = np.bincount(rater, minlength=n_raters).astype(np.float64)
-    starts_n = np.r_[0, np.cumsum(count_n)[:-1]].astype(np.int64)
-    starts_r = np.r_[0, np.cumsum(count_r)[:-1]].astype(np.int64)
-    sum_y = float(y.sum())
-    seg = np.add.reduceat
+    y_n, rater_n, count_n, starts_n = g_.y_n, g_.rater_n, g_.count_n, g_.starts_n
+    y_r, note_r, count_r, starts_r = g_.y_r, g_.note_r, g_.count_r, g_.starts_r
+    blocks_n, blocks_r = _blocks(starts_n, n), _blocks(starts_r, n)
+    sum_y = g_.sum_y
     if init is None:
         rng = np.random.default_rng(cfg.seed)
         mu = sum_y / n / (1 + lam_i)
@@ -394,32 +515,12 @@ def fit_mf(
         it += 1
         # Notes given raters and μ.
         f32, a32 = f.astype(np.float32), (a + mu).astype(np.float32)
-        x = f32[rater_n]
-        r = y_n - a32[rater_n]
-        b_new, g_new = _solve_2x2(
-            count_n,
-            seg(x, starts_n, dtype=np.float64),
-            seg(x * x, starts_n, dtype=np.float64),
-            seg(r, starts_n, dtype=np.float64),
-            seg(r * x, starts_n, dtype=np.float64),
-            reg_ni,
-            reg_nf,
-        )
+        b_new, g_new = _solve_2x2(count_n, *_segment_sums(y_n, rater_n, f32, a32, starts_n, blocks_n), reg_ni, reg_nf)
         b_new, g_new = b + omega * (b_new - b), g + omega * (g_new - g)
         # Raters given notes and μ.
         g32, b32 = g_new.astype(np.float32), (b_new + mu).astype(np.float32)
-        x = g32[note_r]
-        r = y_r - b32[note_r]
-        s_x = seg(x, starts_r, dtype=np.float64)
-        a_new, f_new = _solve_2x2(
-            count_r,
-            s_x,
-            seg(x * x, starts_r, dtype=np.float64),
-            seg(r, starts_r, dtype=np.float64),
-            seg(r * x, starts_r, dtype=np.float64),
-            reg_ri,
-            reg_rf,
-        )
+        s_x, s_xx, s_r, s_rx = _segment_sums(y_r, note_r, g32, b32, starts_r, blocks_r)
+        a_new, f_new = _solve_2x2(count_r, s_x, s_xx, s_r, s_rx, reg_ri, reg_rf)
         a_new, f_new = a + omega * (a_new - a), f + omega * (f_new - f)
         # μ jointly with a common shift of all rater and all note intercepts (μ alone is one
         # direction of it). Shifting μ, every a and every b by t_μ, t_a, t_b moves every
@@ -487,8 +588,23 @@ def _fit_subset(
     init: tuple[MFParams, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[MFParams, np.ndarray, np.ndarray]:
     """Fit on ratings[mask]; returns params with the raters/notes they belong to."""
-    r_c, r_orig = _compact(ratings.rater[mask], n_raters)
-    n_c, n_orig = _compact(ratings.note[mask], n_notes)
+    present_r = np.zeros(n_raters, dtype=bool)
+    present_n = np.zeros(n_notes, dtype=bool)
+    for sl in _chunks(len(mask)):
+        m = mask[sl]
+        present_r[ratings.rater[sl][m]] = True
+        present_n[ratings.note[sl][m]] = True
+    r_orig, n_orig = np.flatnonzero(present_r), np.flatnonzero(present_n)
+    remap_r = np.full(n_raters, -1, dtype=np.int32)
+    remap_r[r_orig] = np.arange(len(r_orig), dtype=np.int32)
+    remap_n = np.full(n_notes, -1, dtype=np.int32)
+    remap_n[n_orig] = np.arange(len(n_orig), dtype=np.int32)
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for sl in _chunks(len(mask)):
+            m = mask[sl]
+            yield remap_r[ratings.rater[sl][m]], remap_n[ratings.note[sl][m]], ratings.value[sl][m]
+
     start = None
     if init is not None:
         prev, prev_r, prev_n = init
@@ -497,7 +613,7 @@ def _fit_subset(
         full_a[prev_r], full_f[prev_r] = prev.rater_intercept, prev.rater_factor
         full_b[prev_n], full_g[prev_n] = prev.note_intercept, prev.note_factor
         start = MFParams(prev.mu, full_a[r_orig], full_f[r_orig], full_b[n_orig], full_g[n_orig])
-    params = fit_mf(r_c, n_c, ratings.value[mask], len(r_orig), len(n_orig), cfg, start)
+    params = _fit_grouped(_group(chunks, len(r_orig), len(n_orig)), len(r_orig), len(n_orig), cfg, start)
     return flip_for_identification(params), r_orig, n_orig
 
 
@@ -508,22 +624,32 @@ def _expand(values: np.ndarray, where: np.ndarray, size: int) -> np.ndarray:
 
 
 def _side_stats(ratings: Ratings, rater_factor: np.ndarray, n_notes: int) -> dict[str, np.ndarray]:
-    """Per-note counts by rater side (factor < 0 is the negative side)."""
-    has = ~np.isnan(rater_factor[ratings.rater])
-    note = ratings.note[has]
-    value = ratings.value[has]
-    neg = rater_factor[ratings.rater[has]] < 0
-    out: dict[str, np.ndarray] = {"total": np.bincount(note, minlength=n_notes).astype(float)}
-    for side, sel in (("neg", neg), ("pos", ~neg)):
-        n_side = note[sel]
-        v_side = value[sel]
-        count = np.bincount(n_side, minlength=n_notes).astype(float)
+    """Per-note counts by rater side (factor < 0 is the negative side). The ratings are read in
+    chunks; np.add.at adds in rating order, so the sums are those of one np.bincount."""
+    total = np.zeros(n_notes)
+    acc = {
+        f"{side}_{k}": np.zeros(n_notes) for side in ("neg", "pos") for k in ("count", "sum", "helpful", "nothelpful")
+    }
+    for sl in _chunks(len(ratings.rater)):
+        fu = rater_factor[ratings.rater[sl]]
+        has = ~np.isnan(fu)
+        note = ratings.note[sl][has]
+        value = np.asarray(ratings.value[sl][has], dtype=np.float64)
+        neg = fu[has] < 0
+        np.add.at(total, note, 1.0)
+        for side, sel in (("neg", neg), ("pos", ~neg)):
+            n_side, v_side = note[sel], value[sel]
+            np.add.at(acc[f"{side}_count"], n_side, 1.0)
+            np.add.at(acc[f"{side}_sum"], n_side, v_side)
+            np.add.at(acc[f"{side}_helpful"], n_side[v_side == 1.0], 1.0)
+            np.add.at(acc[f"{side}_nothelpful"], n_side[v_side == 0.0], 1.0)
+    out: dict[str, np.ndarray] = {"total": total}
+    for side in ("neg", "pos"):
+        count = acc[f"{side}_count"]
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[f"{side}_mean"] = np.bincount(n_side, v_side, n_notes) / count
+            out[f"{side}_mean"] = acc[f"{side}_sum"] / count
         out[f"{side}_count"] = count
-        out[f"{side}_net"] = np.bincount(n_side, (v_side == 1.0).astype(float), n_notes) - (
-            np.bincount(n_side, (v_side == 0.0).astype(float), n_notes)
-        )
+        out[f"{side}_net"] = acc[f"{side}_helpful"] - acc[f"{side}_nothelpful"]
     out["min_side_count"] = np.minimum(out["neg_count"], out["pos_count"])
     out["net_min_helpful"] = np.clip(np.minimum(out["neg_net"], out["pos_net"]), 0, None)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -540,26 +666,37 @@ def _incorrect_flags(
     cfg: ScoringConfig,
 ) -> np.ndarray:
     """Notes with ≥ min "incorrect" tags from ≥ min tagging raters whose factor is close to the
-    note's, weighted by how rarely those raters use the tag (reference: INCORRECT_OUTLIER)."""
+    note's, weighted by how rarely those raters use the tag (reference: INCORRECT_OUTLIER).
+    Two chunked passes (rater rates, then notes); sums added in rating order."""
     if ratings.incorrect_tag is None or ratings.any_not_helpful_tag is None:
         return np.zeros(n_notes, dtype=bool)
-    tagged = np.asarray(ratings.any_not_helpful_tag, dtype=bool)
-    incorrect = np.asarray(ratings.incorrect_tag, dtype=float)
-    rater_total = np.bincount(ratings.rater[tagged], minlength=n_raters).astype(float)
-    rater_incorrect = np.bincount(ratings.rater[tagged], incorrect[tagged], n_raters)
+    any_nh = np.asarray(ratings.any_not_helpful_tag, dtype=bool)
+    inc = np.asarray(ratings.incorrect_tag, dtype=bool)
+    rater_total = np.zeros(n_raters)
+    rater_incorrect = np.zeros(n_raters)
+    for sl in _chunks(len(any_nh)):
+        tagged = any_nh[sl]
+        u = ratings.rater[sl][tagged]
+        np.add.at(rater_total, u, 1.0)
+        np.add.at(rater_incorrect, u[inc[sl][tagged]], 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         rater_rate = np.where(rater_total > 0, rater_incorrect / rater_total, 0.0)
-    u, n = ratings.rater[tagged], ratings.note[tagged]
-    fu, fn = rater_factor[u], note_factor[n]
     clip = cfg.incorrect_factor_clip
-    near = (~np.isnan(fu)) & (~np.isnan(fn))
-    near &= np.abs(np.clip(np.nan_to_num(fu), -clip, clip) - np.clip(np.nan_to_num(fn), -clip, clip)) < (
-        cfg.incorrect_interval_half_width
-    )
-    u, n = u[near], n[near]
-    tags = np.bincount(n, incorrect[tagged][near], n_notes)
-    voters = np.bincount(n, minlength=n_notes)
-    rate_sum = np.bincount(n, rater_rate[u], n_notes)
+    tags = np.zeros(n_notes)
+    voters = np.zeros(n_notes, dtype=np.int64)
+    rate_sum = np.zeros(n_notes)
+    for sl in _chunks(len(any_nh)):
+        tagged = any_nh[sl]
+        u, n = ratings.rater[sl][tagged], ratings.note[sl][tagged]
+        fu, fn = rater_factor[u], note_factor[n]
+        near = (~np.isnan(fu)) & (~np.isnan(fn))
+        near &= np.abs(np.clip(np.nan_to_num(fu), -clip, clip) - np.clip(np.nan_to_num(fn), -clip, clip)) < (
+            cfg.incorrect_interval_half_width
+        )
+        u, n = u[near], n[near]
+        np.add.at(tags, n, inc[sl][tagged][near].astype(np.float64))
+        voters += np.bincount(n, minlength=n_notes)
+        np.add.at(rate_sum, n, rater_rate[u])
     with np.errstate(invalid="ignore", divide="ignore"):
         weighted = tags / np.log1p(rate_sum)
     return (
@@ -697,34 +834,48 @@ def tag_aggregates(
     factors z-normalised over the raters / notes that have them and d40 the 40th percentile of
     d over the ratings: tags from raters near the note count most (reference tag filter).
     Returns (adjusted [n_notes, n_tags], ratio [n_notes, n_tags]), zero for unrated notes.
+    The ratings are read in chunks (d twice: once for its percentile, once for the weights);
+    np.add.at adds in rating order, so the sums are those of one np.bincount.
     """
     n_tags = len(NOT_HELPFUL_TAGS)
     adjusted = np.zeros((n_notes, n_tags))
     ratio = np.zeros((n_notes, n_tags))
     if ratings.not_helpful_tags is None:
         return adjusted, ratio
-    fu, fn = rater_factor[ratings.rater], note_factor[ratings.note]
-    has = ~np.isnan(fu) & ~np.isnan(fn)
-    if not has.any():
-        return adjusted, ratio
 
     def z(values: np.ndarray) -> tuple[float, float]:
         v = values[~np.isnan(values)]
-        return float(v.mean()), float(v.std()) or 1.0
+        return (float(v.mean()), float(v.std()) or 1.0) if len(v) else (0.0, 1.0)
 
     (mu_u, sd_u), (mu_n, sd_n) = z(rater_factor), z(note_factor)
-    d = np.abs((fu[has] - mu_u) / sd_u - (fn[has] - mu_n) / sd_n)
-    scale = float(np.percentile(d, cfg.tag_distance_percentile)) or 1.0
-    w = 1.0 / (1.0 + (d / scale) ** 5)
-    note = ratings.note[has]
-    bits = np.asarray(ratings.not_helpful_tags)[has]
-    total = np.bincount(note, w, n_notes)
-    present = int(np.bitwise_or.reduce(bits)) if len(bits) else 0
-    for k in range(n_tags):
-        if not present & (1 << k):
-            continue  # nobody used this tag: its column stays zero
-        sel = (bits & (1 << k)) != 0
-        adjusted[:, k] = np.bincount(note[sel], w[sel], n_notes)
+
+    def distances(sl: slice) -> tuple[np.ndarray, np.ndarray]:
+        fu, fn = rater_factor[ratings.rater[sl]], note_factor[ratings.note[sl]]
+        has = ~np.isnan(fu) & ~np.isnan(fn)
+        return has, np.abs((fu[has] - mu_u) / sd_u - (fn[has] - mu_n) / sd_n)
+
+    n = len(ratings.rater)
+    parts = [distances(sl)[1] for sl in _chunks(n)]
+    d_all = np.concatenate(parts) if parts else np.zeros(0)
+    del parts
+    if not len(d_all):
+        return adjusted, ratio
+    scale = float(np.percentile(d_all, cfg.tag_distance_percentile, overwrite_input=True)) or 1.0
+    del d_all
+    total = np.zeros(n_notes)
+    bits_all = np.asarray(ratings.not_helpful_tags)
+    for sl in _chunks(n):
+        has, d = distances(sl)
+        w = 1.0 / (1.0 + (d / scale) ** 5)
+        note = ratings.note[sl][has]
+        bits = bits_all[sl][has]
+        np.add.at(total, note, w)
+        present = int(np.bitwise_or.reduce(bits)) if len(bits) else 0
+        for k in range(n_tags):
+            if not present & (1 << k):
+                continue  # nobody used this tag here: its column gains nothing
+            sel = (bits & (1 << k)) != 0
+            np.add.at(adjusted[:, k], note[sel], w[sel])  # a view: adds into adjusted
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(total[:, None] > 0, adjusted / total[:, None], 0.0)
     return adjusted, ratio
@@ -749,31 +900,62 @@ def tag_outlier_mask(adjusted: np.ndarray, ratio: np.ndarray, thresholds: np.nda
 
 def _valid_ratings_mask(ratings: Ratings, meta: NotesMeta, prelim: np.ndarray, cfg: ScoringConfig) -> np.ndarray:
     """Ratings that count for rater reputation: binary, on notes rated Helpful/Not Helpful,
-    made before the note's latest non-NMR status and within the public-data delay window."""
-    n = ratings.note
-    decided = (prelim[n] == CURRENTLY_RATED_HELPFUL) | (prelim[n] == CURRENTLY_RATED_NOT_HELPFUL)
-    binary = (ratings.value == 1.0) | (ratings.value == 0.0)
-    if ratings.created_at_ms is None or meta.created_at_ms is None:
-        return decided & binary
-    t = np.asarray(ratings.created_at_ms, dtype=np.int64)
-    note_created = meta.get("created_at_ms", 0, np.int64)[n]
-    last_status = meta.get("last_non_nmr_status_ms", -1, np.int64)[n]
-    if cfg.valid_rating_window_ms is None:
-        early = np.ones(len(t), dtype=bool)
-    else:
-        early = t - note_created < cfg.valid_rating_window_ms
-    before_status = (last_status < 0) | (t < last_status)
-    old = note_created < cfg.old_note_cutoff_ms
-    valid = ~old & early & before_status
-    # Old notes: the first few early ratings (status history did not exist yet).
-    cand = np.flatnonzero(old & early)
-    if len(cand):
-        order = cand[np.lexsort((t[cand], n[cand]))]
-        notes_sorted = n[order]
-        starts = np.r_[0, np.flatnonzero(np.diff(notes_sorted)) + 1]
-        rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-        valid[order[rank < cfg.old_note_max_valid_ratings]] = True
-    return valid & decided & binary
+    made before the note's latest non-NMR status and within the public-data delay window.
+    Computed chunk by chunk (temporaries of one chunk); returns one bool per rating."""
+    n_all = len(ratings.note)
+    valid = np.zeros(n_all, dtype=bool)
+    has_times = ratings.created_at_ms is not None and meta.created_at_ms is not None
+    created_all = meta.get("created_at_ms", 0, np.int64)
+    last_all = meta.get("last_non_nmr_status_ms", -1, np.int64)
+    t_all = np.asarray(ratings.created_at_ms, dtype=np.int64) if has_times else None
+    for sl in _chunks(n_all):
+        n = ratings.note[sl]
+        v = ratings.value[sl]
+        p = prelim[n]
+        ok = ((p == CURRENTLY_RATED_HELPFUL) | (p == CURRENTLY_RATED_NOT_HELPFUL)) & ((v == 1.0) | (v == 0.0))
+        if t_all is None:
+            valid[sl] = ok
+            continue
+        t = t_all[sl]
+        note_created = created_all[n]
+        last_status = last_all[n]
+        if cfg.valid_rating_window_ms is None:
+            early = np.ones(len(t), dtype=bool)
+        else:
+            early = t - note_created < cfg.valid_rating_window_ms
+        before_status = (last_status < 0) | (t < last_status)
+        old = note_created < cfg.old_note_cutoff_ms
+        valid[sl] = ~old & early & before_status & ok
+    # Old notes: the first few early ratings (status history did not exist yet). Ranked among
+    # all early ratings of the note (decided and binary or not), as the reference does.
+    if t_all is not None:
+        cand_all = [c for c in (_old_early(ratings, created_all, t_all, cfg, sl) for sl in _chunks(n_all)) if len(c)]
+        if cand_all:
+            cand = np.concatenate(cand_all)
+            n = ratings.note[cand]
+            order = cand[np.lexsort((t_all[cand], n))]
+            notes_sorted = ratings.note[order]
+            starts = np.r_[0, np.flatnonzero(np.diff(notes_sorted)) + 1]
+            rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+            first = order[rank < cfg.old_note_max_valid_ratings]
+            n_first, v_first = ratings.note[first], ratings.value[first]
+            p = prelim[n_first]
+            ok = ((p == CURRENTLY_RATED_HELPFUL) | (p == CURRENTLY_RATED_NOT_HELPFUL)) & (
+                (v_first == 1.0) | (v_first == 0.0)
+            )
+            valid[first[ok]] = True
+    return valid
+
+
+def _old_early(ratings: Ratings, created: np.ndarray, t: np.ndarray, cfg: ScoringConfig, sl: slice) -> np.ndarray:
+    """Indices (in all ratings) of one chunk's early ratings of notes older than status history."""
+    note_created = created[ratings.note[sl]]
+    early = (
+        np.ones(sl.stop - sl.start, dtype=bool)
+        if cfg.valid_rating_window_ms is None
+        else t[sl] - note_created < cfg.valid_rating_window_ms
+    )
+    return np.flatnonzero((note_created < cfg.old_note_cutoff_ms) & early) + sl.start
 
 
 def rater_reputation(
@@ -786,12 +968,17 @@ def rater_reputation(
 ) -> np.ndarray:
     """Raters whose ratings agree with outcomes often enough and whose notes score well."""
     valid = _valid_ratings_mask(ratings, meta, prelim, cfg)
-    u, n, v = ratings.rater[valid], ratings.note[valid], ratings.value[valid]
-    agrees = ((prelim[n] == CURRENTLY_RATED_HELPFUL) & (v == 1.0)) | (
-        (prelim[n] == CURRENTLY_RATED_NOT_HELPFUL) & (v == 0.0)
-    )
-    count = np.bincount(u, minlength=n_raters)
-    agree = np.bincount(u, agrees.astype(float), n_raters)
+    count = np.zeros(n_raters, dtype=np.int64)
+    agree = np.zeros(n_raters)  # counts of whole numbers: exact in any order
+    for sl in _chunks(len(valid)):
+        m = valid[sl]
+        u, n, v = ratings.rater[sl][m], ratings.note[sl][m], ratings.value[sl][m]
+        agrees = ((prelim[n] == CURRENTLY_RATED_HELPFUL) & (v == 1.0)) | (
+            (prelim[n] == CURRENTLY_RATED_NOT_HELPFUL) & (v == 0.0)
+        )
+        count += np.bincount(u, minlength=n_raters)
+        agree += np.bincount(u[agrees], minlength=n_raters)
+    del valid
     with np.errstate(invalid="ignore", divide="ignore"):
         agree_ratio = agree / count
     ok_rater = agree_ratio >= cfg.min_rater_agree_ratio  # NaN (no valid ratings) fails
@@ -885,16 +1072,8 @@ def score(
     rater_factor[~helpful] = np.nan
     # Phase 2: raters and μ fixed; each note on all its ratings from raters with parameters.
     final = (num_ratings[ratings.note] >= cfg.min_ratings_per_note) & ~np.isnan(rater_factor[ratings.rater])
-    note_intercept, note_factor = note_phase(
-        ratings.note[final],
-        rater_intercept[ratings.rater[final]],
-        rater_factor[ratings.rater[final]],
-        ratings.value[final],
-        params.mu,
-        ratings_per_note,
-        n_notes,
-        cfg,
-    )
+    stats = _note_stats_of(ratings, final, rater_intercept, rater_factor, params.mu, n_notes)
+    note_intercept, note_factor = _phase2_from_stats(stats, ratings_per_note, cfg)
     sides = _side_stats(ratings, rater_factor, n_notes)
     incorrect = (
         _incorrect_flags(ratings, rater_factor, note_factor, n_raters, n_notes, cfg)
@@ -903,17 +1082,10 @@ def score(
     )
     intercept_min, intercept_max = np.full(n_notes, np.nan), np.full(n_notes, np.nan)
     if cfg.crnh_ucb_intercept is not None:
-        intercept_min, intercept_max = intercept_bounds(
-            ratings.note[final],
-            rater_intercept[ratings.rater[final]],
-            rater_factor[ratings.rater[final]],
-            ratings.value[final],
-            params.mu,
-            ratings_per_note,
-            n_notes,
-            cfg,
-            pseudo_raters(rater_intercept, rater_factor),
+        intercept_min, intercept_max = _bounds_from_stats(
+            stats, params.mu, ratings_per_note, cfg, pseudo_raters(rater_intercept, rater_factor)
         )
+    del stats
     tag_outliers = np.zeros(n_notes, dtype=np.uint16)
     if cfg.tag_filter and ratings.not_helpful_tags is not None:
         adjusted, ratio = tag_aggregates(ratings, rater_factor, note_factor, n_notes, cfg)
@@ -953,7 +1125,7 @@ def _note_stats(
     note: np.ndarray, rater_intercept: np.ndarray, rater_factor: np.ndarray, value: np.ndarray, mu: float, n_notes: int
 ) -> tuple[np.ndarray, ...]:
     x = rater_factor
-    r = value - mu - rater_intercept
+    r = np.asarray(value, dtype=np.float64) - mu - rater_intercept
     count = np.bincount(note, minlength=n_notes).astype(float)
     return (
         count,
@@ -962,6 +1134,37 @@ def _note_stats(
         np.bincount(note, r, n_notes),
         np.bincount(note, r * x, n_notes),
     )
+
+
+def _note_stats_of(
+    ratings: Ratings, mask: np.ndarray, rater_intercept: np.ndarray, rater_factor: np.ndarray, mu: float, n_notes: int
+) -> tuple[np.ndarray, ...]:
+    """_note_stats of ratings[mask] with the raters' parameters, read chunk by chunk (np.add.at
+    adds in rating order: the same sums as one np.bincount, without per-rating float64 arrays)."""
+    count, s_x, s_xx, s_r, s_rx = (np.zeros(n_notes) for _ in range(5))
+    for sl in _chunks(len(mask)):
+        m = mask[sl]
+        note, u = ratings.note[sl][m], ratings.rater[sl][m]
+        x = rater_factor[u]
+        r = np.asarray(ratings.value[sl][m], dtype=np.float64) - mu - rater_intercept[u]
+        np.add.at(count, note, 1.0)
+        np.add.at(s_x, note, x)
+        np.add.at(s_xx, note, x * x)
+        np.add.at(s_r, note, r)
+        np.add.at(s_rx, note, r * x)
+    return count, s_x, s_xx, s_r, s_rx
+
+
+def _phase2_from_stats(
+    stats: tuple[np.ndarray, ...], ratings_per_note: float, cfg: ScoringConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    count, s_x, s_xx, s_r, s_rx = stats
+    a, f = _solve_2x2(
+        count, s_x, s_xx, s_r, s_rx, cfg.lambda_intercept * ratings_per_note, cfg.lambda_factor * ratings_per_note
+    )
+    a[count == 0] = np.nan
+    f[count == 0] = np.nan
+    return a, f
 
 
 def note_phase(
@@ -975,13 +1178,9 @@ def note_phase(
     cfg: ScoringConfig,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Phase 2 for all notes at once: per-note ridge with raters fixed. NaN if no ratings."""
-    count, s_x, s_xx, s_r, s_rx = _note_stats(note, rater_intercept, rater_factor, value, mu, n_notes)
-    a, f = _solve_2x2(
-        count, s_x, s_xx, s_r, s_rx, cfg.lambda_intercept * ratings_per_note, cfg.lambda_factor * ratings_per_note
+    return _phase2_from_stats(
+        _note_stats(note, rater_intercept, rater_factor, value, mu, n_notes), ratings_per_note, cfg
     )
-    a[count == 0] = np.nan
-    f[count == 0] = np.nan
-    return a, f
 
 
 def pseudo_raters(rater_intercept: np.ndarray, rater_factor: np.ndarray) -> list[tuple[float, float]]:
@@ -1013,6 +1212,16 @@ def intercept_bounds(
     its sufficient statistics, so each refit is one vectorised solve: exact and O(notes).
     """
     stats = _note_stats(note, rater_intercept, rater_factor, value, mu, n_notes)
+    return _bounds_from_stats(stats, mu, ratings_per_note, cfg, extremes)
+
+
+def _bounds_from_stats(
+    stats: tuple[np.ndarray, ...],
+    mu: float,
+    ratings_per_note: float,
+    cfg: ScoringConfig,
+    extremes: list[tuple[float, float]],
+) -> tuple[np.ndarray, np.ndarray]:
     count, s_x, s_xx, s_r, s_rx = stats
     reg_i, reg_f = cfg.lambda_intercept * ratings_per_note, cfg.lambda_factor * ratings_per_note
     base, _ = _solve_2x2(count, s_x, s_xx, s_r, s_rx, reg_i, reg_f)

@@ -125,6 +125,48 @@ class _NoteIndex(_Index):
         return at, self._sorted[at] == ids
 
 
+def kept_ratings(
+    note: np.ndarray,
+    rater: np.ndarray,
+    n_people: int,
+    known: np.ndarray,
+    not_misleading: np.ndarray,
+    note_created_ms: np.ndarray,
+) -> tuple[np.ndarray, dict[str, int]]:
+    """The reference's preprocessing as a mask over ratings in file order, with the counts it
+    drops: a duplicate (note, rater) pair keeps its last row; ratings of notes in neither the
+    notes file nor the status history (`known`) are dropped, and so are ratings of NOT_MISLEADING
+    notes created before the not-misleading UI launch."""
+    keep = np.ones(len(note), dtype=bool)
+
+    # The pair key needs 64 bits (only it does). Sorting a copy finds out whether any pair
+    # repeats; only then is the (8 bytes per rating) stable order computed.
+    def pairs() -> np.ndarray:  # built in place: one 8-byte array, no temporaries
+        out = note.astype(np.int64)
+        out *= max(n_people, 1)
+        out += rater
+        return out
+
+    pair = pairs()
+    pair.sort()  # in place: only whether a pair repeats is read from it
+    repeats = bool(len(pair) > 1 and (pair[1:] == pair[:-1]).any())
+    del pair
+    if repeats:
+        pair = pairs()
+        order = np.argsort(pair, kind="stable")  # equal pairs stay in file order: the last is kept
+        sorted_pair = pair[order]
+        keep[order[:-1][sorted_pair[1:] == sorted_pair[:-1]]] = False
+        del order, sorted_pair, pair
+    dropped = {"duplicate rating": int(len(note) - keep.sum())}
+    old_nm = not_misleading & (note_created_ms <= NOT_MISLEADING_UI_LAUNCH_MS)
+    unknown_mask = keep & ~known[note]
+    dropped["rating of a deleted note"] = int(unknown_mask.sum())
+    old_nm_mask = keep & known[note] & old_nm[note]
+    dropped["rating of a NOT_MISLEADING note from before 2022-10-03"] = int(old_nm_mask.sum())
+    keep &= ~unknown_mask & ~old_nm_mask
+    return keep, dropped
+
+
 def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: str | Path | None = None) -> LoadedData:
     """Read the TSVs (streaming) into scorer arrays."""
     notes_idx, people = _NoteIndex(), _Index()
@@ -180,13 +222,6 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
     note = joined("note", np.int32)
     rater = joined("rater", np.int32)
     n_notes = len(notes_idx.ids)
-    # Duplicate (note, rater) pairs keep their last row (the pair key needs 64 bits; only it is).
-    pair = note.astype(np.int64) * max(len(people.ids), 1) + rater
-    _, last_from_end = np.unique(pair[::-1], return_index=True)
-    del pair
-    keep = np.zeros(len(note), dtype=bool)
-    keep[len(note) - 1 - last_from_end] = True
-    dropped = {"duplicate rating": int(len(note) - keep.sum())}
     known = np.zeros(n_notes, dtype=bool)
     known[list(in_notes | in_history)] = True
     nm = np.zeros(n_notes, dtype=bool)
@@ -195,12 +230,7 @@ def load(notes_path: str | Path, ratings_path: str | Path, status_history_path: 
         nm[i] = flag
     for i, ms in created.items():
         created_arr[i] = ms
-    old_nm = nm & (created_arr <= NOT_MISLEADING_UI_LAUNCH_MS)
-    unknown_mask = keep & ~known[note]
-    dropped["rating of a deleted note"] = int(unknown_mask.sum())
-    old_nm_mask = keep & known[note] & old_nm[note]
-    dropped["rating of a NOT_MISLEADING note from before 2022-10-03"] = int(old_nm_mask.sum())
-    keep &= ~unknown_mask & ~old_nm_mask
+    keep, dropped = kept_ratings(note, rater, len(people.ids), known, nm, created_arr)
 
     def arr(values: dict[int, int], fill: int) -> np.ndarray:
         out = np.full(n_notes, fill, dtype=np.int64)
@@ -242,6 +272,14 @@ def score_files(
     """Score the files and write scored_notes.tsv and helpfulness_scores.tsv into outdir."""
     t0 = time.perf_counter()
     data = load(notes_path, ratings_path, status_history_path)
+    seconds_read = round(time.perf_counter() - t0, 3)
+    return {**score_loaded(data, outdir, config), "seconds_read": seconds_read}
+
+
+def score_loaded(
+    data: LoadedData, outdir: str | Path, config: scoring.ScoringConfig | None = None
+) -> dict[str, object]:
+    """Score loaded data and write scored_notes.tsv and helpfulness_scores.tsv into outdir."""
     t1 = time.perf_counter()
     result = scoring.score(data.ratings, data.meta, len(data.participant_ids), config)
     t2 = time.perf_counter()
@@ -283,7 +321,6 @@ def score_files(
         "not_helpful": int(counts[scoring.CURRENTLY_RATED_NOT_HELPFUL]),
         "needs_more_ratings": int(counts[scoring.NEEDS_MORE_RATINGS]),
         "mu": result.mu,
-        "seconds_read": round(t1 - t0, 3),
         "seconds_score": round(t2 - t1, 3),
         "seconds_write": round(time.perf_counter() - t3, 3),
     }

@@ -1,0 +1,29 @@
+"""The research path over a whole public download folder (notes.analytics.download)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from crowdnotes_site.lib.scoring.columnar import DownloadError
+from notes.analytics import download
+
+
+class Command(BaseCommand):
+    help = (
+        "Convert a Community Notes download folder to Parquet (once; reruns convert changed files only), "
+        "score it, and write the delay table and the spike series into FOLDER/research (or --out)."
+    )
+    requires_system_checks: list[str] = []  # no database needed
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("folder")
+        parser.add_argument("--out")
+        parser.add_argument("--only", nargs="+", choices=download.STEPS, default=list(download.STEPS))
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            download.run(options["folder"], out=options["out"], only=tuple(options["only"]), say=self.stdout.write)
+        except DownloadError as exc:
+            raise CommandError(str(exc)) from exc
