@@ -43,12 +43,17 @@ ACTIONS = {
     "prefetch": "links read ahead",
     "supernote": "Supernote runs started by you",
     "supernote_site": "Supernote runs started on the whole site",
+    "retry": "retries",
+    "x_write": "notes started from X posts",
 }
 
 
 # Refused while the counters are unreachable (see the module's docstring); the others go through.
 FAIL_CLOSED = frozenset(
-    {"signup", "contribute", "evidence", "draft", "preflight", "prefetch", "supernote", "supernote_site"}
+    {
+        "signup", "contribute", "evidence", "draft", "preflight", "prefetch", "supernote", "supernote_site",
+        "retry", "x_write",
+    }
 )
 
 
@@ -112,6 +117,18 @@ def limited_site(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any
         return wrapped
 
     return decorate
+
+
+def refusal(request: HttpRequest, group: str) -> HttpResponse | None:
+    """Count this POST against `group` and answer its refusal (429, or 503 with the counters
+    unreachable and the group failing closed), or None when it may go on. For a view whose
+    actions are limited differently (only a snippet's retry starts work)."""
+    verdict = _past_rate(request, group)
+    if verdict is None and group in FAIL_CLOSED:
+        return _refuse(request, unavailable_message(group), status=503)
+    if verdict:
+        return _refuse(request, limit_message(group), status=429)
+    return None
 
 
 def limit_state(request: HttpRequest, group: str) -> str:

@@ -433,6 +433,10 @@ RATE_LIMITS = {
     # Supernote runs (~300 LLM calls each): per user, and for the whole site (all users together).
     "supernote": env_str("RATE_LIMIT_SUPERNOTE", "3/h"),
     "supernote_site": env_str("RATE_LIMIT_SUPERNOTE_SITE", "10/h"),
+    # "Retry" on a failed evidence page (each re-queues a fetch on the CPU queue).
+    "retry": env_str("RATE_LIMIT_RETRY", "20/h"),
+    # "Write a note" on a fetched X post (each opens a draft).
+    "x_write": env_str("RATE_LIMIT_X_WRITE", "20/h"),
 }
 # Evidence pages one contributor may have waiting for the CPU queue (queued or being matched) at
 # once; a contribution or an addition past it is refused with a form error.

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
 from crowdnotes_site.lib.memo import Memo
+from crowdnotes_site import limits
 from crowdnotes_site.limits import limited, limited_site
 from evidence import snippets
 from evidence.models import Snippet
@@ -206,6 +207,8 @@ def snippet_action(request: AuthenticatedHttpRequest, snippet_id: int, action: s
     snippet = _own_snippet(request, snippet_id)
     job = snippet.draft_job
     assert job is not None
+    if action == "retry" and (refused := limits.refusal(request, "retry")):
+        return refused
     try:
         if action in ("confirm", "reject"):
             shown = request.POST.get("passage", "")

@@ -1,0 +1,97 @@
+"""Issue 37 (integrity under attack): the findings reproduced as they were reported, each now refused
+or handled. State transitions, the blind comparison, the admin log-in's limit, the per-user limits on
+POSTs that start work, sliding windows and length caps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from crowdnotes_site.models import OutboxMessage
+from evidence.models import Snippet
+from notes.models import DraftJob, Note
+from tests.conftest import CsrfClient
+from tests.notes.factories import make_failed_snippet, make_job, make_ready_snippet
+
+pytestmark = pytest.mark.django_db
+
+PASSAGE = "Controlled trials found that vitamin C supplements do not prevent the flu in the general population."
+
+
+def _submitted_note(client: Any, contributor: Any) -> tuple[Note, Snippet]:
+    job = make_job(contributor)
+    snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    assert client.post(f"/snippets/{snippet.pk}/confirm/").status_code == 302
+    DraftJob.objects.filter(pk=job.pk).update(state=DraftJob.State.DRAFTED, draft_text="Machine draft.")
+    assert client.post(f"/drafts/{job.pk}/submit/", {"text": "Trials show vitamin C does not prevent flu."}).status_code == 302
+    snippet.refresh_from_db()
+    return Note.objects.get(), snippet
+
+
+# --- 1. A retry that erased a submitted note's evidence -------------------------------------------
+
+
+def test_a_retry_on_a_submitted_notes_snippet_is_refused_and_changes_nothing(
+    contributor_client: Any, contributor: Any
+) -> None:
+    note, snippet = _submitted_note(contributor_client, contributor)
+    before = (snippet.state, snippet.confirmation, snippet.passage_id, snippet.confirmed_text_hash)
+    assert before[:2] == (Snippet.State.READY, Snippet.Confirmation.CONFIRMED) and before[2] is not None
+    queued = OutboxMessage.objects.count()
+    response = contributor_client.post(f"/snippets/{snippet.pk}/retry/", follow=True)
+    assert response.status_code == 200
+    assert "This note was already submitted" in response.content.decode()
+    snippet.refresh_from_db()
+    assert (snippet.state, snippet.confirmation, snippet.passage_id, snippet.confirmed_text_hash) == before
+    assert OutboxMessage.objects.count() == queued  # nothing re-queued
+    # Nor may it be reviewed again or removed.
+    for action in ("reject", "remove"):
+        contributor_client.post(f"/snippets/{snippet.pk}/{action}/")
+    snippet.refresh_from_db()
+    assert snippet.confirmation == Snippet.Confirmation.CONFIRMED
+    assert list(note.snippets.all()) == [snippet]
+
+
+def test_a_retry_is_allowed_only_from_a_failed_fetch(contributor_client: Any, contributor: Any) -> None:
+    job = make_job(contributor)
+    ready = make_ready_snippet(job, "https://a.example/1", PASSAGE)
+    failed = make_failed_snippet(job, "https://gone.example.org/page")
+    html = contributor_client.post(f"/snippets/{ready.pk}/retry/", follow=True).content.decode()
+    assert "Only a source whose fetch failed can be retried." in html
+    ready.refresh_from_db()
+    assert ready.state == Snippet.State.READY and ready.passage_id is not None
+    assert contributor_client.post(f"/snippets/{failed.pk}/retry/").status_code == 302
+    failed.refresh_from_db()
+    assert failed.state == Snippet.State.QUEUED
+    # Queued now, not failed: a second retry is refused.
+    html = contributor_client.post(f"/snippets/{failed.pk}/retry/", follow=True).content.decode()
+    assert "Only a source whose fetch failed can be retried." in html
+
+
+def test_a_retry_counts_against_the_cap_on_waiting_pages(
+    contributor_client: Any, contributor: Any, settings: Any
+) -> None:
+    settings.MAX_QUEUED_EVIDENCE_PER_USER = 2
+    job = make_job(contributor)
+    for i in range(2):
+        Snippet.objects.create(post=job.post, draft_job=job, url=f"https://q.example/{i}", position=i)
+    failed = make_failed_snippet(job, "https://gone.example.org/page")
+    html = contributor_client.post(f"/snippets/{failed.pk}/retry/", follow=True).content.decode()
+    assert "at most 2 may wait at once" in html
+    failed.refresh_from_db()
+    assert failed.state == Snippet.State.FAILED
+
+
+def test_retries_are_rate_limited_per_user(contributor_client: Any, contributor: Any, settings: Any) -> None:
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "retry": "3/h"}
+    settings.MAX_QUEUED_EVIDENCE_PER_USER = 100
+    job = make_job(contributor)
+    failed = [make_failed_snippet(job, f"https://gone.example.org/{i}") for i in range(4)]
+    for snippet in failed[:3]:
+        assert contributor_client.post(f"/snippets/{snippet.pk}/retry/").status_code == 302
+    response = contributor_client.post(f"/snippets/{failed[3].pk}/retry/")
+    assert response.status_code == 429
+    assert "Too many retries: at most 3 per hour." in response.content.decode()
+    failed[3].refresh_from_db()
+    assert failed[3].state == Snippet.State.FAILED
