@@ -95,3 +95,25 @@ def test_retries_are_rate_limited_per_user(contributor_client: Any, contributor:
     assert "Too many retries: at most 3 per hour." in response.content.decode()
     failed[3].refresh_from_db()
     assert failed[3].state == Snippet.State.FAILED
+
+
+# --- 3. The Django admin's log-in had no rate limit ----------------------------------------------
+
+
+@pytest.mark.usefixtures("frozen_rate_window")
+def test_the_admin_login_answers_429_after_the_same_number_of_tries_as_the_sites(settings: Any) -> None:
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "login": "30/m"}
+
+    def spray(path: str, ip: str) -> list[int]:
+        client = CsrfClient()
+        client.get(path)  # the CSRF cookie, as a browser gets it
+        return [
+            client.post(path, {"username": f"user-{i}", "password": "wrong"}, REMOTE_ADDR=ip).status_code
+            for i in range(40)
+        ]
+
+    site = spray("/accounts/login/", "203.0.113.7")
+    admin = spray("/django-admin/login/", "203.0.113.8")
+    assert site.index(429) == 30
+    assert admin == site  # 200 for the first 30, then 429
+    assert set(admin[30:]) == {429}
