@@ -59,8 +59,11 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     viewer = selectors.participant_of(user=request.user)
     run = supernote_selectors.latest_run(post=post)
     # The run's details only for admins and its starter; raters still get the blind comparison.
-    run_visible = run is not None and supernote_services.supernote_run_visible_to(run, request.user)
-    context = {"post": post, "notes": notes, "viewer": viewer, "run": run, "run_visible": run_visible}
+    # A rater with an open blind comparison on this post sees neither note's origin nor the run's
+    # proposal until they answer it.
+    blind = supernote_selectors.blinded_note_ids(participant=viewer, post=post)
+    run_visible = run is not None and not blind and supernote_services.supernote_run_visible_to(run, request.user)
+    context = {"post": post, "notes": notes, "viewer": viewer, "run": run, "run_visible": run_visible, "blind": blind}
     return render(request, "notes/post_detail.html", {**context, **(_run_context(run) if run_visible else {})})
 
 

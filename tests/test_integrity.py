@@ -117,3 +117,39 @@ def test_the_admin_login_answers_429_after_the_same_number_of_tries_as_the_sites
     assert site.index(429) == 30
     assert admin == site  # 200 for the first 30, then 429
     assert set(admin[30:]) == {429}
+
+
+# --- 2. The blind comparison was not blind ------------------------------------------------------
+
+
+def test_the_post_page_hides_the_origin_during_an_open_comparison(make_user: Any) -> None:
+    from django.urls import reverse
+
+    from notes.models import SupernoteComparison, SupernoteRun
+    from notes.roles import ADMIN, RATER
+    from tests.notes.supernotes.test_comparison import _answer, _pair
+
+    post, supernote, best, _ = _pair(make_user)
+    SupernoteRun.objects.create(post=post, state=SupernoteRun.State.DONE, proposed_note=supernote)
+    rater = make_user("rater-blind", RATER, ADMIN)  # an admin too: even the run's summary stays hidden
+    client = CsrfClient()
+    client.force_login(rater)
+    page_url = reverse("post_detail", args=[post.pk])
+    assert '<span class="origin">Supernote</span>' in client.get(page_url).content.decode()  # no comparison yet
+    started = client.post(reverse("comparison_start", args=[post.pk]))
+    assert started.status_code == 302
+    item = SupernoteComparison.objects.get(rater__user=rater)
+    assert client.get(started["Location"]).status_code == 200  # GET /compare/<id>/: Note A and Note B
+    page = client.get(page_url).content.decode()
+    assert "Supernote</span>" not in page
+    assert page.count('<span class="origin">') == 1  # only the third note, not in the pair, keeps its label
+    assert supernote.text in page and best.text in page  # the texts stay readable, unlabelled
+    assert "Proposed Supernote" not in page
+    assert page.count("origin hidden until you answer your blind comparison") == 2
+    for url in (reverse("rating_queue"), reverse("rate_note", args=[supernote.pk]), reverse("rate_note", args=[best.pk])):
+        assert '<span class="origin">Supernote</span>' not in client.get(url).content.decode()
+    # Once answered, the origin is shown.
+    assert client.post(reverse("comparison", args=[item.pk]), _answer()).status_code == 302
+    page = client.get(page_url).content.decode()
+    assert '<span class="origin">Supernote</span>' in page
+    assert "origin hidden" not in page
