@@ -51,8 +51,16 @@ ACTIONS = {
 # Refused while the counters are unreachable (see the module's docstring); the others go through.
 FAIL_CLOSED = frozenset(
     {
-        "signup", "contribute", "evidence", "draft", "preflight", "prefetch", "supernote", "supernote_site",
-        "retry", "x_write",
+        "signup",
+        "contribute",
+        "evidence",
+        "draft",
+        "preflight",
+        "prefetch",
+        "supernote",
+        "supernote_site",
+        "retry",
+        "x_write",
     }
 )
 

@@ -556,6 +556,9 @@ X_TEST_MODE = env_bool("X_TEST_MODE", True)  # live only when an admin sets it t
 X_API_TIMEOUT_S = env_float("X_API_TIMEOUT_S", 15.0)
 X_API_MAX_RETRIES = env_int("X_API_MAX_RETRIES", 3, minimum=0)  # on 5xx and timeouts (never on POST /2/notes)
 X_API_BACKOFF_S = env_float("X_API_BACKOFF_S", 1.0)  # doubled per retry
+# The X commands' total wait for rate-limit resets (429s): past it they stop with an error naming
+# X's answers instead of waiting on (default: one 15-minute window and a minute's margin).
+X_API_MAX_TOTAL_WAIT_S = env_float("X_API_MAX_TOTAL_WAIT_S", 960.0)
 # The documented limits: 90 requests per 15 minutes across the Community Notes endpoints, 250 notes a day.
 X_API_WINDOW_REQUESTS = env_int("X_API_WINDOW_REQUESTS", 90, minimum=1)
 X_API_WINDOW_S = env_int("X_API_WINDOW_S", 900, minimum=1)

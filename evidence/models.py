@@ -148,6 +148,17 @@ class Snippet(models.Model):
         "remove": frozenset(State),
     }
 
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["draft_job", "url"], condition=models.Q(draft_job__isnull=False), name="unique_url_per_draft"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.url} ({self.state})"
+
     def action_refusal(self, action: str) -> str | None:
         """Why `action` is not allowed on this snippet now (a message for the contributor), or None."""
         job = self.draft_job
@@ -163,17 +174,6 @@ class Snippet(models.Model):
                 return "Only a source whose fetch failed can be retried."
             return "This source has no passage to review yet."
         return None
-
-    class Meta:
-        ordering = ["position", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["draft_job", "url"], condition=models.Q(draft_job__isnull=False), name="unique_url_per_draft"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.url} ({self.state})"
 
     @property
     def text(self) -> str:

@@ -9,9 +9,9 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 
+from crowdnotes_site import limits
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
 from crowdnotes_site.lib.memo import Memo
-from crowdnotes_site import limits
 from crowdnotes_site.limits import limited, limited_site
 from evidence import snippets
 from evidence.models import Snippet

@@ -24,7 +24,10 @@ def _submitted_note(client: Any, contributor: Any) -> tuple[Note, Snippet]:
     snippet = make_ready_snippet(job, "https://a.example/1", PASSAGE)
     assert client.post(f"/snippets/{snippet.pk}/confirm/").status_code == 302
     DraftJob.objects.filter(pk=job.pk).update(state=DraftJob.State.DRAFTED, draft_text="Machine draft.")
-    assert client.post(f"/drafts/{job.pk}/submit/", {"text": "Trials show vitamin C does not prevent flu."}).status_code == 302
+    assert (
+        client.post(f"/drafts/{job.pk}/submit/", {"text": "Trials show vitamin C does not prevent flu."}).status_code
+        == 302
+    )
     snippet.refresh_from_db()
     return Note.objects.get(), snippet
 
@@ -146,7 +149,11 @@ def test_the_post_page_hides_the_origin_during_an_open_comparison(make_user: Any
     assert supernote.text in page and best.text in page  # the texts stay readable, unlabelled
     assert "Proposed Supernote" not in page
     assert page.count("origin hidden until you answer your blind comparison") == 2
-    for url in (reverse("rating_queue"), reverse("rate_note", args=[supernote.pk]), reverse("rate_note", args=[best.pk])):
+    for url in (
+        reverse("rating_queue"),
+        reverse("rate_note", args=[supernote.pk]),
+        reverse("rate_note", args=[best.pk]),
+    ):
         assert '<span class="origin">Supernote</span>' not in client.get(url).content.decode()
     # Once answered, the origin is shown.
     assert client.post(reverse("comparison", args=[item.pk]), _answer()).status_code == 302

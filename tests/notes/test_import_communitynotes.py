@@ -481,7 +481,9 @@ def test_a_nul_byte_skips_or_cleans_its_row_and_the_import_goes_on(
     notes_file, ratings_file = tmp_path / "notes-00000.tsv", tmp_path / "ratings-00000.tsv"
     notes_file.write_text("".join(notes_lines), encoding="utf-8")
     ratings_file.write_text("".join(ratings_lines), encoding="utf-8")
-    args = ["--notes", str(notes_file), "--ratings", str(ratings_file)] + (["--no-copy"] if ratings_path == "rows" else [])
+    args = ["--notes", str(notes_file), "--ratings", str(ratings_file)] + (
+        ["--no-copy"] if ratings_path == "rows" else []
+    )
     for _ in range(2):  # a rerun goes through the same way
         output = _import(*args)
         assert "notes upserted: 4879" in output
