@@ -78,3 +78,21 @@ def test_the_hydrate_command_names_an_html_answer(x_api: FakeX) -> None:
     with pytest.raises(CommandError) as refused:
         call_command("x_hydrate_posts", "--json", stdout=io.StringIO())
     assert "text/html" in str(refused.value) and "Bad gateway" in str(refused.value)
+
+
+def test_the_writer_page_shows_the_time_the_window_closes_until(x_api: FakeX, admin_client: Any) -> None:
+    import datetime as dt
+
+    from xnotes import budget
+
+    until = time.time() + 600
+    budget.observe("notes", 429, {"x-rate-limit-reset": f"{until:.0f}"}, window_s=900)
+    page = admin_client.get("/x/writer/").content.decode()
+    shown = dt.datetime.fromtimestamp(float(f"{until:.0f}"), tz=dt.UTC).strftime("%H:%M:%S")
+    assert f"closed until {shown} UTC" in page
+    # A reset already past: no "closed until" line (it read "closed until  UTC" before).
+    budget.clear()
+    budget.observe("notes", 429, {"x-rate-limit-reset": f"{time.time() - 5:.0f}"}, window_s=900)
+    budget._cache().set(budget._key("notes", "blocked_until"), time.time() - 5, 60)
+    page = admin_client.get("/x/writer/").content.decode()
+    assert "closed until" not in page
