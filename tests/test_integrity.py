@@ -160,3 +160,32 @@ def test_the_post_page_hides_the_origin_during_an_open_comparison(make_user: Any
     page = client.get(page_url).content.decode()
     assert '<span class="origin">Supernote</span>' in page
     assert "origin hidden" not in page
+
+
+# --- 6. Sliding windows, per-user limits on POSTs that start work ---------------------------------
+
+
+def test_limits_slide_a_fourth_supernote_post_within_the_hour_is_refused(settings: Any) -> None:
+    """Fixed windows let 3 POSTs at 12:59 and a 4th at 13:01 through; a sliding window does not."""
+    from crowdnotes_site.limits import sliding_window_hit
+
+    hour_end = 1_800_000_000 - 1_800_000_000 % 3600 + 3600  # a fixed window's boundary
+    for offset in (-60, -50, -40):  # 3 runs in the window's last minute
+        assert sliding_window_hit("supernote:user:test", "3/h", now=hour_end + offset) is False
+    assert sliding_window_hit("supernote:user:test", "3/h", now=hour_end + 60) is True  # 2 minutes later
+    # Once the first leaves the sliding hour, one more is allowed, and refusals did not count.
+    assert sliding_window_hit("supernote:user:test", "3/h", now=hour_end - 60 + 3600 + 1) is False
+    assert sliding_window_hit("supernote:user:test", "3/h", now=hour_end - 60 + 3600 + 2) is True
+
+
+def test_write_a_note_from_x_is_limited_per_user(contributor_client: Any, settings: Any) -> None:
+    from notes.services import post_create
+
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "x_write": "3/h"}
+    posts = [post_create(text=f"A claim from X number {i}") for i in range(4)]
+    for post in posts[:3]:
+        assert contributor_client.post(f"/x/posts/{post.pk}/").status_code == 302
+    response = contributor_client.post(f"/x/posts/{posts[3].pk}/")
+    assert response.status_code == 429
+    assert "Too many notes started from X posts: at most 3 per hour." in response.content.decode()
+    assert DraftJob.objects.count() == 3
