@@ -181,7 +181,9 @@ class FakeX:
                 raw = body.raw if isinstance(body, Scripted) else None
                 data = raw if raw is not None else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", body.content_type if isinstance(body, Scripted) else "application/json")
+                self.send_header(
+                    "Content-Type", body.content_type if isinstance(body, Scripted) else "application/json"
+                )
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in headers.items():
                     self.send_header(k, v)

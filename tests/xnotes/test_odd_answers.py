@@ -32,8 +32,10 @@ def _fetch() -> str:
     [
         # The reported crash: `includes` an int (xnotes/rules.py: 'int' object has no attribute 'get').
         (Scripted(200, {"data": [{"id": "1790000000000000001", "text": "x"}], "includes": 7}), "includes = int 7"),
-        (Scripted(200, {"data": [{"id": "1790000000000000001", "text": "x"}], "includes": {"tweets": 3}}),
-         "includes.tweets = int 3"),  # fmt: skip
+        (
+            Scripted(200, {"data": [{"id": "1790000000000000001", "text": "x"}], "includes": {"tweets": 3}}),
+            "includes.tweets = int 3",
+        ),
         (Scripted(200, {"data": 12}), "data = int 12"),
         (Scripted(200, {"data": ["just a string"]}), "an item of data = 'just a string'"),
         (Scripted(200, raw=b"5", content_type="application/json"), "JSON int, not an object"),
@@ -41,7 +43,9 @@ def _fetch() -> str:
         (Scripted(200, raw=b"\x8f\x01garbage{", content_type="application/octet-stream"), "application/octet-stream"),
     ],
 )
-def test_an_answer_of_the_wrong_shape_ends_the_fetch_with_its_message(x_api: FakeX, answer: Scripted, named: str) -> None:
+def test_an_answer_of_the_wrong_shape_ends_the_fetch_with_its_message(
+    x_api: FakeX, answer: Scripted, named: str
+) -> None:
     x_api.script(ELIGIBLE, answer)
     with pytest.raises(CommandError) as refused:
         _fetch()
