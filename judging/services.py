@@ -28,7 +28,7 @@ from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence.embedding import MINILM, cosine, encoder
-from judging.models import JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
+from judging.models import OVERRIDE_REASON_MAX_CHARS, JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
 from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
 
 if TYPE_CHECKING:
@@ -245,6 +245,8 @@ def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, use
     reason = reason.strip()
     if not reason:
         raise ValueError("an override needs a reason")
+    if len(reason) > OVERRIDE_REASON_MAX_CHARS:
+        raise ValueError(f"an override's reason has at most {OVERRIDE_REASON_MAX_CHARS} characters")
     if verdict not in JudgeDecision.Verdict.values:
         raise ValueError(f"unknown verdict {verdict!r}")
     locked = JudgeDecision.objects.select_for_update().get(pk=decision.pk)
