@@ -189,3 +189,51 @@ def test_write_a_note_from_x_is_limited_per_user(contributor_client: Any, settin
     assert response.status_code == 429
     assert "Too many notes started from X posts: at most 3 per hour." in response.content.decode()
     assert DraftJob.objects.count() == 3
+
+
+# --- 6. Start-up and proxy checks ----------------------------------------------------------------
+
+
+def test_start_up_refuses_an_allow_list_while_site_ports_is_unset(settings: Any) -> None:
+    from evidence.checks import evidence_allowed_local
+
+    settings.EVIDENCE_ALLOWED_LOCAL = ["127.0.0.1:8170"]  # the app's own port, SITE_PORTS unset (8000 assumed)
+    settings.SITE_PORTS_SET = False
+    assert [e.id for e in evidence_allowed_local()] == ["evidence.E003"]
+    assert "SITE_PORTS" in evidence_allowed_local()[0].msg
+    settings.SITE_PORTS_SET = True
+    settings.EVIDENCE_NEVER_LOCAL_PORTS = [8170]
+    assert [e.id for e in evidence_allowed_local()] == ["evidence.E002"]
+    settings.EVIDENCE_ALLOWED_LOCAL = []
+    settings.SITE_PORTS_SET = False
+    assert evidence_allowed_local() == []  # nothing allowed: nothing to refuse
+
+
+@pytest.mark.usefixtures("frozen_rate_window")
+@pytest.mark.parametrize(
+    ("count", "forwarded", "says"),
+    [(0, "198.51.100.7", "TRUSTED_PROXY_COUNT is 0"), (2, "198.51.100.7", "1 X-Forwarded-For entry but")],
+)
+def test_a_proxy_count_the_requests_contradict_is_logged_loudly(
+    settings: Any, caplog: Any, count: int, forwarded: str, says: str
+) -> None:
+    from crowdnotes_site import clientip
+
+    clientip._reported.clear()
+    settings.TRUSTED_PROXY_COUNT = count
+    client = CsrfClient()
+    with caplog.at_level("ERROR", logger="crowdnotes_site.clientip"):
+        for _ in range(3):
+            client.post(
+                "/accounts/login/", {"username": "x", "password": "y"}, REMOTE_ADDR="10.0.0.2",
+                HTTP_X_FORWARDED_FOR=forwarded,
+            )  # fmt: skip
+    errors = [r for r in caplog.records if r.name == "crowdnotes_site.clientip" and r.levelname == "ERROR"]
+    assert len(errors) == 1  # once per process, not once per request
+    assert says in errors[0].getMessage()
+    clientip._reported.clear()
+    caplog.clear()
+    settings.TRUSTED_PROXY_COUNT = 1  # right: one proxy, one entry
+    client.post("/accounts/login/", {"username": "x", "password": "y"}, REMOTE_ADDR="10.0.0.2",
+                HTTP_X_FORWARDED_FOR=forwarded)  # fmt: skip
+    assert not [r for r in caplog.records if r.name == "crowdnotes_site.clientip"]
