@@ -237,3 +237,23 @@ def test_a_proxy_count_the_requests_contradict_is_logged_loudly(
     client.post("/accounts/login/", {"username": "x", "password": "y"}, REMOTE_ADDR="10.0.0.2",
                 HTTP_X_FORWARDED_FOR=forwarded)  # fmt: skip
     assert not [r for r in caplog.records if r.name == "crowdnotes_site.clientip"]
+
+
+def test_nothing_after_submission_changes_what_was_submitted(contributor_client: Any, contributor: Any) -> None:
+    """The draft's own POSTs, after its note was submitted: each refused by its service, nothing changed."""
+    note, _ = _submitted_note(contributor_client, contributor)
+    job = DraftJob.objects.get()
+    before = (job.state, job.draft_text, job.snippets.count(), OutboxMessage.objects.count())
+    for path, data in [
+        (f"/drafts/{job.pk}/evidence/", {"urls": "https://b.example/2"}),
+        (f"/drafts/{job.pk}/find-evidence/", {}),
+        (f"/drafts/{job.pk}/draft/", {}),
+        (f"/drafts/{job.pk}/discard/", {}),
+        (f"/drafts/{job.pk}/submit/", {"text": "A different text, submitted again."}),
+    ]:
+        contributor_client.post(path, data)
+    job.refresh_from_db()
+    assert (job.state, job.draft_text, job.snippets.count(), OutboxMessage.objects.count()) == before
+    note.refresh_from_db()
+    assert note.text == "Trials show vitamin C does not prevent flu."
+    assert Note.objects.count() == 1
