@@ -1,5 +1,11 @@
-"""Abuse limits: per-user (or per-client-address for anonymous visitors) request rates, via
-django-ratelimit on the cache (Redis in production), and the 429 answer when one is hit.
+"""Abuse limits: per-user (or per-client-address for anonymous visitors) request rates, counted in
+a sliding window on the "limits" cache (Redis in production), and the 429 answer when one is hit.
+
+The window slides (a log of the accepted requests' times per key, a Redis sorted set trimmed and
+counted in one atomic script): "3/h" means at most 3 accepted POSTs in any 60 minutes, so 3 at
+12:59 and a 4th at 13:01 is refused (django-ratelimit's fixed windows let it through). Refused
+requests are not logged, so a client that keeps knocking gets in again as soon as its oldest
+accepted request leaves the window.
 
 `@limited("contribute")` counts the POSTs of one group of views; the rates live in
 settings.RATE_LIMITS ("10/h" style, one env variable each) and are read on every request, so a
@@ -19,15 +25,22 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
+import threading
+import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django_ratelimit.core import is_ratelimited
 from redis.exceptions import RedisError
+
+from crowdnotes_site.clientip import client_ip
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +57,8 @@ ACTIONS = {
     "prefetch": "links read ahead",
     "supernote": "Supernote runs started by you",
     "supernote_site": "Supernote runs started on the whole site",
+    "retry": "retries",
+    "x_write": "notes started from X posts",
 }
 
 
@@ -59,6 +74,8 @@ FAIL_CLOSED = frozenset(
         "supernote",
         "supernote_site",
         "note_request",
+        "retry",
+        "x_write",
     }
 )
 
@@ -71,11 +88,67 @@ def _site_key(group: str, request: HttpRequest) -> str:
     return "site"
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
+
+# Trim the key's log to the window, refuse when it holds `limit` times already, else log `now`.
+_SLIDING_LOG = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
+local past = redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3])
+if not past then redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4]) end
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+if past then return 1 end
+return 0
+"""
+_local_logs: dict[str, list[float]] = {}
+_local_lock = threading.Lock()
+
+
+def parse_rate(rate: str) -> tuple[int, float]:
+    """ "30/m" -> (30, 60.0) and "5/10m" -> (5, 600.0): requests allowed per window of seconds."""
+    match = _RATE.match(rate)
+    if match is None:
+        raise ValueError(f"a rate reads like '30/m' or '5/10m', got {rate!r}")
+    count, multiple, unit = match.groups()
+    return int(count), float(int(multiple or 1) * _UNITS[unit])
+
+
+def _client_key(request: HttpRequest) -> str:
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return f"user:{user.pk}"
+    return f"ip:{client_ip(request)}"
+
+
+def sliding_window_hit(key: str, rate: str, now: float | None = None) -> bool:
+    """Log one request under `key` unless `rate` is already reached in the sliding window ending
+    now: True when it was refused. Atomic on Redis; a per-process log on another cache (dev)."""
+    limit, window = parse_rate(rate)
+    now = time.time() if now is None else now
+    cache = caches[settings.RATELIMIT_USE_CACHE]
+    if isinstance(cache, RedisCache):
+        full_key = cache.make_key(f"sliding:{key}")
+        client = cache._cache.get_client(full_key, write=True)
+        member = f"{now:.6f}:{uuid.uuid4().hex[:8]}"
+        return bool(client.eval(_SLIDING_LOG, 1, full_key, now, window, limit, member))
+    with _local_lock:
+        log = [t for t in _local_logs.get(key, []) if t > now - window]
+        past = len(log) >= limit
+        if not past:
+            log.append(now)
+        _local_logs[key] = log
+        return past
+
+
 def _past_rate(request: HttpRequest, group: str, key: Any = "user_or_ip") -> bool | None:
-    """Count this request against `group` (per user or client by default): past the rate, within
-    it, or None when the counters could not be reached (logged)."""
+    """Count this POST against `group` (per user or client by default, or for the whole site with
+    key=_site_key): past the rate, within it, or None when the counters could not be reached
+    (logged). Other methods are never counted."""
+    if request.method != "POST":
+        return False
+    who = key(group, request) if callable(key) else _client_key(request)
     try:
-        return bool(is_ratelimited(request, group=group, key=key, rate=_rate, method="POST", increment=True))
+        return sliding_window_hit(f"{group}:{who}", _rate(group, request))
     except (RedisError, OSError) as exc:
         logger.warning("rate limit %s: counters unreachable (%s): %s", group, exc.__class__.__name__, exc)
         return None
@@ -123,6 +196,18 @@ def limited_site(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any
         return wrapped
 
     return decorate
+
+
+def refusal(request: HttpRequest, group: str) -> HttpResponse | None:
+    """Count this POST against `group` and answer its refusal (429, or 503 with the counters
+    unreachable and the group failing closed), or None when it may go on. For a view whose
+    actions are limited differently (only a snippet's retry starts work)."""
+    verdict = _past_rate(request, group)
+    if verdict is None and group in FAIL_CLOSED:
+        return _refuse(request, unavailable_message(group), status=503)
+    if verdict:
+        return _refuse(request, limit_message(group), status=429)
+    return None
 
 
 def limit_state(request: HttpRequest, group: str) -> str:

@@ -38,6 +38,19 @@ def llm_client(*, owner: int | None = None) -> LLMClient | None:
 _clients: dict[str, LLMClient] = {}
 
 
+def llm_answers() -> bool:
+    """Whether the configured LLM answers now: one tiny completion (the beat sweep's probe before it
+    re-queues work an LLM outage failed). False when it is not configured or any error comes back."""
+    client = llm_client()
+    if client is None:
+        return False
+    try:
+        client.complete(task="health", messages=[{"role": "user", "content": "Reply with OK."}], max_tokens=2)
+    except Exception:  # any failure means "not yet": the next sweep asks again
+        return False
+    return True
+
+
 def llm_usage_charge(*, user_id: int) -> int:
     """Count one LLM call for the user today (UTC) and return the day's count; refuse it
     (LLMBudgetExceeded, nothing counted) once the day's LLM_DAILY_CALLS_PER_USER are used. One

@@ -14,7 +14,7 @@ is harmless.
 
 Fair ordering of the CPU queue across users: a caller that knows whose work it queues passes
 `owner=user_id`. The message then gets a broker priority equal to how many messages that owner
-queued in the last FAIR_QUEUE_WINDOW_S seconds (capped at the last priority step). On the Redis
+queued on the same queue in the last FAIR_QUEUE_WINDOW_S seconds (capped at the last priority step). On the Redis
 broker every priority is its own list and a worker always takes from the lowest-numbered non-empty
 one (settings: priority_steps 0..9, prefetch 1, acks late), so everybody's first message is served
 before anybody's second: one user's 20 submissions no longer delay another user's first. Within
@@ -24,6 +24,7 @@ out (each list is FIFO). Work without an owner (beat tasks, sweeps) keeps priori
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 from collections.abc import Iterable
@@ -108,12 +109,27 @@ def _options(priority: int | None) -> dict[str, Any]:
     return {} if priority is None else {"priority": priority}
 
 
-def fair_priority(owner: int) -> int:
+def queue_of(task_name: str) -> str:
+    """The queue a task is routed to (settings.CELERY_TASK_ROUTES, first matching pattern, as
+    Celery's router reads the glob patterns), or the default queue."""
+    for pattern, route in settings.CELERY_TASK_ROUTES.items():
+        if fnmatch.fnmatchcase(task_name, pattern):
+            return str(route.get("queue", ""))
+    return str(getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery"))
+
+
+def fair_priority(owner: int, task_name: str | None = None) -> int:
     """The broker priority of `owner`'s next message: how many messages the owner queued within
-    FAIR_QUEUE_WINDOW_S, capped at the last priority step (0 = served first)."""
+    FAIR_QUEUE_WINDOW_S, capped at the last priority step (0 = served first). With `task_name`,
+    only the owner's messages on that task's queue count: each queue is its own line, so evidence
+    pages waiting on the CPU queue do not push the owner's pre-flight behind others on the LLM's."""
     since = timezone.now() - timedelta(seconds=settings.FAIR_QUEUE_WINDOW_S)
-    recent = OutboxMessage.objects.filter(owner_id=owner, created_at__gte=since).count()
-    return min(recent, settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
+    recent = OutboxMessage.objects.filter(owner_id=owner, created_at__gte=since)
+    if task_name is not None:
+        queue = queue_of(task_name)
+        names = set(recent.values_list("task_name", flat=True).distinct())
+        recent = recent.filter(task_name__in=[name for name in names if queue_of(name) == queue])
+    return min(recent.count(), settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
 
 
 def _store(
@@ -121,7 +137,7 @@ def _store(
 ) -> OutboxMessage:
     key = outbox_key(task_name, args, kwargs)
     if priority is None and owner is not None:
-        priority = fair_priority(owner)
+        priority = fair_priority(owner, task_name)
     return OutboxMessage.objects.create(
         task_name=task_name, args=list(args), kwargs=kwargs, key=key, owner_id=owner, priority=priority
     )

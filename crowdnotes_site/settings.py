@@ -339,6 +339,9 @@ MAX_EVIDENCE_URLS = env_int("MAX_EVIDENCE_URLS", 5, minimum=1)
 # non-public address, listed or not: the app's own (SITE_PORTS), the database's and Redis'.
 EVIDENCE_ALLOWED_LOCAL = env_list("EVIDENCE_ALLOWED_LOCAL", [])
 SITE_PORTS = [int(port) for port in env_list("SITE_PORTS", ["8000"])]
+# Whether SITE_PORTS was set: unset, the app's real port is unknown (8000 is a guess), so a
+# non-empty EVIDENCE_ALLOWED_LOCAL is refused at start-up (evidence/checks.py, evidence.E003).
+SITE_PORTS_SET = bool(os.environ.get("SITE_PORTS", "").strip())
 
 
 def _url_port(url: str, default: int) -> int | None:
@@ -456,6 +459,10 @@ RATE_LIMITS = {
     # Supernote runs (~300 LLM calls each): per user, and for the whole site (all users together).
     "supernote": env_str("RATE_LIMIT_SUPERNOTE", "3/h"),
     "supernote_site": env_str("RATE_LIMIT_SUPERNOTE_SITE", "10/h"),
+    # "Retry" on a failed evidence page (each re-queues a fetch on the CPU queue).
+    "retry": env_str("RATE_LIMIT_RETRY", "20/h"),
+    # "Write a note" on a fetched X post (each opens a draft).
+    "x_write": env_str("RATE_LIMIT_X_WRITE", "20/h"),
 }
 # Evidence pages one contributor may have waiting for the CPU queue (queued or being matched) at
 # once; a contribution or an addition past it is refused with a form error.
@@ -575,6 +582,9 @@ X_TEST_MODE = env_bool("X_TEST_MODE", True)  # live only when an admin sets it t
 X_API_TIMEOUT_S = env_float("X_API_TIMEOUT_S", 15.0)
 X_API_MAX_RETRIES = env_int("X_API_MAX_RETRIES", 3, minimum=0)  # on 5xx and timeouts (never on POST /2/notes)
 X_API_BACKOFF_S = env_float("X_API_BACKOFF_S", 1.0)  # doubled per retry
+# The X commands' total wait for rate-limit resets (429s): past it they stop with an error naming
+# X's answers instead of waiting on (default: one 15-minute window and a minute's margin).
+X_API_MAX_TOTAL_WAIT_S = env_float("X_API_MAX_TOTAL_WAIT_S", 960.0)
 # The documented limits: 90 requests per 15 minutes across the Community Notes endpoints, 250 notes a day.
 X_API_WINDOW_REQUESTS = env_int("X_API_WINDOW_REQUESTS", 90, minimum=1)
 X_API_WINDOW_S = env_int("X_API_WINDOW_S", 900, minimum=1)

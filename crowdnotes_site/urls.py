@@ -13,6 +13,9 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("accounts/login/", limited("login")(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The admin's own log-in form, under the same per-address limit (the same counter) as the
+    # site's; django-axes' lockout already guards both (it sits in the authentication backends).
+    path("django-admin/login/", limited("login")(admin.site.login), name="admin_login"),
     path("django-admin/", admin.site.urls),
     path("judging/", include("judging.urls")),
     path("analytics/", include("notes.analytics.urls")),

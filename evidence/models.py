@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -136,6 +138,16 @@ class Snippet(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # The contributor's actions on a snippet and the states each is allowed from: the one place
+    # that decides (evidence.snippets' services ask `action_refusal`; views and tasks call those).
+    # A retry fetches a failed page again; nothing changes a snippet once its draft was submitted.
+    ACTIONS_FROM: ClassVar[dict[str, frozenset[str]]] = {
+        "confirm": frozenset({State.READY}),
+        "reject": frozenset({State.READY}),
+        "retry": frozenset({State.FAILED}),
+        "remove": frozenset(State),
+    }
+
     class Meta:
         ordering = ["position", "id"]
         constraints = [
@@ -146,6 +158,22 @@ class Snippet(models.Model):
 
     def __str__(self) -> str:
         return f"{self.url} ({self.state})"
+
+    def action_refusal(self, action: str) -> str | None:
+        """Why `action` is not allowed on this snippet now (a message for the contributor), or None."""
+        job = self.draft_job
+        if self.note_id is not None or (job is not None and job.state == job.State.SUBMITTED):
+            return "This note was already submitted: its evidence can no longer change."
+        if job is not None and job.state == job.State.DISCARDED:
+            return "This draft was discarded."
+        allowed = self.ACTIONS_FROM.get(action)
+        if allowed is None:
+            return f"Unknown action {action!r}."
+        if self.state not in allowed:
+            if action == "retry":
+                return "Only a source whose fetch failed can be retried."
+            return "This source has no passage to review yet."
+        return None
 
     @property
     def text(self) -> str:

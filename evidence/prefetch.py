@@ -15,8 +15,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.cache import caches
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence import fetch, pipeline, services
@@ -78,10 +80,37 @@ def _is_pending(row: Prefetch) -> bool:
 # --- Selectors ---------------------------------------------------------------------------------
 
 
-def prefetch_statuses(*, urls: list[str]) -> list[PrefetchStatus]:
-    """What the form shows for each URL that has a head start (URLs without one are left out)."""
+ASKED_TTL_S = 3600  # how long a user's own head-start request is remembered for its status polls
+
+
+def _asked_key(user_id: int, url_key: str) -> str:
+    return f"prefetch:asked:{user_id}:{url_key}"
+
+
+def _remember_asked(user: User, url_key: str) -> None:
+    """Note that `user` asked for this URL's head start (their polls may then see its status)."""
+    try:
+        caches["default"].set(_asked_key(user.pk, url_key), 1, ASKED_TTL_S)
+    except (RedisError, OSError):
+        pass  # the row's requested_by still answers for the last requester
+
+
+def _asked_by(user: User, url_keys: list[str]) -> set[str]:
+    """The URL hashes among `url_keys` whose head start `user` asked for."""
+    mine = set(Prefetch.objects.filter(url_hash__in=url_keys, requested_by=user).values_list("url_hash", flat=True))
+    try:
+        found = caches["default"].get_many([_asked_key(user.pk, k) for k in url_keys])
+    except (RedisError, OSError):
+        found = {}
+    return mine | {k for k in url_keys if _asked_key(user.pk, k) in found}
+
+
+def prefetch_statuses(*, user: User, urls: list[str]) -> list[PrefetchStatus]:
+    """What the form shows for each URL whose head start `user` asked for (the others are left out:
+    the answer never tells whether someone else has read a URL)."""
     label = services.configured_model_label()
-    rows = {row.url_hash: row for row in Prefetch.objects.filter(url_hash__in=[services.url_hash(u) for u in urls])}
+    keys = _asked_by(user, [services.url_hash(u) for u in urls])
+    rows = {row.url_hash: row for row in Prefetch.objects.filter(url_hash__in=keys)}
     statuses = []
     for url in urls:
         row = rows.get(services.url_hash(url))
@@ -115,6 +144,7 @@ def _request_one(*, user: User, url: str) -> PrefetchStatus:
     except FetchError as exc:
         return PrefetchStatus(url, Prefetch.State.FAILED, error_text(exc.error_code))
     key = services.url_hash(url)
+    _remember_asked(user, key)
     row = Prefetch.objects.select_for_update().filter(url_hash=key).first()
     if row is not None and _is_pending(row):
         return _status(row)

@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 
 RUNNING = [Snippet.State.FETCHING, Snippet.State.EXTRACTING, Snippet.State.EMBEDDING]
 STALE_REVIEW = "A closer passage was found for this source while you were reading: read it, then review again."
-SUBMITTED = "This note was already submitted."
 
 
 class SnippetError(Exception):
@@ -150,11 +149,13 @@ def _enqueue_refine(snippet_id: int, owner: int | None) -> None:
     enqueue_on_commit("evidence.tasks.snippet_refine", snippet_id, owner=owner)
 
 
-def _refuse_if_submitted(snippet: Snippet) -> None:
-    if snippet.draft_job and snippet.draft_job.state == snippet.draft_job.State.SUBMITTED:
-        raise SnippetError(SUBMITTED)
-    if snippet.draft_job and snippet.draft_job.state == snippet.draft_job.State.DISCARDED:
-        raise SnippetError("This draft was discarded.")
+def _refuse_unless_allowed(snippet: Snippet, action: str) -> None:
+    """Raise SnippetError unless the model's transition table allows `action` from the snippet's
+    current state (read under a row lock, so a concurrent change cannot slip in between)."""
+    current = Snippet.objects.select_for_update(of=("self",)).select_related("draft_job").get(pk=snippet.pk)
+    refusal = current.action_refusal(action)
+    if refusal:
+        raise SnippetError(refusal)
 
 
 @transaction.atomic
@@ -210,9 +211,9 @@ def snippet_review(*, snippet: Snippet, user: User, confirmed: bool, passage_id:
     better passage at any moment; a review of the passage that was replaced is refused, so nobody
     confirms text they did not read. The update is conditional, so it serializes with the refine's.
     """
-    if snippet.state != Snippet.State.READY or snippet.passage is None:
+    _refuse_unless_allowed(snippet, "confirm" if confirmed else "reject")
+    if snippet.passage is None:
         raise SnippetError("This source has no passage to review yet.")
-    _refuse_if_submitted(snippet)
     if passage_id is not None and passage_id != snippet.passage.pk:
         raise SnippetError(STALE_REVIEW)
     now = timezone.now()
@@ -232,8 +233,16 @@ def snippet_review(*, snippet: Snippet, user: User, confirmed: bool, passage_id:
 
 @transaction.atomic
 def snippet_retry(*, snippet: Snippet) -> Snippet:
-    """Fetch a failed source again. Its review starts over: the evidence may change."""
-    Snippet.objects.filter(pk=snippet.pk).update(
+    """Fetch a failed source again. Its review starts over: the evidence may change. Allowed only
+    from a failed fetch of an unsubmitted draft (Snippet.ACTIONS_FROM), and the page counts
+    against the contributor's cap on waiting pages like a first request."""
+    _refuse_unless_allowed(snippet, "retry")
+    owner = snippet.draft_job.contributor if snippet.draft_job else None
+    if owner is not None:
+        refusal = snippets_cap_refusal(user=owner, adding=1)
+        if refusal:
+            raise SnippetError(refusal)
+    Snippet.objects.filter(pk=snippet.pk, state=Snippet.State.FAILED).update(
         state=Snippet.State.QUEUED,
         error_code="",
         error_message="",
@@ -256,7 +265,7 @@ def snippet_retry(*, snippet: Snippet) -> Snippet:
 
 @transaction.atomic
 def snippet_remove(*, snippet: Snippet) -> None:
-    _refuse_if_submitted(snippet)
+    _refuse_unless_allowed(snippet, "remove")
     snippet.delete()
 
 

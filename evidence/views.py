@@ -51,5 +51,5 @@ def prefetch_view(request: AuthenticatedHttpRequest) -> HttpResponse:
         else:
             statuses = prefetch.prefetch_request(user=request.user, urls=urls)
     else:
-        statuses = prefetch.prefetch_statuses(urls=_urls(request.GET.getlist("url")))
+        statuses = prefetch.prefetch_statuses(user=request.user, urls=_urls(request.GET.getlist("url")))
     return _fragment(request, statuses)

@@ -4,7 +4,7 @@ from django import forms
 
 from crowdnotes_site.forms import VisibleTextField
 from crowdnotes_site.lib.text_rules import is_blank
-from judging.models import JudgeDecision, JudgeKind, Stage
+from judging.models import OVERRIDE_REASON_MAX_CHARS, JudgeDecision, JudgeKind, Stage
 from judging.selectors import DecisionFilters
 
 
@@ -12,7 +12,7 @@ class DecisionFilterForm(forms.Form):
     stage = forms.ChoiceField(choices=[("", "any stage"), *Stage.choices], required=False)
     verdict = forms.ChoiceField(choices=[("", "any verdict"), *JudgeDecision.Verdict.choices], required=False)
     judge_kind = forms.ChoiceField(choices=[("", "any judge"), *JudgeKind.choices], required=False)
-    judge_name = forms.CharField(required=False, label="Model / judge name")
+    judge_name = forms.CharField(required=False, label="Model / judge name", max_length=200)
     date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
@@ -30,7 +30,9 @@ class DecisionFilterForm(forms.Form):
 
 class OverrideForm(forms.Form):
     verdict = forms.ChoiceField(choices=JudgeDecision.Verdict.choices[:2])
-    reason = VisibleTextField(widget=forms.Textarea(attrs={"rows": 3}), min_length=5, strip=True)
+    reason = VisibleTextField(
+        widget=forms.Textarea(attrs={"rows": 3}), min_length=5, max_length=OVERRIDE_REASON_MAX_CHARS, strip=True
+    )
 
 
 # Pre-flight limits: the judges' prompts stay small and one request cannot queue hours of work.

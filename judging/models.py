@@ -4,6 +4,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+# An override's reason is read on the audit page: a paragraph, not a document (a 1 MB reason made a
+# 2 MB page). The form and judging.services.decision_override both refuse a longer one.
+OVERRIDE_REASON_MAX_CHARS = 2000
+
 
 class Stage(models.TextChoices):
     RELEVANCE = "relevance", "Relevance"
@@ -39,6 +43,8 @@ class JudgeRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When the beat sweep queued this run again after it failed during an LLM outage (at most once).
+    outage_retried_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -450,6 +450,7 @@ class JudgingView:
     stages: list[StageView]
     helpful: bool | None
     error: str
+    outage_retried_at: dt.datetime | None = None  # re-queued once after an LLM outage (the beat sweep)
 
     @property
     def running(self) -> bool:
@@ -517,6 +518,7 @@ def judging_for_notes(notes: list[Note]) -> dict[int, JudgingView]:
             stages=stages,
             helpful=helpful_of(states) if any_override else run.helpful,
             error=run.error,
+            outage_retried_at=run.outage_retried_at,
         )
     return views
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +28,7 @@ from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from evidence.embedding import MINILM, cosine, encoder
-from judging.models import JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
+from judging.models import OVERRIDE_REASON_MAX_CHARS, JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
 from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
 
 if TYPE_CHECKING:
@@ -111,6 +111,36 @@ def judge_run_retry(*, run: JudgeRun) -> bool:
     if updated:
         _enqueue_after_commit(run.pk)
     return bool(updated)
+
+
+# The error of a run failed by the LLM being unreachable (transient errors past the task's retries):
+# the beat sweep queues such a run once more when the LLM answers again.
+LLM_OUTAGE = "LLM unavailable: "
+
+
+def judge_runs_retry_after_outage(*, llm_answers: Callable[[], bool]) -> list[int]:
+    """Queue again, once each, the runs that failed during an LLM outage, if `llm_answers()` (a
+    probe, asked only when there is such a run) says the LLM is back. Beat: work_sweep. The note
+    page shows the re-run (JudgeRun.outage_retried_at)."""
+    failed = JudgeRun.objects.filter(
+        state=JudgeRun.State.FAILED, error__startswith=LLM_OUTAGE, outage_retried_at__isnull=True
+    )
+    ids = list(failed.values_list("pk", flat=True)[:100])
+    if not ids or not llm_answers():
+        return []
+    retried: list[int] = []
+    now = timezone.now()
+    for run_id in ids:
+        with transaction.atomic():
+            if failed.filter(pk=run_id).update(
+                state=JudgeRun.State.QUEUED, attempts=0, claimed_until=None, finished_at=None, outage_retried_at=now,
+                error="",
+            ):  # fmt: skip
+                _enqueue_after_commit(run_id)
+                retried.append(run_id)
+    if retried:
+        logger.warning("the LLM answers again: re-queued judge runs failed during the outage: %s", retried)
+    return retried
 
 
 def _judge_owner(run_id: int) -> int | None:
@@ -245,6 +275,8 @@ def decision_override(*, decision: JudgeDecision, verdict: str, reason: str, use
     reason = reason.strip()
     if not reason:
         raise ValueError("an override needs a reason")
+    if len(reason) > OVERRIDE_REASON_MAX_CHARS:
+        raise ValueError(f"an override's reason has at most {OVERRIDE_REASON_MAX_CHARS} characters")
     if verdict not in JudgeDecision.Verdict.values:
         raise ValueError(f"unknown verdict {verdict!r}")
     locked = JudgeDecision.objects.select_for_update().get(pk=decision.pk)

@@ -27,7 +27,11 @@ def judge_run_step(self: Any, run_id: int) -> str | None:
     except (LLMTransientError, SoftTimeLimitExceeded) as exc:
         error = str(exc) or "soft time limit exceeded"
         if self.request.retries >= settings.JUDGE_TASK_MAX_RETRIES:
-            services.judge_run_fail(run_id=run_id, error=f"{error} (after {self.request.retries + 1} tries)")
+            services.judge_run_fail(
+                run_id=run_id,
+                error=f"{services.LLM_OUTAGE if isinstance(exc, LLMTransientError) else ''}{error} "
+                f"(after {self.request.retries + 1} tries)",
+            )
             return None
         services.judge_run_release(run_id=run_id, error=f"retrying: {error}")
         raise self.retry(exc=exc, countdown=settings.JUDGE_RETRY_BACKOFF_S * 2**self.request.retries) from exc

@@ -60,6 +60,10 @@ def parse_url_lines(raw: str, *, already: list[str] | None = None, required: boo
 
 # The head start (evidence.prefetch): a debounced htmx POST of the URL field starts reading the
 # pages before submit; the answer replaces the #prefetch-status element the template places.
+# The URL boxes: room for a few more lines than MAX_EVIDENCE_URLS allows (parse_url_lines says how
+# many), each up to 2,000 characters; past it the form refuses before parsing.
+URLS_MAX_CHARS = 20 * 2001
+
 PREFETCH_ATTRS = {
     "hx-post": reverse_lazy("evidence_prefetch"),
     "hx-trigger": "input changed delay:1s",
@@ -90,6 +94,7 @@ class ContributeForm(forms.Form):
     urls = forms.CharField(
         label="Evidence URLs",
         required=False,
+        max_length=URLS_MAX_CHARS,
         widget=forms.Textarea(
             attrs={"rows": 3, "placeholder": "https://www.who.int/...\nhttps://www.cdc.gov/...", **PREFETCH_ATTRS}
         ),
@@ -116,7 +121,11 @@ class ContributeForm(forms.Form):
 
 
 class AddEvidenceForm(forms.Form):
-    urls = forms.CharField(label="More evidence URLs", widget=forms.Textarea(attrs={"rows": 2, **PREFETCH_ATTRS}))
+    urls = forms.CharField(
+        label="More evidence URLs",
+        max_length=URLS_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 2, **PREFETCH_ATTRS}),
+    )
 
     def __init__(self, *args: object, existing: list[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -6,10 +6,11 @@ from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
+from crowdnotes_site.llm import llm_answers
 from evidence.prefetch import prefetch_prune
 from evidence.search.services import automation_runs_sweep
 from evidence.snippets import snippet_refines_sweep, snippets_sweep
-from judging.services import judge_runs_sweep, preflight_checks_sweep, preflight_prune
+from judging.services import judge_runs_retry_after_outage, judge_runs_sweep, preflight_checks_sweep, preflight_prune
 from notes import services
 from notes.analytics.topics import post_classify_topic
 from notes.living import services as living
@@ -91,6 +92,8 @@ def work_sweep() -> dict[str, list[int]]:
         "refines": snippet_refines_sweep(),
         "drafts": services.draft_jobs_sweep(),
         "judge_runs": judge_runs_sweep(),
+        # Runs an LLM outage failed, queued once more when the LLM answers again (a probe call).
+        "judge_runs_after_outage": judge_runs_retry_after_outage(llm_answers=llm_answers),
         "preflights": preflight_checks_sweep(),
         "automation_runs": automation_runs_sweep(),
         "supernote_runs": supernotes.supernote_runs_sweep(),

@@ -9,6 +9,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 
+from crowdnotes_site import limits
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
 from crowdnotes_site.lib.memo import Memo
 from crowdnotes_site.limits import limited, limited_site
@@ -60,8 +61,11 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     viewer = selectors.participant_of(user=request.user)
     run = supernote_selectors.latest_run(post=post)
     # The run's details only for admins and its starter; raters still get the blind comparison.
-    run_visible = run is not None and supernote_services.supernote_run_visible_to(run, request.user)
-    context = {"post": post, "notes": notes, "viewer": viewer, "run": run, "run_visible": run_visible}
+    # A rater with an open blind comparison on this post sees neither note's origin nor the run's
+    # proposal until they answer it.
+    blind = supernote_selectors.blinded_note_ids(participant=viewer, post=post)
+    run_visible = run is not None and not blind and supernote_services.supernote_run_visible_to(run, request.user)
+    context = {"post": post, "notes": notes, "viewer": viewer, "run": run, "run_visible": run_visible, "blind": blind}
     return render(request, "notes/post_detail.html", {**context, **(_run_context(run) if run_visible else {})})
 
 
@@ -208,6 +212,8 @@ def snippet_action(request: AuthenticatedHttpRequest, snippet_id: int, action: s
     snippet = _own_snippet(request, snippet_id)
     job = snippet.draft_job
     assert job is not None
+    if action == "retry" and (refused := limits.refusal(request, "retry")):
+        return refused
     try:
         if action in ("confirm", "reject"):
             shown = request.POST.get("passage", "")

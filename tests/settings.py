@@ -11,6 +11,8 @@ os.environ.setdefault("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
+# The app's port as deployments set it; tests point EVIDENCE_ALLOWED_LOCAL at loopback page servers.
+os.environ.setdefault("SITE_PORTS", "8000")
 # Playwright's sync API runs an event loop in the test thread; the ORM calls in tests are still synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 

@@ -140,6 +140,8 @@ def test_it_caps_the_evidence_pages_one_contributor_has_waiting(
         ("/drafts/1/preflight/", "preflight"),
         ("/judging/preflight/", "preflight"),
         ("/rate/1/", "rating"),
+        ("/x/posts/1/", "x_write"),
+        ("/supernotes/posts/1/generate/", "supernote"),
     ],
 )
 def test_every_costly_action_has_its_limit(path: str, group: str) -> None:

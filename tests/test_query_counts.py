@@ -83,9 +83,9 @@ def test_post_page(rater_client: Any) -> None:
             Note.objects.create(post=post, author=author, text=f"Context by {author.pk}")
 
     assert _counts(grow, lambda: rater_client.get(f"/posts/{post.pk}/")) == [
-        8,
-        8,
-    ]  # with the Supernote proposal and the X panel
+        9,
+        9,
+    ]  # with the Supernote proposal, the X panel and the rater's open blind comparisons (issue 37)
 
 
 def test_rating_queue(rater_client: Any, rater: Any) -> None:

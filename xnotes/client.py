@@ -36,7 +36,7 @@ EXPANSIONS = "attachments.media_keys,referenced_tweets.id,referenced_tweets.id.a
 MEDIA_FIELDS = "type,url,preview_image_url,alt_text"
 LOOKUP_BATCH = 100  # ids per GET /2/tweets
 
-__all__ = ["RateLimited", "XApiError", "XClient", "XNotConfigured", "XTransientError", "missing_settings"]
+__all__ = ["RateLimited", "XApiError", "XBadAnswer", "XClient", "XNotConfigured", "XTransientError", "missing_settings"]
 
 
 class XNotConfigured(Exception):
@@ -58,6 +58,11 @@ class XApiError(Exception):
 
 class XTransientError(XApiError):
     """5xx or a timeout / connection error, still failing after the bounded retries."""
+
+
+class XBadAnswer(XApiError):
+    """X answered a read with success but a body that is not a JSON object (an HTML page, garbage,
+    a bare number): the message names the content type and the body's start."""
 
 
 def missing_settings() -> list[str]:
@@ -156,8 +161,15 @@ class XClient:
             try:
                 body = response.json()
             except ValueError:
-                body = {}
+                body = None
             log.info("X API %s %s -> %d", method, path, response.status_code)
+            if method == "GET" and 200 <= response.status_code < 300 and not isinstance(body, dict):
+                sent = response.text[:120].replace("\n", " ")
+                kind = response.headers.get("Content-Type", "no content type")
+                what = "not JSON" if body is None else f"JSON {type(body).__name__}, not an object"
+                raise XBadAnswer(response.status_code, f"X answered {kind} ({what})", repr(sent), body=sent)
+            if body is None:
+                body = {}
             if response.status_code == 429:
                 state = budget.state(bucket)
                 raise RateLimited(state.blocked_until or time.time() + settings.X_API_WINDOW_S, bucket)

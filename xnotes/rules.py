@@ -65,9 +65,49 @@ def _links(value: Any) -> list[str]:
     return out
 
 
+class XShapeError(ValueError):
+    """X answered valid JSON of a shape we cannot read (e.g. a number where an object belongs)."""
+
+
+def _describe(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def check_shape(payload: Any) -> None:
+    """Raise XShapeError, naming what X sent, unless `payload` has the shape of a posts answer:
+    an object whose `data` is a list of objects, `includes` an object of lists of objects, `meta`
+    and `errors` an object and a list (each may be absent or null)."""
+    if not isinstance(payload, dict):
+        raise XShapeError(f"X's answer is {type(payload).__name__} {_describe(payload)}, expected a JSON object")
+    expected: list[tuple[str, Any, type]] = [
+        ("data", payload.get("data"), list), ("includes", payload.get("includes"), dict),
+        ("meta", payload.get("meta"), dict), ("errors", payload.get("errors"), list),
+    ]  # fmt: skip
+    includes = payload.get("includes")
+    if isinstance(includes, dict):
+        expected += [(f"includes.{k}", includes.get(k), list) for k in ("tweets", "media")]
+    for name, value, kind in expected:
+        if value is not None and not isinstance(value, kind):
+            raise XShapeError(
+                f"X's answer has {name} = {type(value).__name__} {_describe(value)}, expected a JSON {kind.__name__}"
+            )
+    for name in ("data", "includes.tweets", "includes.media"):
+        items = payload.get("data") if name == "data" else (includes or {}).get(name.split(".")[1])
+        for item in items or []:
+            if not isinstance(item, dict):
+                raise XShapeError(f"X's answer has an item of {name} = {_describe(item)}, expected a JSON object")
+            for key, kind in (("referenced_tweets", list), ("attachments", dict)):
+                if item.get(key) is not None and not isinstance(item.get(key), kind):
+                    raise XShapeError(
+                        f"X's answer has {name}[].{key} = {_describe(item.get(key))}, expected a JSON {kind.__name__}"
+                    )
+
+
 def parse_posts(payload: dict[str, Any]) -> list[ParsedPost]:
     """The posts of a posts_eligible_for_notes (or /2/tweets) answer with their context from
     `includes`: quoted / replied-to posts' text and the media of the post."""
+    check_shape(payload)
     includes = payload.get("includes") or {}
     tweets = {str(t.get("id")): t for t in includes.get("tweets") or [] if isinstance(t, dict)}
     media = {str(m.get("media_key")): m for m in includes.get("media") or [] if isinstance(m, dict)}
@@ -77,6 +117,8 @@ def parse_posts(payload: dict[str, Any]) -> list[ParsedPost]:
             continue
         context = []
         for ref in tweet.get("referenced_tweets") or []:
+            if not isinstance(ref, dict):
+                continue
             ref_id = str(ref.get("id", ""))
             if ref_id in tweets:
                 context.append({"relation": str(ref.get("type", "")), "id": ref_id, "text": full_text(tweets[ref_id])})

@@ -170,7 +170,7 @@ def fetch_eligible(
                 break
     except RateLimited:
         raise
-    except XApiError as exc:
+    except (XApiError, rules.XShapeError) as exc:
         run.requests += client.requests - start_requests
         run.state = XFetchRun.State.FAILED
         run.error = str(exc)
@@ -640,6 +640,36 @@ def admission_json(adm: rules.Admission) -> dict[str, Any]:
 def writing_limit_json(wl: rules.WritingLimit) -> dict[str, Any]:
     return {"limit": wl.limit, "rule": wl.rule, "nh_5": wl.nh_5, "nh_10": wl.nh_10, "hr_r": wl.hr_r,
             "hr_l": wl.hr_l, "dn_30": wl.dn_30, "total": wl.total}  # fmt: skip
+
+
+class WaitCapExceeded(Exception):
+    """X kept answering 429: the next reset lies past the command's cap on its total wait."""
+
+
+class ResetWaiter:
+    """The commands' wait on a 429 / spent budget: a sleep until each reset, at most
+    X_API_MAX_TOTAL_WAIT_S in all for one command; a reset that would pass the cap raises
+    WaitCapExceeded (naming what X sent) at once instead of sleeping."""
+
+    def __init__(self, *, cap_s: float | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.cap_s = float(settings.X_API_MAX_TOTAL_WAIT_S if cap_s is None else cap_s)
+        self.sleep = sleep
+        self.waited_s = 0.0
+        self.answers = 0
+
+    def __call__(self, limited: RateLimited) -> None:
+        self.answers += 1
+        wait = limited.wait_s()
+        if self.waited_s + wait > self.cap_s:
+            raise WaitCapExceeded(
+                f"X answered 429 Too Many Requests ({limited.bucket}) {self.answers} time"
+                f"{'s' if self.answers != 1 else ''}; waited {self.waited_s:.0f} s in all, and its next reset is "
+                f"{wait:.0f} s away, past the cap on the total wait (X_API_MAX_TOTAL_WAIT_S = {self.cap_s:.0f} s). "
+                "Nothing fetched so far is lost; run the command again later."
+            )
+        log.info("X API rate limit: waiting %.0f s for the reset", wait)
+        self.sleep(wait)
+        self.waited_s += wait
 
 
 def sleep_until_reset(limited: RateLimited) -> None:

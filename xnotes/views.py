@@ -8,6 +8,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.limits import limited
 from notes.models import Note, Post
 from notes.services import draft_job_start
 from xnotes import selectors, services
@@ -27,6 +28,7 @@ def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_post")
+@limited("x_write")
 def post(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
     """An X post with its context, media and suggested sources; POST starts a note with the
     suggested sources added for review (never confirmed for the contributor)."""

@@ -281,6 +281,18 @@ class ComparisonSides:
     note_b: Note
 
 
+def blinded_note_ids(*, participant: Participant | None, post: Post) -> frozenset[int]:
+    """The notes of `post` whose origin `participant` must not be shown: both notes of each blind
+    comparison they were assigned and have not answered yet (hiding only the Supernote's label
+    would give it away by its absence). Empty once they answer, and for anyone without one."""
+    if participant is None:
+        return frozenset()
+    rows = SupernoteComparison.objects.filter(
+        rater=participant, answered_at__isnull=True, supernote__post=post
+    ).values_list("supernote_id", "other_note_id")
+    return frozenset(pk for pair in rows for pk in pair)
+
+
 def comparison_sides(*, item: SupernoteComparison) -> ComparisonSides:
     if item.supernote_first:
         return ComparisonSides(item.supernote, item.other_note)

@@ -152,3 +152,24 @@ def test_past_the_request_rate_it_answers_in_the_fragment_and_queues_nothing(
     assert "Not started: too many requests" in html  # a 200 fragment, so htmx keeps the form as typed
     assert len(sent) == 2
     assert not Prefetch.objects.filter(url="https://b.example.org/9").exists()
+
+
+@pytest.mark.django_db
+def test_the_status_answers_only_about_the_asking_users_own_head_starts(
+    contributor_client: Any, make_user: Any, sent: list[int], django_capture_on_commit_callbacks: Any
+) -> None:
+    """Issue 37: GET /evidence/prefetch/?url= told any contributor whether someone else had read a URL."""
+    from tests.conftest import CsrfClient
+
+    url = "https://www.cdc.gov/measles/"
+    assert "Queued" in _post(contributor_client, django_capture_on_commit_callbacks, url)
+    Prefetch.objects.filter(url=url).update(state=Prefetch.State.FAILED, error_code="http_error")
+    other = CsrfClient()
+    other.force_login(make_user("other-contributor", "Contributor"))
+    unasked = other.get("/evidence/prefetch/", {"url": url}).content.decode()
+    assert url not in unasked and ERROR_TEXTS["http_error"] not in unasked
+    # The owner still sees its status; so does the other, once they ask for it themselves.
+    mine = contributor_client.get("/evidence/prefetch/", {"url": url}).content.decode()
+    assert url in mine and ERROR_TEXTS["http_error"] in mine
+    _post(other, django_capture_on_commit_callbacks, url)
+    assert url in other.get("/evidence/prefetch/", {"url": url}).content.decode()

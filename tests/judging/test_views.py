@@ -96,6 +96,21 @@ def test_it_requires_a_reason_to_override(decisions: list[JudgeDecision], admin_
     assert "The numbers match the CDC page." in trail and "Audit trail" in trail
 
 
+def test_it_refuses_an_override_reason_past_its_cap(decisions: list[JudgeDecision], admin_client: Any) -> None:
+    """Issue 37: a 1 MB override reason was accepted and made a 2.1 MB audit page."""
+    from judging.models import OVERRIDE_REASON_MAX_CHARS
+
+    d = decisions[1]
+    url = reverse("judging:decision_override", args=[d.pk])
+    response = admin_client.post(url, {"verdict": "yes", "reason": "x" * 1_000_000})
+    assert response.status_code == 400
+    assert f"at most {OVERRIDE_REASON_MAX_CHARS:,}".replace(",", "") in response.content.decode().replace(",", "")
+    assert not JudgeOverride.objects.exists()
+    with pytest.raises(ValueError, match="at most"):
+        services.decision_override(decision=d, verdict="yes", reason="y" * (OVERRIDE_REASON_MAX_CHARS + 1), user=None)  # type: ignore[arg-type]
+    assert admin_client.post(url, {"verdict": "yes", "reason": "z" * OVERRIDE_REASON_MAX_CHARS}).status_code == 302
+
+
 def test_it_exports_filtered_decisions_as_csv(decisions: list[JudgeDecision], admin_client: Any) -> None:
     response = admin_client.get(reverse("judging:decision_export"), {"stage": "relevance"})
     assert response["Content-Type"] == "text/csv"

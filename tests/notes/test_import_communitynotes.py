@@ -451,3 +451,48 @@ def test_a_note_and_a_rater_deleted_during_an_exclusive_import_lose_their_rating
     assert _ratings_table() == expected
     assert all(_rating_schema()[1].values())  # both foreign keys validated
     assert report.skipped["ratings: note or rater deleted during the import"] > 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("ratings_path", ["copy", "rows"])
+def test_a_nul_byte_skips_or_cleans_its_row_and_the_import_goes_on(
+    cn_data: Path, tmp_path: Path, ratings_path: str
+) -> None:
+    """Issue 37: one NUL byte in one line of a notes or ratings TSV aborted the whole import
+    (PostgreSQL refuses NUL in text). Now a NUL in a note's text is removed (counted), a NUL in an
+    id skips its row (counted), every other row is imported, and a rerun does the same."""
+    notes_lines = (cn_data / "colin-fraser" / "notes-00000.tsv").read_text(encoding="utf-8").splitlines(True)
+    ratings_lines = (cn_data / "colin-fraser" / "ratings-00000.tsv").read_text(encoding="utf-8").splitlines(True)
+    # Line 5: a NUL inside the summary (the last column); line 6: a NUL inside the author's id.
+    fields = notes_lines[5].split("\t")
+    fields[-1] = fields[-1][:10] + "\x00" + fields[-1][10:]
+    notes_lines[5] = "\t".join(fields)
+    cleaned_id, cleaned_summary = fields[0], fields[-1].replace("\x00", "").rstrip("\r\n")
+    fields = notes_lines[6].split("\t")
+    skipped_note = fields[0]
+    fields[1] = fields[1][:4] + "\x00" + fields[1][4:]
+    notes_lines[6] = "\t".join(fields)
+    # Rating line 1 (of a note that is imported): a NUL inside the rater's id.
+    fields = ratings_lines[1].split("\t")
+    rated_note, rater = fields[0], fields[1]
+    fields[1] = rater[:4] + "\x00" + rater[4:]
+    ratings_lines[1] = "\t".join(fields)
+    of_skipped_note = sum(1 for line in ratings_lines[1:] if line.split("\t")[0] == skipped_note)
+    notes_file, ratings_file = tmp_path / "notes-00000.tsv", tmp_path / "ratings-00000.tsv"
+    notes_file.write_text("".join(notes_lines), encoding="utf-8")
+    ratings_file.write_text("".join(ratings_lines), encoding="utf-8")
+    args = ["--notes", str(notes_file), "--ratings", str(ratings_file)] + (
+        ["--no-copy"] if ratings_path == "rows" else []
+    )
+    for _ in range(2):  # a rerun goes through the same way
+        output = _import(*args)
+        assert "notes upserted: 4879" in output
+        assert "skipped (notes: control character (e.g. NUL) in author_id): 1" in output
+        assert "cut (notes: control characters (e.g. NUL) removed from the text): 1" in output
+        assert "skipped (ratings: control character (e.g. NUL) in " in output
+        assert Note.objects.count() == 4879
+        assert not Note.objects.filter(external_id=skipped_note).exists()
+        assert Note.objects.get(external_id=cleaned_id).text == cleaned_summary
+        # Every other rating: the 13,300 of the clean file less the NUL line and the skipped note's.
+        assert Rating.objects.count() == 13300 - 1 - of_skipped_note
+        assert not Rating.objects.filter(note__external_id=rated_note, rater__external_id=rater).exists()

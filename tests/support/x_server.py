@@ -82,6 +82,9 @@ class Scripted:
     status: int  # 0: answer as usual, after delay_s
     body: dict[str, Any] = field(default_factory=dict)
     delay_s: float = 0.0
+    # Sent verbatim instead of `body` (an HTML page, garbage, a bare JSON number), with this type.
+    raw: bytes | None = None
+    content_type: str = "text/html; charset=utf-8"
 
 
 @dataclass
@@ -174,10 +177,13 @@ class FakeX:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
-                data = json.dumps(body).encode()
+            def _answer(self, status: int, body: dict[str, Any] | Scripted, headers: dict[str, str]) -> None:
+                raw = body.raw if isinstance(body, Scripted) else None
+                data = raw if raw is not None else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header(
+                    "Content-Type", body.content_type if isinstance(body, Scripted) else "application/json"
+                )
                 self.send_header("Content-Length", str(len(data)))
                 for k, v in headers.items():
                     self.send_header(k, v)
@@ -229,7 +235,7 @@ class FakeX:
                 "x-rate-limit-reset": f"{self.window_reset:.3f}"}  # fmt: skip
 
     def _dispatch(self, method: str, path: str, params: dict[str, str], raw: bytes, headers: dict[str, str],
-                  raw_path: str) -> tuple[int, dict[str, Any], dict[str, str], float]:  # fmt: skip
+                  raw_path: str) -> tuple[int, dict[str, Any] | Scripted, dict[str, str], float]:  # fmt: skip
         with self.lock:
             now = time.time()
             try:
@@ -265,7 +271,7 @@ class FakeX:
                     status, out = self._route(method, path, params, body)
                     seen.status = status
                     return status, out, rate, answer.delay_s
-                return answer.status, answer.body, rate, answer.delay_s
+                return answer.status, (answer if answer.raw is not None else answer.body), rate, answer.delay_s
             status, out = self._route(method, path, params, body)
             seen.status = status
             return status, out, rate, 0

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from xnotes.client import XClient, XNotConfigured
+from xnotes import services
+from xnotes.client import XApiError, XClient, XNotConfigured
+from xnotes.rules import XShapeError
 
 
 def client_or_error() -> XClient:
@@ -31,3 +35,18 @@ def positive(value: str) -> int:
 
 def emit(command: BaseCommand, payload: dict[str, Any]) -> None:
     command.stdout.write(json.dumps(payload, sort_keys=True, default=str))
+
+
+@contextmanager
+def x_answers_checked() -> Iterator[None]:
+    """End the command with a non-zero exit and a message naming what X sent when X answers what
+    cannot be read (an HTML page, garbage, JSON of the wrong shape), an error, or 429s past the
+    cap on the total wait (X_API_MAX_TOTAL_WAIT_S)."""
+    try:
+        yield
+    except services.WaitCapExceeded as exc:
+        raise CommandError(str(exc)) from None
+    except XShapeError as exc:
+        raise CommandError(f"X's answer could not be read: {exc}") from None
+    except XApiError as exc:
+        raise CommandError(f"X's answer could not be used: {exc}") from None

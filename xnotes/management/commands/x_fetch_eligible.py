@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from xnotes import services
-from xnotes.management.commands._common import client_or_error, emit
+from xnotes.management.commands._common import client_or_error, emit, x_answers_checked
 
 
 class Command(BaseCommand):
@@ -43,7 +43,8 @@ class Command(BaseCommand):
         if pages is None and limit is not None:
             pages = 10_000  # as many as the limit needs
         run = services.fetch_run_create(max_results=max_results, page_limit=pages, post_limit=limit)
-        run = services.fetch_eligible(run=run, client=client, on_rate_limit=services.sleep_until_reset)
+        with x_answers_checked():
+            run = services.fetch_eligible(run=run, client=client, on_rate_limit=services.ResetWaiter())
         if run.state == run.State.FAILED:
             raise CommandError(run.error)
         emit(self, run.summary())

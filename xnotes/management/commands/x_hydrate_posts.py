@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from xnotes import services
-from xnotes.management.commands._common import client_or_error, emit
+from xnotes.management.commands._common import client_or_error, emit, x_answers_checked
 
 
 class Command(BaseCommand):
@@ -28,7 +28,8 @@ class Command(BaseCommand):
         if limit is not None and limit < 1:
             raise CommandError(f"--limit must be at least 1, got {limit}")
         client = client_or_error()
-        stats = services.hydrate_posts(
-            client=client, limit=limit or settings.X_HYDRATE_BATCH_LIMIT, on_rate_limit=services.sleep_until_reset
-        )
+        with x_answers_checked():
+            stats = services.hydrate_posts(
+                client=client, limit=limit or settings.X_HYDRATE_BATCH_LIMIT, on_rate_limit=services.ResetWaiter()
+            )
         emit(self, stats.as_dict())

@@ -10,7 +10,7 @@ from notes.models import Note
 from xnotes import rules, selectors, services
 from xnotes.budget import RateLimited
 from xnotes.client import XApiError
-from xnotes.management.commands._common import client_or_error, emit
+from xnotes.management.commands._common import client_or_error, emit, x_answers_checked
 from xnotes.models import XProposal
 
 
@@ -47,12 +47,14 @@ class Command(BaseCommand):
                 hint = " Neither the note's ratings nor its judges suggest a reason: pass --tag."
             raise CommandError(f"note {note.pk} cannot be proposed to X: {exc}{hint}") from None
         if proposal.state in (XProposal.State.QUEUED, XProposal.State.UNCERTAIN):
+            wait = services.ResetWaiter()
             while True:
                 try:
                     proposal = services.proposal_send(proposal_id=proposal.pk, client=client)
                     break
                 except RateLimited as limited:
-                    services.sleep_until_reset(limited)
+                    with x_answers_checked():
+                        wait(limited)
                 except XApiError as exc:
                     raise CommandError(f"X did not answer: {exc}; run the command again (it checks X first)") from None
         if proposal.state == XProposal.State.FAILED:

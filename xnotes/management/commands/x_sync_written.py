@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from xnotes import services
-from xnotes.management.commands._common import client_or_error, emit
+from xnotes.management.commands._common import client_or_error, emit, x_answers_checked
 
 
 class Command(BaseCommand):
@@ -21,7 +21,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         client = client_or_error()
-        stats = services.sync_written(client=client, on_rate_limit=services.sleep_until_reset)
+        with x_answers_checked():
+            stats = services.sync_written(client=client, on_rate_limit=services.ResetWaiter())
         emit(self, {
             "requests": stats.requests, "notes": stats.notes,
             "admission": services.admission_json(services.admission_now()),
