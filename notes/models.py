@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
@@ -22,6 +24,47 @@ class Topic(models.TextChoices):
     NOT_HEALTH = "not_health", "Not health"
 
 
+_M = TypeVar("_M", bound=models.Model)
+
+
+def has_text_q(prefix: str = "") -> Q:
+    """The one definition of "the post has text": `prefix` reaches the post from another model
+    ("post__" from a note). Imported posts without text hold only a placeholder."""
+    return Q(**{f"{prefix}text_available": True})
+
+
+# The "post text" filter of the home page, the rating queue and Stuck posts. By default only posts
+# a person can read: imported posts without text hold a placeholder nobody can rate or merge.
+TEXT_WITH, TEXT_ALL, TEXT_WITHOUT = "", "all", "without"
+TEXT_FILTER_CHOICES = [
+    (TEXT_WITH, "Posts with text"),
+    (TEXT_ALL, "All posts, also imported ones without text"),
+    (TEXT_WITHOUT, "Only imported posts without text"),
+]
+
+
+def text_filter(value: str | None) -> str:
+    """The filter's value from a query string (anything unknown is the default)."""
+    return value if value is not None and value in (TEXT_ALL, TEXT_WITHOUT) else TEXT_WITH
+
+
+def filter_by_text(queryset: models.QuerySet[_M], choice: str, *, prefix: str = "") -> models.QuerySet[_M]:
+    """`queryset` under the text filter; `prefix` reaches the post ("post__" from notes)."""
+    if choice == TEXT_WITH:
+        return queryset.filter(has_text_q(prefix))
+    if choice == TEXT_WITHOUT:
+        return queryset.exclude(has_text_q(prefix))
+    return queryset
+
+
+class PostQuerySet(models.QuerySet["Post"]):
+    def with_text(self) -> PostQuerySet:
+        return self.filter(has_text_q())
+
+    def without_text(self) -> PostQuerySet:
+        return self.exclude(has_text_q())
+
+
 class Post(models.Model):
     """A flagged social-media post (pasted by a contributor or imported)."""
 
@@ -40,6 +83,8 @@ class Post(models.Model):
     # False for a post imported from public data without its text: `text` is then a
     # placeholder, shown as such and never sent to a judge or classifier as the post.
     text_available = models.BooleanField(default=True)
+
+    objects = PostQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -28,19 +28,24 @@ from notes.supernotes import services as supernote_services
 
 @endpoint(methods=["GET"], permission=PUBLIC)
 def home(request: HttpRequest) -> HttpResponse:
-    topic = request.GET.get("topic", "")
-    topic = topic if topic in Topic.values else ""
-    page = request.GET.get("page", "1")
-    page_number = int(page) if page.isdigit() and 0 < int(page) <= 10_000 else 1
-    home = selectors.posts_for_home(page=page_number, topic=topic)
+    topic, page_number, text = _list_filters(request)
+    home = selectors.posts_for_home(page=page_number, topic=topic, text=text)
     # The list is the same for every visitor: rendered once per worker and content (rendering 20
     # posts with their notes cost more than the queries that read them).
     listing = _HOME_LISTS.get_or_build(
-        (home.content_key(), topic),
-        lambda: render_to_string("notes/_home_posts.html", {"home": home, "topic": topic}),
+        (home.content_key(), topic, text),
+        lambda: render_to_string("notes/_home_posts.html", {"home": home, "topic": topic, "text": text}),
     )
-    context = {"listing": listing.value, "topics": Topic.choices, "topic": topic}
-    return render(request, "notes/home.html", context)
+    context = {"listing": listing.value, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
+    return render(request, "notes/home.html", {**context, "hidden": home.hidden_without_text})
+
+
+def _text_context(request: HttpRequest, text: str) -> dict[str, object]:
+    """The "post text" filter's choices and the query string that shows the hidden posts too."""
+    query = request.GET.copy()
+    query["text"] = selectors.TEXT_ALL
+    query.pop("page", None)
+    return {"text": text, "text_choices": selectors.TEXT_FILTER_CHOICES, "show_query": query.urlencode()}
 
 
 _HOME_LISTS: Memo[str] = Memo(size=64)
@@ -306,9 +311,12 @@ def my_note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpRespo
 @endpoint(methods=["GET"], permission="notes.add_rating")
 def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     participant = _participant(request)
-    notes = selectors.rating_queue(participant=participant)
+    text = selectors.text_filter(request.GET.get("text"))
+    notes = selectors.rating_queue(participant=participant, text=text)
+    hidden = selectors.rating_queue_hidden(participant=participant) if text == selectors.TEXT_WITH else 0
     pairs = supernote_selectors.comparisons_available(participant=participant)
-    return render(request, "notes/rating_queue.html", {"notes": notes, "pairs": pairs})
+    context = {"notes": notes, "pairs": pairs, "hidden": hidden, **_text_context(request, text)}
+    return render(request, "notes/rating_queue.html", context)
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
@@ -400,7 +408,18 @@ def _run_context(run: SupernoteRun | None) -> dict[str, object]:
 
 @endpoint(methods=["GET"], permission="notes.add_supernoterun")
 def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
-    return render(request, "notes/stuck_posts.html", {"stuck": supernote_selectors.stuck_posts()})
+    topic, page, text = _list_filters(request)
+    stuck = supernote_selectors.stuck_page(page=page, topic=topic, text=text)
+    context = {"stuck": stuck, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
+    return render(request, "notes/stuck_posts.html", {**context, "hidden": stuck.hidden_without_text})
+
+
+def _list_filters(request: HttpRequest) -> tuple[str, int, str]:
+    """The health topic, page number and post-text filter of a list page's query string."""
+    topic = request.GET.get("topic", "")
+    page = request.GET.get("page", "1")
+    page_number = int(page) if page.isdigit() and 0 < int(page) <= 10_000 else 1
+    return (topic if topic in Topic.values else ""), page_number, selectors.text_filter(request.GET.get("text"))
 
 
 @endpoint(methods=["POST"], permission="notes.add_supernoterun")
