@@ -145,10 +145,18 @@ class NoteForm(forms.Form):
         max_length=2000,
     )
 
-    def __init__(self, *args: object, urls: list[str], **kwargs: object) -> None:
+    def __init__(self, *args: object, urls: list[str], autosave_url: str = "", **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.urls = urls
-        self.fields["text"].widget.attrs["data-urls"] = str(len(urls))
+        attrs = self.fields["text"].widget.attrs
+        attrs["data-urls"] = str(len(urls))
+        if autosave_url:
+            # Saved as it is edited (htmx); the "Save my text" button does the same without JavaScript.
+            # No browser form restore: going back shows the server's last saved text.
+            attrs.update({
+                "hx-post": autosave_url, "hx-trigger": "input changed delay:700ms, change",
+                "hx-target": "#autosave-status", "hx-swap": "innerHTML", "autocomplete": "off",
+            })  # fmt: skip
 
     def clean_text(self) -> str:
         text = " ".join(self.cleaned_data["text"].split())
@@ -162,6 +170,12 @@ class NoteForm(forms.Form):
                 f"{length} (each link counts as 1 character). Shorten it."
             )
         return text
+
+
+class DraftTextForm(forms.Form):
+    """The editor's text as saved while it is edited: kept as typed (the submit form cleans it)."""
+
+    text = forms.CharField(required=False, strip=False, max_length=2000)
 
 
 class RatingForm(forms.Form):

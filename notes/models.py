@@ -382,6 +382,10 @@ class DraftJob(models.Model):
     progress = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
     draft_text = models.TextField(blank=True)
+    # The text in the contributor's editor, saved as it is edited (autosave, "Save my text", a
+    # pre-flight or a submit that failed); None until the first save. A new machine draft resets it.
+    edited_text = models.TextField(blank=True)
+    edited_at = models.DateTimeField(null=True, blank=True)
     # Which generator wrote the draft, e.g. "llm:gpt-4.1-mini" or "baseline:extractive".
     draft_method = models.CharField(max_length=120, blank=True)
     # Per draft sentence, the snippet it came from (when the method knows it).
@@ -406,6 +410,11 @@ class DraftJob(models.Model):
 
     def __str__(self) -> str:
         return f"draft {self.pk} ({self.state})"
+
+    @property
+    def editor_text(self) -> str:
+        """What the editor shows: the contributor's last saved text, else the machine draft."""
+        return self.edited_text if self.edited_at is not None else self.draft_text
 
     @property
     def draft_producer(self) -> Producer:

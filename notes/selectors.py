@@ -36,6 +36,7 @@ from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from evidence.search.selectors import automation_running
 from evidence.snippets import snippet_is_confirmed, snippet_refining, snippets_ahead
+from judging.models import PreflightCheck
 from judging.selectors import judging_for_notes
 from notes.models import (
     TEXT_ALL,
@@ -195,6 +196,16 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
         poll_seconds=POLL_WAITING_S if waiting else (POLL_READING_S if refining else None),
         refresh_seconds=NOSCRIPT_REFRESH_S if waiting else None,
     )
+
+
+def submitted_note(*, job: DraftJob) -> Note | None:
+    """The note a draft became (None while it is not submitted)."""
+    return Note.objects.filter(draft_job=job).order_by("pk").first()
+
+
+def preflight_of(*, job: DraftJob, check_id: int) -> PreflightCheck | None:
+    """A pre-flight of this draft (by its owner), or None."""
+    return PreflightCheck.objects.filter(pk=check_id, draft_job=job, requested_by_id=job.contributor_id).first()
 
 
 def participant_of(*, user: User | AnonymousUser) -> Participant | None:

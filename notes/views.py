@@ -19,7 +19,15 @@ from evidence.search.services import AutomationError, automation_run_start
 from judging.selectors import preflight_queue_waiting
 from notes import selectors, services
 from notes.analytics.selectors import spike_queue
-from notes.forms import AddEvidenceForm, ComparisonForm, ContributeForm, NoteForm, RatingForm, SignupForm
+from notes.forms import (
+    AddEvidenceForm,
+    ComparisonForm,
+    ContributeForm,
+    DraftTextForm,
+    NoteForm,
+    RatingForm,
+    SignupForm,
+)
 from notes.models import DraftJob, Participant, Post, SupernoteComparison, SupernoteRun, Topic
 from notes.supernotes import comparison as comparison_module
 from notes.supernotes import selectors as supernote_selectors
@@ -114,9 +122,15 @@ def _workspace(request: HtmxHttpRequest, job: DraftJob, **extra: object) -> Http
             response["HX-Refresh"] = "true"  # the editor needs the new draft text
         return response
     if "note_form" not in context:
-        context["note_form"] = NoteForm(initial={"text": job.draft_text}, urls=gate.urls)
+        autosave = reverse("draft_text_save", args=[job.pk])
+        context["note_form"] = NoteForm(initial={"text": job.editor_text}, urls=gate.urls, autosave_url=autosave)
     context.setdefault("add_form", AddEvidenceForm(existing=[]))
-    return render(request, "notes/draft_detail.html", context)
+    if job.state == DraftJob.State.SUBMITTED:
+        context["submitted_note"] = selectors.submitted_note(job=job)
+    response = render(request, "notes/draft_detail.html", context)
+    # Never from the browser's cache: the back button and a reload show the last saved text.
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _within_evidence_cap(request: AuthenticatedHttpRequest, form: ContributeForm | AddEvidenceForm) -> bool:
@@ -175,7 +189,30 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @endpoint(methods=["GET"], permission="notes.view_draftjob")
 def draft_detail(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
-    return _workspace(request, _own_job(request, job_id))
+    job = _own_job(request, job_id)
+    check_id = request.GET.get("check", "")
+    if check_id.isdigit() and not request.htmx:  # the pre-flight this page redirected to (post/redirect/get)
+        check = selectors.preflight_of(job=job, check_id=int(check_id))
+        if check is not None:
+            return _workspace(request, job, preflight_check=check, queue_waiting=preflight_queue_waiting(check=check))
+    return _workspace(request, job)
+
+
+@endpoint(methods=["POST"], permission="notes.change_draftjob")
+def draft_text_save(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
+    """Keep the editor's text on the draft: htmx saves it as it is edited; without JavaScript the
+    "Save my text" button posts here and comes back to the editor."""
+    job = _own_job(request, job_id)
+    form = DraftTextForm(request.POST)
+    if form.is_valid():
+        job = services.draft_text_save(job=job, text=form.cleaned_data["text"])
+    if request.htmx:  # htmx swaps only 2xx answers: the status line says whether it was saved
+        return render(request, "notes/draft_detail.html#autosave", {"job": job, "form": form})
+    if form.is_valid():
+        messages.success(request, "Your text is saved.")
+    else:
+        messages.error(request, "Not saved: " + " ".join(form.errors.get("text", [])))
+    return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
@@ -273,15 +310,32 @@ def draft_discard(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespons
 
 @endpoint(methods=["POST"], permission="notes.add_note")
 def note_submit(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
+    """Submit the note; on any refusal the text is kept on the draft and the page comes back with
+    why (post/redirect/get: a reload never posts it again)."""
     job = _own_job(request, job_id)
     form = NoteForm(request.POST, urls=selectors.draft_gate(job=job).urls)
     if not form.is_valid():
-        return _workspace(request, job, note_form=form)
+        services.draft_text_save(job=job, text=request.POST.get("text", "")[:5000])
+        for error in form.errors.get("text", []) + list(form.non_field_errors()):
+            messages.error(request, f"Not submitted: {error}")
+        return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
     try:
         note = services.note_submit(job=job, user=request.user, text=form.cleaned_data["text"])
     except services.FlowError as exc:
-        messages.error(request, str(exc))
-        return _workspace(request, job, note_form=form)
+        services.draft_text_save(job=job, text=form.cleaned_data["text"])
+        submitted = selectors.submitted_note(job=job)
+        if submitted is not None:  # the other tab won: say where its note is; this text stays to copy
+            messages.error(
+                request,
+                format_html(
+                    'Not submitted: this draft\'s note was already submitted (<a href="{}">see the submitted '
+                    "note</a>). The text you sent is kept below to copy.",
+                    reverse("my_note_detail", args=[submitted.pk]),
+                ),
+            )
+        else:
+            messages.error(request, f"Not submitted: {exc}")
+        return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
     messages.success(
         request, "Note submitted. The judges' verdicts appear below as they arrive; raters decide its status."
     )
@@ -369,10 +423,14 @@ def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
     gate = selectors.draft_gate(job=job)
     form = NoteForm(request.POST, urls=gate.urls)
     if not form.is_valid():
-        return _workspace(request, job, note_form=form)
+        services.draft_text_save(job=job, text=request.POST.get("text", "")[:5000])
+        for error in form.errors.get("text", []):
+            messages.error(request, f"Not checked: {error}")
+        return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
+    services.draft_text_save(job=job, text=form.cleaned_data["text"])
     check = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"], user=request.user)
-    waiting = preflight_queue_waiting(check=check)
-    return _workspace(request, job, note_form=form, preflight_check=check, queue_waiting=waiting)
+    # Post/redirect/get: a reload shows the verdicts, it never queues the judges again.
+    return redirect(f"{reverse('draft_detail', args=[job.pk])}?check={check.pk}#preflight-result")
 
 
 # --- Supernotes ------------------------------------------------------------------------------
