@@ -133,3 +133,27 @@ def test_home_rating_queue_and_stuck_posts_show_posts_with_text_and_the_filter_b
     expect(page.locator("section.stuck-post")).to_have_count(4)
     # Only the post with text offers a Supernote run.
     expect(page.locator("button:has-text('Generate Supernote')")).to_have_count(1)
+
+
+@pytest.mark.browser
+def test_the_relevance_decision_page_shows_the_note_judged(
+    page: Any, live_server: Any, make_user: Any, settings: Any, transactional_db: None
+) -> None:
+    from judging import services
+    from judging.models import JudgeDecision
+    from tests.judging.factories import NOTE, SNIPPET, note_with_evidence
+
+    settings.LLM_BASE_URL = ""
+    settings.JUDGE_BASELINE_SIMILARITY = "lexical"
+    settings.HELPFULNESS_CLASSIFIER_DIR = "/nonexistent"
+    make_user("ada", ADMIN, staff=True)
+    run = services.judge_run_request(note=note_with_evidence())
+    while services.judge_run_step(run_id=run.pk):
+        pass
+    relevance = JudgeDecision.objects.get(note=run.note, stage="relevance")
+    base = live_server.url
+    _login(page, base, "ada")
+    page.goto(f"{base}/judging/audit/{relevance.pk}/")
+    expect(page.locator("#judged-note")).to_contain_text("Note as judged")
+    expect(page.locator("#judged-note")).to_contain_text(NOTE)
+    expect(page.locator("#judged-snippets")).to_contain_text(SNIPPET)
