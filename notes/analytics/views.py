@@ -78,6 +78,7 @@ def spikes_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     unit, window, k = form.options()
     report = selectors.spike_report(form.filters(), unit=unit, window=window, k=k)
     s = report.series
+    span = selectors.spike_data_span(form.filters(), unit=unit) if not s.days else None
     chart = charts.time_series_chart(
         f"{'Notes' if unit == 'notes' else 'Flagged posts'} per day",
         [d.isoformat() for d in s.days],
@@ -96,6 +97,7 @@ def spikes_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         "unit": unit,
         "daily": list(zip(s.days, s.counts, s.rolling_mean, s.threshold, strict=True)),
         "rule": report.rule,
+        "span": span,
         "window": window,
         "k": k,
     }
