@@ -76,7 +76,11 @@ class ContributeForm(forms.Form):
         label="Post text",
         widget=forms.Textarea(attrs={"rows": 4}),
         max_length=POST_MAX_CHARS,
-        help_text="Paste the text of the post you want to add context to.",
+        help_text=f"Paste the text of the post you want to add context to (at most {POST_MAX_CHARS} characters).",
+        error_messages={
+            "max_length": "The post you pasted is %(show_value)d characters long; at most %(limit_value)d are "
+            "accepted. Shorten it to the part that makes the claim: nothing was cut for you."
+        },
     )
     source_url = forms.URLField(
         label="Link to the post (optional)", required=False, max_length=2000, assume_scheme="https"
@@ -99,6 +103,8 @@ class ContributeForm(forms.Form):
 
     def __init__(self, *args: object, finding: bool = False, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # No maxlength in the browser: it cuts a long paste silently; the server says why instead.
+        self.fields["text"].widget.attrs.pop("maxlength", None)
         # "Find evidence for me": the URLs become optional (the contributor may still add some).
         self.finding = finding
 

@@ -134,11 +134,15 @@ def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         [charts.Series("chosen by people", cats.human), charts.Series("proposed by the automation", cats.machine)],
         description="Number of evidence sources per source category, human-selected and machine-selected.",
     )
+    # Posts imported without text are never classified: a bar of them would dwarf the topics'
+    # bars, so they are counted in a line beside the chart instead.
+    topic_bars = [row for row in topics if row[0] != selectors.NO_TEXT]
+    no_text = sum(n for value, _, n in topics if value == selectors.NO_TEXT)
     topic_chart = charts.bar_chart(
         "Posts by health topic",
-        [label for _, label, _ in topics],
-        [charts.Series("posts", [n for _, _, n in topics])],
-        description="Posts of the matching notes per health topic.",
+        [label for _, label, _ in topic_bars],
+        [charts.Series("posts", [n for _, _, n in topic_bars])],
+        description="Posts of the matching notes per health topic (posts imported without text left out).",
     )
     agreement, agreement_excluded = selectors.agreement_over_time(filters)
     months = sorted({row.month for row in agreement})
@@ -156,6 +160,8 @@ def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     )
     context = {
         "form": form,
+        "topic_bars": topic_bars,
+        "no_text": no_text,
         "agreement": agreement,
         "agreement_excluded": agreement_excluded,
         "agreement_chart": mark_safe(agreement_chart),  # noqa: S308  (escaped by notes.analytics.charts)

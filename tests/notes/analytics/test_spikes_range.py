@@ -63,3 +63,17 @@ def test_a_range_without_data_says_where_the_data_is(admin_client: Any) -> None:
     ).content.decode()
     assert "No data in this range; the data spans 2021-03-01 to 2021-04-01" in html
     assert "date_from=2021-03-01&amp;date_to=2021-04-01" in html
+
+
+def test_the_topic_chart_leaves_posts_without_text_out_of_the_bars_and_counts_them_beside(admin_client: Any) -> None:
+    readable = Post.objects.create(text="Masks cause harm.", text_hash="m", topic="guidance")
+    Note.objects.create(post=readable, text="Masks are safe.")
+    for i in range(3):
+        imported = Post.objects.create(text="[imported]", text_hash=f"i{i}", text_available=False)
+        Note.objects.create(post=imported, text=f"Imported note {i}.")
+    response = admin_client.get(reverse("analytics:judging"))
+    html = response.content.decode()
+    assert "Imported without text" not in "".join(label for _, label, _ in response.context["topic_bars"])
+    assert "Not in the bars: 3 posts imported without text" in html
+    chart = html.split("Posts by health topic</h2>")[1].split("</figure>")[0]
+    assert "Imported without text" not in chart
