@@ -54,9 +54,9 @@ def main() -> None:
     print("| cases | n | agree | agreement |")
     print("|---|---|---|---|")
     total = [0, 0]
-    for kind, (agree, n) in sorted(rows.items()):
-        print(f"| {kind} | {n} | {agree} | {agree / n:.0%} |")
-        total[0] += agree
+    for kind, (n_agree, n) in sorted(rows.items()):
+        print(f"| {kind} | {n} | {n_agree} | {n_agree / n:.0%} |")
+        total[0] += n_agree
         total[1] += n
     print(f"| all | {total[1]} | {total[0]} | {total[0] / total[1]:.0%} |")
 

@@ -99,9 +99,9 @@ def posts_for_home(*, page: int = 1, topic: str = "", text: str = TEXT_WITH, siz
     # Only what the page shows of a note: no author join, and none of the scorer's stored fields
     # (rules JSON, explanation text) to read and decode for every note of 20 posts.
     notes = Note.objects.only("id", "post_id", "text", "status", "created_at").order_by("-created_at")
-    posts = Post.objects.filter(topic=topic) if topic else Post.objects.all()
-    hidden = posts.without_text().count() if text == TEXT_WITH else 0
-    posts = filter_by_text(posts, text)
+    base = Post.objects.filter(topic=topic) if topic else Post.objects.all()
+    hidden = base.without_text().count() if text == TEXT_WITH else 0
+    posts = filter_by_text(base, text)
     start = (page - 1) * size
     rows = list(
         posts.prefetch_related(Prefetch("notes", queryset=notes)).order_by("-created_at", "-pk")[

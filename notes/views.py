@@ -211,7 +211,7 @@ def draft_text_save(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespo
     if form.is_valid():
         messages.success(request, "Your text is saved.")
     else:
-        messages.error(request, "Not saved: " + " ".join(form.errors.get("text", [])))
+        messages.error(request, "Not saved: " + " ".join(str(e) for e in form.errors.get("text", [])))
     return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
 
 

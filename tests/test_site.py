@@ -326,7 +326,7 @@ def test_the_benchmark_banner_links_the_benchmark_page_for_admins_only(
 
 
 def test_a_403_is_logged_in_one_line_without_a_traceback(rater_client: Any, capsys: Any) -> None:
-    import logging
+    import logging.config
 
     from django.conf import settings as django_settings
 
