@@ -157,3 +157,32 @@ def test_the_relevance_decision_page_shows_the_note_judged(
     expect(page.locator("#judged-note")).to_contain_text("Note as judged")
     expect(page.locator("#judged-note")).to_contain_text(NOTE)
     expect(page.locator("#judged-snippets")).to_contain_text(SNIPPET)
+
+
+@pytest.mark.browser
+def test_spikes_opens_on_a_range_with_data(page: Any, live_server: Any, make_user: Any, transactional_db: None) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    make_user("ada", ADMIN, staff=True)
+    post = post_create(text="Masks cause harm.")
+    start = dt.date(2021, 1, 1)
+    notes = []
+    for i in range(300):  # 2021 with a spike in the autumn, then one note today (as the demo adds)
+        when = timezone.make_aware(dt.datetime.combine(start + dt.timedelta(days=i), dt.time(12)))
+        notes += [
+            Note(post=post, text=f"Note {i} {k} on masks", created_at=when)
+            for k in range(40 if i == 250 else 1 + i % 3)
+        ]
+    notes.append(Note(post=post, text="A note of today on masks"))
+    Note.objects.bulk_create(notes)
+    base = live_server.url
+    _login(page, base, "ada")
+    page.goto(f"{base}/analytics/spikes/")
+    expect(page.locator("table.spikes caption")).to_have_text("1 spike")
+    expect(page.locator("svg.chart circle[fill='#c53030']")).to_have_count(1)
+    expect(page.locator("table.spikes")).to_contain_text("2021-09-08")
+    expect(page.locator("#shown-range")).to_contain_text("2021-10-08")
+    page.click("#shown-range >> text=show it all")
+    expect(page.locator("table.spikes caption")).to_have_text("1 spike")
