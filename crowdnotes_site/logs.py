@@ -22,6 +22,17 @@ class ContextFilter(logging.Filter):
         return True
 
 
+class ClientErrorFilter(logging.Filter):
+    """A refused request (403, 404: the client's error) is logged as one line, without the
+    traceback Django attaches to PermissionDenied: the traceback says nothing about the server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if record.name.startswith("django.request") and isinstance(status, int) and status < 500:
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     _skip = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 

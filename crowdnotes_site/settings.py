@@ -522,9 +522,14 @@ SILENCED_SYSTEM_CHECKS = ["security.W021"] if not SECURE_HSTS_PRELOAD else []
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "crowdnotes_site.logs.ContextFilter"}},
+    "filters": {
+        "context": {"()": "crowdnotes_site.logs.ContextFilter"},
+        "client_errors": {"()": "crowdnotes_site.logs.ClientErrorFilter"},
+    },
     "formatters": {"json": {"()": "crowdnotes_site.logs.JsonFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["context"], "formatter": "json"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["context", "client_errors"], "formatter": "json"}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

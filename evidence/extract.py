@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import ftfy
+
 from evidence.errors import ExtractionError
 from evidence.fetch import HTML, PDF, TEXT
 
@@ -235,6 +237,9 @@ def extract(
         text, title, published, kind = raw, None, None, "text"
     else:
         raise ExtractionError("unsupported_type", f"cannot extract {content_type!r}")
+    # Mojibake from a page encoded twice ("thereâ\x80\x99s" for "there's"): ftfy's fix_encoding
+    # repairs only that, leaving quotes, dashes and the rest of the text as the page wrote them.
+    text, title = ftfy.fix_encoding(text), ftfy.fix_encoding(title) if title else title
     text = re.sub(r"[ \t\u00a0]+", " ", text.replace("\r\n", "\n")).strip()
     text = re.sub(r"\n{3,}", "\n\n", text)
     n_words = count_words(text)

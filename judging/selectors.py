@@ -15,7 +15,15 @@ from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from crowdnotes_site.lib import status as note_status
-from crowdnotes_site.lib.llm.pipeline import NOT_REACHED, STAGES, JudgeInput, gated, helpful_of, stopped_by
+from crowdnotes_site.lib.llm.pipeline import (
+    NOT_REACHED,
+    STAGES,
+    JudgeInput,
+    gated,
+    helpful_of,
+    stopped_by,
+)
+from crowdnotes_site.lib.llm.pipeline import content_hash as judge_content_hash
 from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.lib.memo import Memo
 from crowdnotes_site.models import LlmUsage
@@ -33,6 +41,26 @@ def unjudgeable_reason(note: Note) -> str | None:
     """Why the judges must not see this note, or None: an imported post without its text
     would be judged by its placeholder."""
     return note.post.text_missing_reason()
+
+
+@dataclass(frozen=True)
+class JudgedNote:
+    """The note text a decision was made on, and whether it is that version for sure."""
+
+    text: str
+    # True: stored with the decision, or the note's current version is the one judged (same
+    # content hash). False: an older decision that stored no note text, on a note changed since.
+    exact: bool
+
+
+def note_as_judged(decision: JudgeDecision) -> JudgedNote:
+    """The note text of the version this decision judged (decisions store it since issue 35;
+    for older ones the current text, said to be exact only when its content hash matches)."""
+    stored = decision.inputs.get("note_text_judged") if isinstance(decision.inputs, dict) else None
+    if stored:
+        return JudgedNote(str(stored), True)
+    current = judge_input_for_note(decision.note)
+    return JudgedNote(decision.note.text, judge_content_hash(current) == decision.content_hash)
 
 
 def judge_input_for_note(note: Note) -> JudgeInput:

@@ -88,6 +88,7 @@ def _detail(request: HttpRequest, decision: JudgeDecision, form: OverrideForm, s
         "form": form,
         "overrides": decision.overrides.select_related("by"),
         "stopped_by": selectors.gated_out([decision]).get(decision.pk, ""),
+        "judged_note": selectors.note_as_judged(decision),
     }
     return render(request, "judging/decision_detail.html", context, status=status)
 

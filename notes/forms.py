@@ -80,7 +80,11 @@ class ContributeForm(forms.Form):
         label="Post text",
         widget=forms.Textarea(attrs={"rows": 4}),
         max_length=POST_MAX_CHARS,
-        help_text="Paste the text of the post you want to add context to.",
+        help_text=f"Paste the text of the post you want to add context to (at most {POST_MAX_CHARS} characters).",
+        error_messages={
+            "max_length": "The post you pasted is %(show_value)d characters long; at most %(limit_value)d are "
+            "accepted. Shorten it to the part that makes the claim: nothing was cut for you."
+        },
     )
     source_url = forms.URLField(
         label="Link to the post (optional)", required=False, max_length=2000, assume_scheme="https"
@@ -104,6 +108,8 @@ class ContributeForm(forms.Form):
 
     def __init__(self, *args: object, finding: bool = False, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # No maxlength in the browser: it cuts a long paste silently; the server says why instead.
+        self.fields["text"].widget.attrs.pop("maxlength", None)
         # "Find evidence for me": the URLs become optional (the contributor may still add some).
         self.finding = finding
 
@@ -154,10 +160,18 @@ class NoteForm(forms.Form):
         max_length=2000,
     )
 
-    def __init__(self, *args: object, urls: list[str], **kwargs: object) -> None:
+    def __init__(self, *args: object, urls: list[str], autosave_url: str = "", **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.urls = urls
-        self.fields["text"].widget.attrs["data-urls"] = str(len(urls))
+        attrs = self.fields["text"].widget.attrs
+        attrs["data-urls"] = str(len(urls))
+        if autosave_url:
+            # Saved as it is edited (htmx); the "Save my text" button does the same without JavaScript.
+            # No browser form restore: going back shows the server's last saved text.
+            attrs.update({
+                "hx-post": autosave_url, "hx-trigger": "input changed delay:700ms, change",
+                "hx-target": "#autosave-status", "hx-swap": "innerHTML", "autocomplete": "off",
+            })  # fmt: skip
 
     def clean_text(self) -> str:
         text = " ".join(self.cleaned_data["text"].split())
@@ -171,6 +185,12 @@ class NoteForm(forms.Form):
                 f"{length} (each link counts as 1 character). Shorten it."
             )
         return text
+
+
+class DraftTextForm(forms.Form):
+    """The editor's text as saved while it is edited: kept as typed (the submit form cleans it)."""
+
+    text = forms.CharField(required=False, strip=False, max_length=2000)
 
 
 class RatingForm(forms.Form):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
@@ -21,6 +23,47 @@ class Topic(models.TextChoices):
     NOT_HEALTH = "not_health", "Not health"
 
 
+_M = TypeVar("_M", bound=models.Model)
+
+
+def has_text_q(prefix: str = "") -> Q:
+    """The one definition of "the post has text": `prefix` reaches the post from another model
+    ("post__" from a note). Imported posts without text hold only a placeholder."""
+    return Q(**{f"{prefix}text_available": True})
+
+
+# The "post text" filter of the home page, the rating queue and Stuck posts. By default only posts
+# a person can read: imported posts without text hold a placeholder nobody can rate or merge.
+TEXT_WITH, TEXT_ALL, TEXT_WITHOUT = "", "all", "without"
+TEXT_FILTER_CHOICES = [
+    (TEXT_WITH, "Posts with text"),
+    (TEXT_ALL, "All posts, also imported ones without text"),
+    (TEXT_WITHOUT, "Only imported posts without text"),
+]
+
+
+def text_filter(value: str | None) -> str:
+    """The filter's value from a query string (anything unknown is the default)."""
+    return value if value is not None and value in (TEXT_ALL, TEXT_WITHOUT) else TEXT_WITH
+
+
+def filter_by_text(queryset: models.QuerySet[_M], choice: str, *, prefix: str = "") -> models.QuerySet[_M]:
+    """`queryset` under the text filter; `prefix` reaches the post ("post__" from notes)."""
+    if choice == TEXT_WITH:
+        return queryset.filter(has_text_q(prefix))
+    if choice == TEXT_WITHOUT:
+        return queryset.exclude(has_text_q(prefix))
+    return queryset
+
+
+class PostQuerySet(models.QuerySet["Post"]):
+    def with_text(self) -> PostQuerySet:
+        return self.filter(has_text_q())
+
+    def without_text(self) -> PostQuerySet:
+        return self.exclude(has_text_q())
+
+
 class Post(models.Model):
     """A flagged social-media post (pasted by a contributor or imported)."""
 
@@ -39,6 +82,8 @@ class Post(models.Model):
     # False for a post imported from public data without its text: `text` is then a
     # placeholder, shown as such and never sent to a judge or classifier as the post.
     text_available = models.BooleanField(default=True)
+
+    objects = PostQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -348,6 +393,10 @@ class DraftJob(models.Model):
     progress = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True)
     draft_text = models.TextField(blank=True)
+    # The text in the contributor's editor, saved as it is edited (autosave, "Save my text", a
+    # pre-flight or a submit that failed); None until the first save. A new machine draft resets it.
+    edited_text = models.TextField(blank=True)
+    edited_at = models.DateTimeField(null=True, blank=True)
     # Which generator wrote the draft, e.g. "llm:gpt-4.1-mini" or "baseline:extractive".
     draft_method = models.CharField(max_length=120, blank=True)
     # Per draft sentence, the snippet it came from (when the method knows it).
@@ -372,6 +421,11 @@ class DraftJob(models.Model):
 
     def __str__(self) -> str:
         return f"draft {self.pk} ({self.state})"
+
+    @property
+    def editor_text(self) -> str:
+        """What the editor shows: the contributor's last saved text, else the machine draft."""
+        return self.edited_text if self.edited_at is not None else self.draft_text
 
     @property
     def draft_producer(self) -> Producer:

@@ -36,8 +36,13 @@ from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from evidence.search.selectors import automation_running
 from evidence.snippets import snippet_is_confirmed, snippet_refining, snippets_ahead
+from judging.models import PreflightCheck
 from judging.selectors import judging_for_notes
 from notes.models import (
+    TEXT_ALL,
+    TEXT_FILTER_CHOICES,
+    TEXT_WITH,
+    TEXT_WITHOUT,
     DraftJob,
     Note,
     NoteStatus,
@@ -47,7 +52,11 @@ from notes.models import (
     Rating,
     RatingLevel,
     ScoringRun,
+    filter_by_text,
+    text_filter,
 )
+
+__all__ = ["TEXT_ALL", "TEXT_FILTER_CHOICES", "TEXT_WITH", "TEXT_WITHOUT", "text_filter"]
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -67,6 +76,8 @@ class HomePage:
     posts: list[Post]
     page: int
     has_next: bool
+    # Imported posts without text left out by the default filter (0 when the filter shows them).
+    hidden_without_text: int = 0
 
     def content_key(self) -> str:
         """A digest of every value the post list shows (posts, their notes in order, the pager):
@@ -78,24 +89,26 @@ class HomePage:
             )
             for post in self.posts
         ]  # fmt: skip
-        return content_key(self.page, self.has_next, rows)
+        return content_key(self.page, self.has_next, self.hidden_without_text, rows)
 
 
-def posts_for_home(*, page: int = 1, topic: str = "", size: int = HOME_PAGE_SIZE) -> HomePage:
+def posts_for_home(*, page: int = 1, topic: str = "", text: str = TEXT_WITH, size: int = HOME_PAGE_SIZE) -> HomePage:
     """One page of posts, newest first, with their notes. The page counts the prefetched notes (a
     COUNT annotation would group every post and note of the table before the limit), and reads one
     row past the page to know whether an older page exists (no COUNT of the whole table)."""
     # Only what the page shows of a note: no author join, and none of the scorer's stored fields
     # (rules JSON, explanation text) to read and decode for every note of 20 posts.
     notes = Note.objects.only("id", "post_id", "text", "status", "created_at").order_by("-created_at")
-    posts = Post.objects.filter(topic=topic) if topic else Post.objects.all()
+    base = Post.objects.filter(topic=topic) if topic else Post.objects.all()
+    hidden = base.without_text().count() if text == TEXT_WITH else 0
+    posts = filter_by_text(base, text)
     start = (page - 1) * size
     rows = list(
         posts.prefetch_related(Prefetch("notes", queryset=notes)).order_by("-created_at", "-pk")[
             start : start + size + 1
         ]
     )
-    return HomePage(posts=rows[:size], page=page, has_next=len(rows) > size)
+    return HomePage(posts=rows[:size], page=page, has_next=len(rows) > size, hidden_without_text=hidden)
 
 
 # How often the draft page asks for news (htmx), and reloads itself without JavaScript: every
@@ -185,6 +198,16 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
     )
 
 
+def submitted_note(*, job: DraftJob) -> Note | None:
+    """The note a draft became (None while it is not submitted)."""
+    return Note.objects.filter(draft_job=job).order_by("pk").first()
+
+
+def preflight_of(*, job: DraftJob, check_id: int) -> PreflightCheck | None:
+    """A pre-flight of this draft (by its owner), or None."""
+    return PreflightCheck.objects.filter(pk=check_id, draft_job=job, requested_by_id=job.contributor_id).first()
+
+
 def participant_of(*, user: User | AnonymousUser) -> Participant | None:
     """The viewer's scoring identity (None for anonymous visitors and users who never had one)."""
     if not user.is_authenticated:
@@ -208,12 +231,17 @@ def notes_for_user(*, user: User) -> QuerySet[Note]:
 # --- Ratings and scoring ---------------------------------------------------------------------
 
 
-def rating_queue(*, participant: Participant, limit: int = 20) -> list[Note]:
+def rating_queue(*, participant: Participant, limit: int = 20, text: str = TEXT_WITH) -> list[Note]:
     """The first `limit` notes of `rating_queue_queryset`."""
-    return list(rating_queue_queryset(participant=participant)[:limit])
+    return list(rating_queue_queryset(participant=participant, text=text)[:limit])
 
 
-def rating_queue_queryset(*, participant: Participant) -> QuerySet[Note]:
+def rating_queue_hidden(*, participant: Participant) -> int:
+    """How many notes of this rater's queue are on imported posts without text (hidden by default)."""
+    return rating_queue_queryset(participant=participant, text=TEXT_WITHOUT).order_by().count()
+
+
+def rating_queue_queryset(*, participant: Participant, text: str = TEXT_WITH) -> QuerySet[Note]:
     """Notes this rater can rate next, most needed first.
 
     Notes that still need ratings, not written and not yet rated by this rater. A note lacking
@@ -234,6 +262,7 @@ def rating_queue_queryset(*, participant: Participant) -> QuerySet[Note]:
         .exclude(Exists(Rating.objects.filter(note=OuterRef("pk"), rater=participant)))
         .select_related("post")
     )
+    notes = filter_by_text(notes, text, prefix="post__")
     return notes.order_by(first, "num_ratings", "-created_at", "-pk")
 
 

@@ -377,6 +377,9 @@ def _draft_claimed(job: DraftJob) -> DraftJob:
     DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
         state=DraftJob.State.DRAFTED,
         draft_text=draft.text,
+        # The contributor asked for this new draft: the editor shows it (their request replaced the text).
+        edited_text="",
+        edited_at=None,
         draft_method=draft.method,
         draft_provenance=draft.provenance,
         progress=100,
@@ -414,6 +417,16 @@ def note_origin(*, confirmed: list[Snippet], survival: float | None) -> str:
     if proposed:
         return Note.Origin.AUTOMATED if machine_text else Note.Origin.HUMAN_MACHINE_EVIDENCE
     return Note.Origin.AUGMENTED if machine_text else Note.Origin.HUMAN
+
+
+def draft_text_save(*, job: DraftJob, text: str) -> DraftJob:
+    """Keep the text in the contributor's editor on the draft (autosave, "Save my text", a
+    pre-flight, a failed submit), so every way back to the draft page shows it. Also on a draft
+    already submitted: the losing tab of a double submit keeps its text there to copy."""
+    now = timezone.now()
+    DraftJob.objects.filter(pk=job.pk).update(edited_text=text, edited_at=now, updated_at=now)
+    job.edited_text, job.edited_at = text, now
+    return job
 
 
 @transaction.atomic

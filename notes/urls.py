@@ -16,6 +16,7 @@ urlpatterns = [
     path("drafts/<int:job_id>/draft/", views.draft_request, name="draft_request"),
     path("drafts/<int:job_id>/discard/", views.draft_discard, name="draft_discard"),
     path("drafts/<int:job_id>/find-evidence/", views.automation_start, name="automation_start"),
+    path("drafts/<int:job_id>/text/", views.draft_text_save, name="draft_text_save"),
     path("drafts/<int:job_id>/submit/", views.note_submit, name="note_submit"),
     path("drafts/<int:job_id>/preflight/", views.note_preflight, name="note_preflight"),
     path("snippets/<int:snippet_id>/context/", views.snippet_context, name="snippet_context"),

@@ -20,7 +20,15 @@ from evidence.search.services import AutomationError, automation_run_start
 from judging.selectors import preflight_queue_waiting
 from notes import selectors, services
 from notes.analytics.selectors import spike_queue
-from notes.forms import AddEvidenceForm, ComparisonForm, ContributeForm, NoteForm, RatingForm, SignupForm
+from notes.forms import (
+    AddEvidenceForm,
+    ComparisonForm,
+    ContributeForm,
+    DraftTextForm,
+    NoteForm,
+    RatingForm,
+    SignupForm,
+)
 from notes.living import selectors as living_selectors
 from notes.living import services as living_services
 from notes.models import DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic
@@ -31,19 +39,24 @@ from notes.supernotes import services as supernote_services
 
 @endpoint(methods=["GET"], permission=PUBLIC)
 def home(request: HttpRequest) -> HttpResponse:
-    topic = request.GET.get("topic", "")
-    topic = topic if topic in Topic.values else ""
-    page = request.GET.get("page", "1")
-    page_number = int(page) if page.isdigit() and 0 < int(page) <= 10_000 else 1
-    home = selectors.posts_for_home(page=page_number, topic=topic)
+    topic, page_number, text = _list_filters(request)
+    home = selectors.posts_for_home(page=page_number, topic=topic, text=text)
     # The list is the same for every visitor: rendered once per worker and content (rendering 20
     # posts with their notes cost more than the queries that read them).
     listing = _HOME_LISTS.get_or_build(
-        (home.content_key(), topic),
-        lambda: render_to_string("notes/_home_posts.html", {"home": home, "topic": topic}),
+        (home.content_key(), topic, text),
+        lambda: render_to_string("notes/_home_posts.html", {"home": home, "topic": topic, "text": text}),
     )
-    context = {"listing": listing.value, "topics": Topic.choices, "topic": topic}
-    return render(request, "notes/home.html", context)
+    context = {"listing": listing.value, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
+    return render(request, "notes/home.html", {**context, "hidden": home.hidden_without_text})
+
+
+def _text_context(request: HttpRequest, text: str) -> dict[str, object]:
+    """The "post text" filter's choices and the query string that shows the hidden posts too."""
+    query = request.GET.copy()
+    query["text"] = selectors.TEXT_ALL
+    query.pop("page", None)
+    return {"text": text, "text_choices": selectors.TEXT_FILTER_CHOICES, "show_query": query.urlencode()}
 
 
 _HOME_LISTS: Memo[str] = Memo(size=64)
@@ -115,9 +128,15 @@ def _workspace(request: HtmxHttpRequest, job: DraftJob, **extra: object) -> Http
             response["HX-Refresh"] = "true"  # the editor needs the new draft text
         return response
     if "note_form" not in context:
-        context["note_form"] = NoteForm(initial={"text": job.draft_text}, urls=gate.urls)
+        autosave = reverse("draft_text_save", args=[job.pk])
+        context["note_form"] = NoteForm(initial={"text": job.editor_text}, urls=gate.urls, autosave_url=autosave)
     context.setdefault("add_form", AddEvidenceForm(existing=[]))
-    return render(request, "notes/draft_detail.html", context)
+    if job.state == DraftJob.State.SUBMITTED:
+        context["submitted_note"] = selectors.submitted_note(job=job)
+    response = render(request, "notes/draft_detail.html", context)
+    # Never from the browser's cache: the back button and a reload show the last saved text.
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _within_evidence_cap(request: AuthenticatedHttpRequest, form: ContributeForm | AddEvidenceForm) -> bool:
@@ -176,7 +195,30 @@ def contribute(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @endpoint(methods=["GET"], permission="notes.view_draftjob")
 def draft_detail(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
-    return _workspace(request, _own_job(request, job_id))
+    job = _own_job(request, job_id)
+    check_id = request.GET.get("check", "")
+    if check_id.isdigit() and not request.htmx:  # the pre-flight this page redirected to (post/redirect/get)
+        check = selectors.preflight_of(job=job, check_id=int(check_id))
+        if check is not None:
+            return _workspace(request, job, preflight_check=check, queue_waiting=preflight_queue_waiting(check=check))
+    return _workspace(request, job)
+
+
+@endpoint(methods=["POST"], permission="notes.change_draftjob")
+def draft_text_save(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
+    """Keep the editor's text on the draft: htmx saves it as it is edited; without JavaScript the
+    "Save my text" button posts here and comes back to the editor."""
+    job = _own_job(request, job_id)
+    form = DraftTextForm(request.POST)
+    if form.is_valid():
+        job = services.draft_text_save(job=job, text=form.cleaned_data["text"])
+    if request.htmx:  # htmx swaps only 2xx answers: the status line says whether it was saved
+        return render(request, "notes/draft_detail.html#autosave", {"job": job, "form": form})
+    if form.is_valid():
+        messages.success(request, "Your text is saved.")
+    else:
+        messages.error(request, "Not saved: " + " ".join(str(e) for e in form.errors.get("text", [])))
+    return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
 
 
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
@@ -276,15 +318,32 @@ def draft_discard(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespons
 
 @endpoint(methods=["POST"], permission="notes.add_note")
 def note_submit(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
+    """Submit the note; on any refusal the text is kept on the draft and the page comes back with
+    why (post/redirect/get: a reload never posts it again)."""
     job = _own_job(request, job_id)
     form = NoteForm(request.POST, urls=selectors.draft_gate(job=job).urls)
     if not form.is_valid():
-        return _workspace(request, job, note_form=form)
+        services.draft_text_save(job=job, text=request.POST.get("text", "")[:5000])
+        for error in form.errors.get("text", []) + list(form.non_field_errors()):
+            messages.error(request, f"Not submitted: {error}")
+        return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
     try:
         note = services.note_submit(job=job, user=request.user, text=form.cleaned_data["text"])
     except services.FlowError as exc:
-        messages.error(request, str(exc))
-        return _workspace(request, job, note_form=form)
+        services.draft_text_save(job=job, text=form.cleaned_data["text"])
+        submitted = selectors.submitted_note(job=job)
+        if submitted is not None:  # the other tab won: say where its note is; this text stays to copy
+            messages.error(
+                request,
+                format_html(
+                    'Not submitted: this draft\'s note was already submitted (<a href="{}">see the submitted '
+                    "note</a>). The text you sent is kept below to copy.",
+                    reverse("my_note_detail", args=[submitted.pk]),
+                ),
+            )
+        else:
+            messages.error(request, f"Not submitted: {exc}")
+        return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
     messages.success(
         request, "Note submitted. The judges' verdicts appear below as they arrive; raters decide its status."
     )
@@ -314,10 +373,19 @@ def my_note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpRespo
 @endpoint(methods=["GET"], permission="notes.add_rating")
 def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     participant = _participant(request)
-    notes = selectors.rating_queue(participant=participant)
+    text = selectors.text_filter(request.GET.get("text"))
+    notes = selectors.rating_queue(participant=participant, text=text)
+    hidden = selectors.rating_queue_hidden(participant=participant) if text == selectors.TEXT_WITH else 0
     pairs = supernote_selectors.comparisons_available(participant=participant)
     invitations = living_selectors.invitations(participant=participant)
-    return render(request, "notes/rating_queue.html", {"notes": notes, "pairs": pairs, "invitations": invitations})
+    context = {
+        "notes": notes,
+        "pairs": pairs,
+        "hidden": hidden,
+        "invitations": invitations,
+        **_text_context(request, text),
+    }
+    return render(request, "notes/rating_queue.html", context)
 
 
 @endpoint(methods=["GET", "POST"], permission="notes.add_rating")
@@ -395,10 +463,14 @@ def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
     gate = selectors.draft_gate(job=job)
     form = NoteForm(request.POST, urls=gate.urls)
     if not form.is_valid():
-        return _workspace(request, job, note_form=form)
+        services.draft_text_save(job=job, text=request.POST.get("text", "")[:5000])
+        for error in form.errors.get("text", []):
+            messages.error(request, f"Not checked: {error}")
+        return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
+    services.draft_text_save(job=job, text=form.cleaned_data["text"])
     check = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"], user=request.user)
-    waiting = preflight_queue_waiting(check=check)
-    return _workspace(request, job, note_form=form, preflight_check=check, queue_waiting=waiting)
+    # Post/redirect/get: a reload shows the verdicts, it never queues the judges again.
+    return redirect(f"{reverse('draft_detail', args=[job.pk])}?check={check.pk}#preflight-result")
 
 
 # --- Supernotes ------------------------------------------------------------------------------
@@ -434,7 +506,18 @@ def _run_context(run: SupernoteRun | None) -> dict[str, object]:
 
 @endpoint(methods=["GET"], permission="notes.add_supernoterun")
 def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
-    return render(request, "notes/stuck_posts.html", {"stuck": supernote_selectors.stuck_posts()})
+    topic, page, text = _list_filters(request)
+    stuck = supernote_selectors.stuck_page(page=page, topic=topic, text=text)
+    context = {"stuck": stuck, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
+    return render(request, "notes/stuck_posts.html", {**context, "hidden": stuck.hidden_without_text})
+
+
+def _list_filters(request: HttpRequest) -> tuple[str, int, str]:
+    """The health topic, page number and post-text filter of a list page's query string."""
+    topic = request.GET.get("topic", "")
+    page = request.GET.get("page", "1")
+    page_number = int(page) if page.isdigit() and 0 < int(page) <= 10_000 else 1
+    return (topic if topic in Topic.values else ""), page_number, selectors.text_filter(request.GET.get("text"))
 
 
 @endpoint(methods=["POST"], permission="notes.add_supernoterun")

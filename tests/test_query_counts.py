@@ -51,7 +51,7 @@ def _grow_home(n: int) -> None:
 
 
 def test_home(anon_client: Any) -> None:
-    assert _counts(_grow_home, lambda: anon_client.get("/")) == [2, 2]  # posts, their notes
+    assert _counts(_grow_home, lambda: anon_client.get("/")) == [3, 3]  # posts, their notes, the hidden count
 
 
 def test_home_signed_in_with_every_role(make_user: Any) -> None:
@@ -59,8 +59,9 @@ def test_home_signed_in_with_every_role(make_user: Any) -> None:
     from tests.conftest import _client_for
 
     client = _client_for(make_user("rolf", ADMIN, CONTRIBUTOR, RATER))
-    # session, user, the permissions (the nav; one query: crowdnotes_site/permissions.py), posts, their notes
-    assert _counts(_grow_home, lambda: client.get("/")) == [5, 5]
+    # session, user, the permissions (the nav; one query: crowdnotes_site/permissions.py), posts, their notes,
+    # the count of imported posts without text the default filter hides
+    assert _counts(_grow_home, lambda: client.get("/")) == [6, 6]
 
 
 def test_home_rendering_its_list_afresh(anon_client: Any) -> None:
@@ -72,7 +73,7 @@ def test_home_rendering_its_list_afresh(anon_client: Any) -> None:
         views._HOME_LISTS.clear()
         return anon_client.get("/")
 
-    assert _counts(_grow_home, fetch) == [2, 2]
+    assert _counts(_grow_home, fetch) == [3, 3]
 
 
 def test_post_page(rater_client: Any) -> None:
@@ -99,9 +100,10 @@ def test_rating_queue(rater_client: Any, rater: Any) -> None:
             # A proposed Supernote beside it: the post is offered for a blind comparison.
             Note.objects.create(post=post, text="Merged context.", origin=Note.Origin.SUPERNOTE)
 
-    # 8: with the blind-comparison offers (posts, their notes, the rater's answered pairs).
-    # 8 + 1 (issue 36): the invitations to rate new versions of notes this rater rated, one query.
-    assert _counts(grow, lambda: rater_client.get("/rate/")) == [9, 9]
+    # 9: with the blind-comparison offers (posts, their notes, the rater's answered pairs) and the
+    # count of notes on imported posts without text the default filter hides; + 1 (living notes):
+    # the invitations to rate new versions of notes this rater rated, one query.
+    assert _counts(grow, lambda: rater_client.get("/rate/")) == [10, 10]
 
 
 def test_posting_a_rating(rater_client: Any, rater: Any) -> None:

@@ -311,3 +311,29 @@ def test_demo_sh_warms_up_after_the_app_is_up_and_set_up_steps_report_progress()
         check=True,
     )
     assert out.stderr.count("still running after") >= 2 and "sleep 3.5" in out.stderr
+
+
+def test_the_benchmark_banner_links_the_benchmark_page_for_admins_only(
+    settings: Any, tmp_path: Any, contributor_client: Any, admin_client: Any
+) -> None:
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "benchmark.running").write_text("06:00")
+    contributor_page = contributor_client.get("/").content.decode()
+    assert "benchmark-running" in contributor_page and "/judging/benchmark/" not in contributor_page
+    assert "Admins see its progress on the Benchmark page." in contributor_page
+    admin_page = admin_client.get("/").content.decode()
+    assert 'href="/judging/benchmark/">Benchmark</a> shows its progress' in admin_page
+
+
+def test_a_403_is_logged_in_one_line_without_a_traceback(rater_client: Any, capsys: Any) -> None:
+    import logging.config
+
+    from django.conf import settings as django_settings
+
+    logging.config.dictConfig(django_settings.LOGGING)  # the app's handlers, as a server runs them
+    capsys.readouterr()
+    assert rater_client.get("/supernotes/stuck/").status_code == 403
+    lines = [line for line in capsys.readouterr().err.splitlines() if '"django.request"' in line]
+    assert lines, "the refusal is logged"
+    records = [json.loads(line) for line in lines]
+    assert all(r["status_code"] == 403 and "exc" not in r for r in records)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 
 from judging.models import JudgeDecision, JudgeRun
@@ -37,7 +37,8 @@ def x_status() -> XStatus:
 
 
 def awaiting_note() -> QuerySet[XPost]:
-    """From X: eligible posts classified as health, with no note yet (newest first)."""
+    """From X: eligible posts classified as health, with no note yet, newest first: by the post's
+    own time on X (one fetch stores many posts at the same first_seen_at), then by when it was seen."""
     has_note = Exists(Note.objects.filter(post_id=OuterRef("post_id")))
     return (
         XPost.objects.filter(eligible=True)
@@ -45,7 +46,7 @@ def awaiting_note() -> QuerySet[XPost]:
         .annotate(has_note=has_note)
         .filter(has_note=False)
         .select_related("post")
-        .order_by("-first_seen_at", "-id")
+        .order_by(F("post__posted_at").desc(nulls_last=True), "-first_seen_at", "-id")
     )
 
 

@@ -15,13 +15,19 @@ from xnotes import selectors, services
 from xnotes.forms import ProposeForm
 
 MANAGE = "xnotes.manage_x"
+QUEUE_PAGE = 100
 
 
 @endpoint(methods=["GET"], permission="notes.add_post")
 def queue(request: AuthenticatedHttpRequest) -> HttpResponse:
+    page = request.GET.get("page", "1")
+    number = int(page) if page.isdigit() and 0 < int(page) <= 10_000 else 1
+    rows = list(selectors.awaiting_note()[(number - 1) * QUEUE_PAGE : number * QUEUE_PAGE + 1])
     context = {
         "x": selectors.x_status(),
-        "posts": selectors.awaiting_note()[:100],
+        "posts": rows[:QUEUE_PAGE],
+        "page": number,
+        "has_next": len(rows) > QUEUE_PAGE,
         "unclassified": selectors.unclassified_count(),
     }
     return render(request, "xnotes/queue.html", context)

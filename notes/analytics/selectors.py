@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
@@ -132,7 +133,11 @@ class SpikeReport:
     spikes: list[spikes.Spike]
     n_items: int
     n_texts: int  # items whose text the trending terms could read
-    shown_from: dt.date | None = None  # set when only the last SHOWN_DAYS days are shown
+    shown_from: dt.date | None = None  # set when only SHOWN_DAYS days are shown
+    shown_to: dt.date | None = None
+    # The first and last day of the data under the filter (None: no data in the range).
+    data_from: dt.date | None = None
+    data_to: dt.date | None = None
     n_thresholds: int = 0  # days shown with enough history for a threshold
     rule: str = ""  # the history and size conditions, in words (spikes.rule_text)
 
@@ -163,17 +168,28 @@ def spike_report(
         ]
     else:
         items = [(c.date(), t) for c, t in notes.values_list("created_at", "text")]
+    # The plot's axis follows the date filter, whatever the unit (posts are dated by their own
+    # time, notes by creation: a post of 2014 with a 2021 note stays out of a 2021 range).
+    items = [(d, t) for d, t in items if (not f.date_from or d >= f.date_from) and (not f.date_to or d <= f.date_to)]
     days, counts = spikes.daily_counts(d for d, _ in items)
     texts: dict[dt.date, list[str]] = defaultdict(list)
     for day, text in items:
         if text:
             texts[day].append(text)
     series, found = spikes.spikes_with_terms(days, counts, texts, window=window, k=k)
-    shown_from = None
+    shown_from = shown_to = None
+    data_from, data_to = (series.days[0], series.days[-1]) if series.days else (None, None)
     if not (f.date_from or f.date_to) and len(series.days) > SHOWN_DAYS:
-        # Without a date range, show the last SHOWN_DAYS days (detected on the whole history).
+        # Without a date range, open on SHOWN_DAYS days with data to read: ending a month after the
+        # latest spike (the last SHOWN_DAYS of the history may hold a few recent notes only).
+        end = len(series.days)
+        if found and all(sp.index < end - SHOWN_DAYS for sp in found):
+            end = min(end, found[-1].index + 31)
+        series = spikes.DailySeries(series.days[:end], series.counts[:end], series.rolling_mean[:end],
+                                    series.threshold[:end])  # fmt: skip
+        found = [sp for sp in found if sp.index < end]
         series, found = spikes.last_days(series, found, SHOWN_DAYS)
-        shown_from = series.days[0]
+        shown_from, shown_to = series.days[0], series.days[-1]
     return SpikeReport(
         unit,
         series,
@@ -181,9 +197,23 @@ def spike_report(
         n_items=len(items),
         n_texts=sum(len(v) for v in texts.values()),
         shown_from=shown_from,
+        shown_to=shown_to,
+        data_from=data_from,
+        data_to=data_to,
         n_thresholds=sum(t is not None for t in series.threshold),
         rule=spikes.rule_text(unit),
     )
+
+
+def spike_data_span(f: AnalyticsFilters, *, unit: str = "notes") -> tuple[dt.date, dt.date] | None:
+    """The first and last day with data under the filters but any dates (None: no data at all):
+    what a date range without data links to."""
+    if not (f.date_from or f.date_to):
+        return None
+    report = spike_report(dataclasses.replace(f, date_from=None, date_to=None), unit=unit)
+    if report.data_from is None or report.data_to is None:
+        return None
+    return report.data_from, report.data_to
 
 
 # --- Posts in a spike (the contributors' queue) --------------------------------------------

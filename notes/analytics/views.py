@@ -78,6 +78,7 @@ def spikes_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     unit, window, k = form.options()
     report = selectors.spike_report(form.filters(), unit=unit, window=window, k=k)
     s = report.series
+    span = selectors.spike_data_span(form.filters(), unit=unit) if not s.days else None
     chart = charts.time_series_chart(
         f"{'Notes' if unit == 'notes' else 'Flagged posts'} per day",
         [d.isoformat() for d in s.days],
@@ -96,6 +97,7 @@ def spikes_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         "unit": unit,
         "daily": list(zip(s.days, s.counts, s.rolling_mean, s.threshold, strict=True)),
         "rule": report.rule,
+        "span": span,
         "window": window,
         "k": k,
     }
@@ -132,11 +134,15 @@ def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         [charts.Series("chosen by people", cats.human), charts.Series("proposed by the automation", cats.machine)],
         description="Number of evidence sources per source category, human-selected and machine-selected.",
     )
+    # Posts imported without text are never classified: a bar of them would dwarf the topics'
+    # bars, so they are counted in a line beside the chart instead.
+    topic_bars = [row for row in topics if row[0] != selectors.NO_TEXT]
+    no_text = sum(n for value, _, n in topics if value == selectors.NO_TEXT)
     topic_chart = charts.bar_chart(
         "Posts by health topic",
-        [label for _, label, _ in topics],
-        [charts.Series("posts", [n for _, _, n in topics])],
-        description="Posts of the matching notes per health topic.",
+        [label for _, label, _ in topic_bars],
+        [charts.Series("posts", [n for _, _, n in topic_bars])],
+        description="Posts of the matching notes per health topic (posts imported without text left out).",
     )
     agreement, agreement_excluded = selectors.agreement_over_time(filters)
     months = sorted({row.month for row in agreement})
@@ -154,6 +160,8 @@ def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     )
     context = {
         "form": form,
+        "topic_bars": topic_bars,
+        "no_text": no_text,
         "agreement": agreement,
         "agreement_excluded": agreement_excluded,
         "agreement_chart": mark_safe(agreement_chart),  # noqa: S308  (escaped by notes.analytics.charts)

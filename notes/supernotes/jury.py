@@ -133,14 +133,41 @@ class Selection:
     reason: str
 
 
+def near_tie(a: float, a_sd: float, b: float, b_sd: float) -> bool:
+    """Two jury scores tie when they differ by less than the larger of their spreads over draws:
+    the order between them is jury-sampling noise, not a win."""
+    return abs(a - b) < max(a_sd, b_sd)
+
+
+def describe_best(indexes: Sequence[int], intercepts: Sequence[float], sds: Sequence[float]) -> str:
+    """How the best candidate stands against the runner-up on the selecting draws: a win, or a tie
+    stated with both scores and their spread."""
+    order = sorted(range(len(intercepts)), key=lambda k: -intercepts[k])
+    first = order[0]
+    top = f"{intercepts[first]:.3f} ± {sds[first]:.3f}"
+    if len(order) < 2:
+        return f"Candidate {indexes[first]} scored best on the selecting draws ({top})"
+    second = order[1]
+    runner = f"{intercepts[second]:.3f} ± {sds[second]:.3f}"
+    if near_tie(intercepts[first], sds[first], intercepts[second], sds[second]):
+        return (
+            f"Candidates {indexes[first]} and {indexes[second]} tie on the selecting draws ({top} and {runner}: "
+            f"a difference of {intercepts[first] - intercepts[second]:.3f}, within the jury's spread); "
+            f"candidate {indexes[first]} was taken on"
+        )
+    return f"Candidate {indexes[first]} scored best on the selecting draws ({top}; next candidate {runner})"
+
+
 def select(
     intercepts: Sequence[float],
     best_existing: float | None,
     *,
     threshold: float = PROPOSE_MIN_INTERCEPT,
+    sd: float = 0.0,
 ) -> Selection:
     """Pick the highest-intercept candidate; propose it only above `threshold` and above the best
-    existing note's intercept (when the post has a scored note)."""
+    existing note's intercept (when the post has a scored note) by more than the candidate's
+    spread over jury draws `sd` (a closer score is a tie, not a win)."""
     if len(intercepts) == 0:
         return Selection(None, None, "No candidate passed the filters.")
     best = int(np.nanargmax(np.asarray(intercepts, dtype=float)))
@@ -151,5 +178,11 @@ def select(
         return Selection(
             None, best, f"Best jury intercept {top:.3f} does not beat the best existing note ({best_existing:.3f})."
         )
+    if best_existing is not None and near_tie(top, sd, best_existing, 0.0):
+        return Selection(
+            None, best, f"Best jury intercept {top:.3f} ± {sd:.3f} ties the best existing note ({best_existing:.3f}): "
+            f"the difference {top - best_existing:.3f} is within the jury's spread, so it is not a win and nothing "
+            "is proposed.",
+        )  # fmt: skip
     against = "no existing note is scored" if best_existing is None else f"best existing note {best_existing:.3f}"
     return Selection(best, best, f"Jury intercept {top:.3f} > {threshold:.2f} and {against}.")

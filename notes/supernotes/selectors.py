@@ -14,14 +14,17 @@ from django.db.models import Count, Min, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from notes.models import (
+    TEXT_WITH,
     Note,
     NoteStatus,
     Participant,
     Post,
+    PostQuerySet,
     Rating,
     RatingLevel,
     SupernoteComparison,
     SupernoteRun,
+    filter_by_text,
 )
 from notes.supernotes import comparison, eligibility
 from notes.supernotes.candidates import NoteSummary
@@ -44,7 +47,7 @@ class StuckPost:
         return (timezone.now() - self.stuck_since).total_seconds() / 86400
 
 
-def stuck_posts_qs() -> QuerySet[Post]:
+def stuck_posts_qs() -> PostQuerySet:
     """Posts with ≥ 2 eligible notes and no note rated Helpful (eligibility.is_stuck in SQL)."""
     return Post.objects.annotate(
         n_eligible=Count("notes", filter=Q(notes__in=Note.objects.filter(_ELIGIBLE)), distinct=True),
@@ -52,10 +55,33 @@ def stuck_posts_qs() -> QuerySet[Post]:
     ).filter(n_eligible__gte=eligibility.MIN_NOTES, n_helpful=0)
 
 
-def stuck_posts(*, limit: int = 100) -> list[StuckPost]:
+STUCK_PAGE_SIZE = 20
+
+
+@dataclass(frozen=True)
+class StuckPage:
+    items: list[StuckPost]
+    page: int
+    has_next: bool
+    # Stuck imported posts without text left out by the default text filter (0 when shown).
+    hidden_without_text: int
+
+
+def stuck_page(*, page: int = 1, topic: str = "", text: str = TEXT_WITH, size: int = STUCK_PAGE_SIZE) -> StuckPage:
+    """One page of stuck posts (longest stuck first) under the health-topic and post-text filters."""
+    posts = stuck_posts_qs().filter(topic=topic) if topic else stuck_posts_qs()
+    hidden = posts.without_text().count() if text == TEXT_WITH else 0
+    start = (page - 1) * size
+    items = stuck_posts(queryset=filter_by_text(posts, text), offset=start, limit=size + 1)
+    return StuckPage(items=items[:size], page=page, has_next=len(items) > size, hidden_without_text=hidden)
+
+
+def stuck_posts(*, limit: int = 100, offset: int = 0, queryset: QuerySet[Post] | None = None) -> list[StuckPost]:
+    """Stuck posts, longest stuck first: by default only posts with text (nobody can merge notes
+    on a post they cannot read, and a Supernote run refuses one)."""
+    base = queryset if queryset is not None else stuck_posts_qs().with_text()
     posts = list(
-        stuck_posts_qs()
-        .prefetch_related(
+        base.prefetch_related(
             Prefetch(
                 "notes",
                 queryset=Note.objects.filter(_ELIGIBLE).annotate(n_ratings=Count("ratings")).order_by("created_at"),
@@ -63,7 +89,7 @@ def stuck_posts(*, limit: int = 100) -> list[StuckPost]:
             )
         )
         .annotate(stuck_since=Min("notes__created_at", filter=Q(notes__in=Note.objects.filter(_ELIGIBLE))))
-        .order_by("stuck_since")[:limit]
+        .order_by("stuck_since", "pk")[offset : offset + limit]
     )
     runs: dict[int, SupernoteRun] = {}
     for run in (

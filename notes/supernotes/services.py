@@ -129,6 +129,12 @@ def supernote_run_start(
     One active run per post is the database's rule (partial unique constraint
     `one_active_supernote_run_per_post`): of two concurrent clicks one inserts, the other gets
     the same "already under way" message, never a 500."""
+    missing = post.text_missing_reason()
+    if missing:
+        raise SupernoteError(
+            f"No Supernote for this post: {missing}. A Supernote is written and judged against the post's "
+            'claim; fill the post\'s text (from X, or paste it on "Write a note on this post") first.'
+        )
     if not selectors.post_is_stuck(post=post):
         raise SupernoteError("This post is not stuck: it needs two misleading notes that Need More Ratings.")
     if post.supernote_runs.filter(state__in=ACTIVE_STATES).exists():
@@ -360,14 +366,15 @@ def _select(run: SupernoteRun, notes: list[cand.NoteSummary], embed: Embed | Non
     fresh = score(note_emb[best : best + 1], run.seed + 1)
     run.winner_index = winner.index
     run.winner_intercept, run.winner_intercept_sd = float(fresh.intercept[0]), float(fresh.intercept_sd[0])
-    choice = jury.select([run.winner_intercept], run.best_existing_intercept)
+    choice = jury.select([run.winner_intercept], run.best_existing_intercept, sd=run.winner_intercept_sd)
     if choice.index is not None:
         with transaction.atomic():
             run.proposed_note = _propose(run, winner, texts)
     _finish(
         run,
-        f"{distinct}; {len(passed)} passed the principle filters. Candidate {winner.index} scored best on the "
-        f"selecting draws ({winner.jury_intercept:.3f}); on fresh jury draws: {choice.reason}",
+        f"{distinct}; {len(passed)} passed the principle filters. "
+        f"{jury.describe_best([r.index for r in passed], [r.jury_intercept or 0.0 for r in passed], [r.jury_intercept_sd or 0.0 for r in passed])}"
+        f"; on fresh jury draws (± {run.winner_intercept_sd:.3f}): {choice.reason}",
     )
 
 

@@ -154,3 +154,15 @@ def test_it_extracts_non_utf8_page_end_to_end() -> None:
     result = extract(html, "text/html", charset="windows-1251")
     assert "девяносто семь" in result.text
     assert result.encoding == "cp1251"
+
+
+def test_mojibake_in_the_page_text_is_repaired() -> None:
+    from evidence.extract import extract
+
+    sentence = "There\u2019s no evidence that vitamin C prevents the flu, trials found \u2014 in adults. "
+    broken = sentence.encode("utf-8").decode("cp1252")  # "Thereâ€™s …": a page encoded twice
+    assert "â€™" in broken
+    body = f"<html><body><article><p>{broken * 6}</p></article></body></html>".encode()
+    text = extract(body, "text/html", charset="utf-8").text
+    assert "There\u2019s no evidence" in text and "â€" not in text
+    assert "\u2014" in text  # the page's own dash and curly quote are kept as written

@@ -222,3 +222,49 @@ def test_the_audit_shows_notes_judged_without_evidence_apart_and_says_why_the_fu
     assert "<td>2</td><td>2</td>" in row and "no 2" in row
     assert "cite pages with no local copy offline" in body
     assert "No crowd-rated note was judged with real inputs yet" in body
+
+
+def test_every_decision_page_shows_the_note_judged_the_post_and_the_snippets(
+    decisions: list[JudgeDecision], admin_client: Any
+) -> None:
+    from tests.judging.factories import NOTE, POST, SNIPPET
+
+    relevance = next(d for d in decisions if d.stage == "relevance")
+    assert relevance.inputs["note_text_judged"] == NOTE  # stored with the decision
+    for d in decisions:
+        body = admin_client.get(reverse("judging:decision_detail", args=[d.pk])).content.decode()
+        judged = body.split('id="judged-note"')[1].split("</p>")[0]
+        assert "Note as judged" in judged and NOTE in judged
+        assert POST in body
+        snippets = body.split('id="judged-snippets"')[1].split("</div>")[0]
+        assert SNIPPET in snippets or (d.stage == "helpfulness" and "sees no snippets" in snippets)
+
+
+def test_an_older_decision_without_stored_note_text_says_whether_the_text_shown_is_the_version_judged(
+    decisions: list[JudgeDecision], admin_client: Any
+) -> None:
+    from tests.judging.factories import NOTE
+
+    d = decisions[0]
+    JudgeDecision.objects.filter(pk=d.pk).update(inputs={"post": d.inputs["post"], "snippets": d.inputs["snippets"]})
+    body = admin_client.get(reverse("judging:decision_detail", args=[d.pk])).content.decode()
+    assert "Note as judged" in body and NOTE in body  # same content hash: the version judged
+    d.note.text = "A later edit of the note."
+    d.note.save(update_fields=["text"])
+    body = admin_client.get(reverse("judging:decision_detail", args=[d.pk])).content.decode()
+    assert "Note now (changed since this decision" in body and "A later edit of the note." in body
+
+
+def test_the_offline_judges_fail_relevance_for_a_note_on_another_claim(settings: Any, admin_client: Any) -> None:
+    settings.LLM_BASE_URL = ""
+    settings.JUDGE_BASELINE_SIMILARITY = "lexical"
+    settings.HELPFULNESS_CLASSIFIER_DIR = "/nonexistent"
+    off = "Studies found no link between the MMR vaccine and sudden infant death syndrome in babies."
+    run = services.judge_run_request(note=note_with_evidence(text=off))
+    while services.judge_run_step(run_id=run.pk):
+        pass
+    (decision,) = JudgeDecision.objects.filter(note=run.note)
+    assert decision.stage == "relevance" and decision.verdict == "no"
+    assert "The post is about autism, which the note never names" in decision.reasoning
+    body = admin_client.get(reverse("judging:decision_detail", args=[decision.pk])).content.decode()
+    assert off in body

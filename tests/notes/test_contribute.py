@@ -167,3 +167,16 @@ def test_a_link_of_a_post_imported_without_its_text_gets_the_pasted_text(
     assert imported.text == text and imported.text_available
     assert DraftJob.objects.get(contributor=contributor).post == imported
     assert Post.objects.count() == 1 and "different text" not in page
+
+
+def test_a_paste_over_the_post_limit_is_refused_with_its_length_never_cut(contributor_client: Any) -> None:
+    from crowdnotes_site.lib.text_rules import POST_MAX_CHARS
+
+    form = contributor_client.get("/contribute/").content.decode()
+    assert 'maxlength="5000"' not in form.split('name="text"')[1].split(">")[0]  # the browser cuts nothing
+    long_post = "Garlic cures flu. " * 560  # 10,080 characters
+    response = contributor_client.post("/contribute/", {"text": long_post, "urls": "https://www.cdc.gov/"})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert f"The post you pasted is {len(long_post.strip())} characters long; at most {POST_MAX_CHARS}" in html
+    assert "nothing was cut for you" in html

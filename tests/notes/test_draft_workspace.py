@@ -94,8 +94,9 @@ def test_it_blocks_a_note_over_280_characters_and_keeps_the_text(contributor_cli
     _review(contributor_client, snippet, "confirm")
     too_long = "x" * 280  # + 1 for the appended URL = 281
     response = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": too_long})
-    html = response.content.decode()
-    assert response.status_code == 200
+    # Post/redirect/get: the refusal comes back on the draft page, whose editor keeps the text.
+    assert response.status_code == 302 and response["Location"] == f"/drafts/{job.pk}/#editor"
+    html = contributor_client.get(response["Location"]).content.decode()
     assert "1 character over the 280 limit: the note counts 281" in html
     assert too_long in html
     assert not Note.objects.exists()
@@ -125,8 +126,10 @@ def test_it_submits_the_note_with_evidence_confirmations_and_draft(contributor_c
     assert note.judge_runs.get().state == "queued"  # judged in the background, never auto-published
     job.refresh_from_db()
     assert job.state == DraftJob.State.SUBMITTED
-    again = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": "Again"})
-    assert "already submitted" in again.content.decode()
+    again = contributor_client.post(f"/drafts/{job.pk}/submit/", {"text": "Again"}, follow=True)
+    html = again.content.decode()
+    assert "already submitted" in html and f'href="/me/notes/{note.pk}/"' in html
+    assert '<textarea readonly rows="4" id="unsent-note-text">Again</textarea>' in html
     assert Note.objects.count() == 1
 
 
@@ -194,14 +197,17 @@ def test_it_shows_the_judges_preflight_verdicts_without_submitting(
     )
     text = "Trials show vitamin C does not prevent flu."
     response = contributor_client.post(f"/drafts/{job.pk}/preflight/", {"text": text})
-    assert response.status_code == 200
-    assert "Queued:" in response.content.decode()
-    assert text in response.content.decode()  # the editor keeps the text
-    assert llm_server.requests == []  # no LLM call inside the request: a worker runs the judges
     from judging.models import PreflightCheck
     from judging.services import preflight_check_run
 
     check = PreflightCheck.objects.get(draft_job=job)
+    # Post/redirect/get: a reload of the result never queues the judges again.
+    assert response.status_code == 302
+    assert response["Location"] == f"/drafts/{job.pk}/?check={check.pk}#preflight-result"
+    page = contributor_client.get(response["Location"]).content.decode()
+    assert "Queued:" in page
+    assert text in page  # the editor keeps the text
+    assert llm_server.requests == []  # no LLM call inside the request: a worker runs the judges
     preflight_check_run(check_id=check.pk)
     response = contributor_client.get(f"/judging/preflight/{check.pk}/", headers={"HX-Request": "true"})
     html = response.content.decode()

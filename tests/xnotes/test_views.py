@@ -298,3 +298,24 @@ def test_live_mode_sync_stores_status_and_ratings_and_pages_say_live(
     for url in ("/x/queue/", "/x/writer/"):
         shown = admin_client.get(url).content.decode()
         assert "<strong>live mode</strong>" in shown and "<strong>test mode</strong>" not in shown
+
+
+def test_from_x_pages_newest_first_by_the_posts_time_on_x(x_api: FakeX, contributor_client: CsrfClient) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from xnotes import views
+
+    base = timezone.now() - dt.timedelta(days=30)
+    for i in range(views.QUEUE_PAGE + 5):  # one fetch: the same first_seen_at for every post
+        xp = _xpost(f"19000000000000{i:05d}", f"Claim number {i:03d} about ivermectin.")
+        Post.objects.filter(pk=xp.post_id).update(posted_at=base + dt.timedelta(hours=i))
+    first = contributor_client.get("/x/queue/")
+    shown = [xp.post.text for xp in first.context["posts"]]
+    newest = views.QUEUE_PAGE + 4
+    assert shown[0] == f"Claim number {newest:03d} about ivermectin." and len(shown) == views.QUEUE_PAGE
+    assert 'href="?page=2">Older posts' in first.content.decode()
+    second = contributor_client.get("/x/queue/", {"page": "2"})
+    assert [xp.post.text for xp in second.context["posts"]][-1] == "Claim number 000 about ivermectin."
+    assert 'href="?page=1">Newer posts' in second.content.decode()

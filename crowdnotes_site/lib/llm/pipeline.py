@@ -99,7 +99,9 @@ def stage_input(stage: str, inp: JudgeInput, *, limit: int = NOTE_MAX_CHARS) -> 
     Only helpfulness truncates: note text without URLs, cut so text + URLs <= limit."""
     snippets = [{"text": ev.text, "source": ev.source} for ev in inp.snippets]
     if stage == RELEVANCE:
-        return inp, {"post": inp.post, "snippets": snippets}
+        # The note is stored too: the audit shows the version judged (the offline judge checks
+        # that it is about the post's claim; the LLM prompt asks about the snippets only).
+        return inp, {"post": inp.post, "note_text_judged": inp.note, "snippets": snippets}
     if stage == CORRECTNESS:
         return inp, {
             "post": inp.post,
@@ -285,7 +287,7 @@ def _judge(
         return lambda i: judges.helpfulness_classifier(classifier, post=i.post, note=i.note, urls=i.urls)
     baseline: Mapping[str, Judge] = {
         RELEVANCE: lambda i: judges.relevance_baseline(
-            post=i.post, snippets=i.snippets, similarity=similarity, similarity_name=similarity_name
+            post=i.post, snippets=i.snippets, similarity=similarity, similarity_name=similarity_name, note=i.note
         ),
         CORRECTNESS: lambda i: judges.correctness_baseline(post=i.post, note=i.note, snippets=i.snippets),
         HELPFULNESS: lambda i: judges.helpfulness_baseline(post=i.post, note=i.note, urls=i.urls),

@@ -135,7 +135,7 @@ def test_it_truncates_only_at_helpfulness(llm_server: ScriptedLLM, llm_client: L
 def test_it_runs_offline_with_labelled_baselines() -> None:
     result = run_pipeline(_inp(), build_judges(client=None))
     assert [s.judge_kind for s in result.stages] == ["baseline"] * 3
-    assert result.stages[0].judge_name == "lexical-overlap-v1"
+    assert result.stages[0].judge_name == "lexical-overlap-v1+note-on-claim-v1"
     assert result.helpful is True
 
 

@@ -179,6 +179,23 @@ def test_selection_needs_040_and_the_best_existing_note() -> None:
     assert jury.select([], None).index is None
 
 
+def test_a_near_tie_with_the_best_existing_note_is_a_tie_not_a_win() -> None:
+    # The demo's case: 0.531 against 0.530 with a spread of 0.025 over jury draws.
+    tie = jury.select([0.531], 0.530, sd=0.025)
+    assert tie.index is None and tie.best_index == 0
+    assert "ties the best existing note (0.530)" in tie.reason and "± 0.025" in tie.reason
+    assert jury.select([0.60], 0.530, sd=0.025).index == 0  # clear of the spread: a win
+
+
+def test_near_ties_between_candidates_are_reported_with_their_spread() -> None:
+    tie = jury.describe_best([3, 7, 9], [0.530, 0.531, 0.2], [0.024, 0.025, 0.01])
+    assert tie.startswith("Candidates 7 and 3 tie on the selecting draws (0.531 ± 0.025 and 0.530 ± 0.024")
+    assert "within the jury's spread" in tie
+    win = jury.describe_best([3, 7], [0.45, 0.60], [0.02, 0.02])
+    assert win.startswith("Candidate 7 scored best") and "tie" not in win
+    assert jury.describe_best([4], [0.5], [0.01]).startswith("Candidate 4 scored best")
+
+
 def test_phm_learns_rater_side_and_reports_auc_and_calibration() -> None:
     rng = np.random.default_rng(0)
     n_notes, n_r = 120, 6000

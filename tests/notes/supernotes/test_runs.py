@@ -141,6 +141,9 @@ def test_offline_run_proposes_an_extractive_supernote_scored_by_the_jury(
         note = run.proposed_note
         assert note.origin == Note.Origin.SUPERNOTE and note.text == best.text
         assert run.winner_intercept > 0.40 and run.winner_intercept > (run.best_existing_intercept or 0)
+        # A score within the jury's spread of the best existing note is a tie, never proposed.
+        if run.best_existing_intercept is not None:
+            assert run.winner_intercept - run.best_existing_intercept >= (run.winner_intercept_sd or 0)
         assert JudgeRun.objects.filter(note=note).exists()
     else:
         assert run.winner_intercept <= max(0.40, run.best_existing_intercept or 0)

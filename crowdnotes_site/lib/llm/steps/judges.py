@@ -129,6 +129,45 @@ def _sum_or_none(values: Iterable[int | None]) -> int | None:
     return sum(known) if known else None
 
 
+# Words that name a condition without saying which: a note may name "a syndrome" on another claim's
+# post, but a post's "disease" does not say which one a note must name.
+_GENERIC_CONDITIONS = frozenset({"disease", "syndrome", "symptom", "infection"})
+
+
+def _conditions(text: str) -> set[str]:
+    """The conditions the text names, from the topic classifier's list of diseases (word starts:
+    "covid" in "COVID-19", never "flu" in "influence")."""
+    from crowdnotes_site.lib.llm.steps.topics import TOPIC_KEYWORDS, TOPIC_LABELS
+
+    low = text.lower()
+    return {k for k in TOPIC_KEYWORDS[TOPIC_LABELS[0]] if re.search(rf"\b{re.escape(k)}", low)}
+
+
+def note_off_claim(post: str, note: str) -> str | None:
+    """Why the note is about another claim than the post's, or None. Two rules an offline judge
+    can check: the note names none of the post's key terms (search.key_terms), or the post names a
+    condition the note never names while the note names another one (a note on SIDS under a post
+    on autism). Empty texts, and posts without key terms, are never called off-claim."""
+    from crowdnotes_site.lib.llm.steps.search import key_terms
+
+    if not post.strip() or not note.strip():
+        return None
+    terms = key_terms(post)
+    found = stems(note, short_numbers=True)
+    # A term counts when the note has any of its words ("babies" of "babies sleep safest").
+    if terms and not any(stems(t, short_numbers=True) & found for t in terms):
+        named = ", ".join(f'"{t}"' for t in terms)
+        return f"The note names none of the post's key terms ({named}): it is about another claim than the post's."
+    in_post = _conditions(post) - _GENERIC_CONDITIONS
+    in_note = _conditions(note)
+    if in_post and in_note and not in_post & in_note:
+        return (
+            f"The post is about {', '.join(sorted(in_post))}, which the note never names; the note is about "
+            f"{', '.join(sorted(in_note))}: another claim than the post's."
+        )
+    return None
+
+
 def relevance_baseline(
     *,
     post: str,
@@ -136,8 +175,11 @@ def relevance_baseline(
     similarity: Similarity | None = None,
     threshold: float = RELEVANCE_COSINE_THRESHOLD,
     similarity_name: str = "",
+    note: str = "",
 ) -> StepResult:
-    """Relevant when any snippet, on its own, is close enough to the post.
+    """Relevant when any snippet, on its own, is close enough to the post, and the note (when
+    given) is about the post's claim (`note_off_claim`): evidence on topic does not make a note
+    on another claim relevant.
 
     With a similarity function: cosine >= threshold. Without: at least 25% of the post's
     content words (and at least two) occur in the snippet.
@@ -162,6 +204,12 @@ def relevance_baseline(
     model = f"{similarity_name}," if similarity_name else ""
     name = f"embedding-cosine-v1({model}t={threshold:.2f})" if similarity is not None else "lexical-overlap-v1"
     lines.append("At least one snippet is relevant." if verdict else "No snippet is relevant.")
+    off_claim = note_off_claim(post, note)
+    if off_claim:
+        lines.append(off_claim)
+        verdict = False
+    if note:
+        name += "+note-on-claim-v1"
     return baseline_result(name, VERSIONS["relevance"], verdict, "\n".join(lines), started)
 
 

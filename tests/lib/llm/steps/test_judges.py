@@ -122,3 +122,43 @@ def test_the_classifier_judge_counts_the_cited_urls() -> None:
     assert cited.value is True and uncited.value is False
     assert seen[0] == (["Trials show no effect."], [["https://a.org"]])
     assert "1 cited URL" in cited.reasoning
+
+
+LABELLED = Path(__file__).resolve().parents[4] / "bench" / "data" / "judges_relevance_labelled.jsonl"
+
+
+def _labelled() -> list[dict[str, object]]:
+    import json
+
+    return [json.loads(line) for line in LABELLED.read_text().splitlines() if line.strip()]
+
+
+def test_a_note_on_another_claim_fails_relevance_even_with_snippets_on_the_post() -> None:
+    from crowdnotes_site.lib.llm.steps.common import Evidence
+
+    post = "Vaccines cause autism, new report shows."
+    snippet = [Evidence(text="Large studies found vaccines do not cause autism; vaccines are safe for children.")]
+    off = judges.relevance_baseline(
+        post=post, snippets=snippet, note="Studies found no link between vaccines and sudden infant death syndrome."
+    )
+    assert off.value is False
+    assert "The post is about autism, which the note never names" in off.reasoning
+    assert off.producer.name == "lexical-overlap-v1+note-on-claim-v1"
+    on = judges.relevance_baseline(
+        post=post, snippets=snippet, note="Large studies found no link between vaccines and autism."
+    )
+    assert on.value is True
+    # Without a note (the search's and the pre-flight's own checks), only the snippets decide.
+    assert judges.relevance_baseline(post=post, snippets=snippet).value is True
+
+
+def test_every_off_claim_case_of_the_labelled_set_fails_the_note_check() -> None:
+    cases = _labelled()
+    off = [c for c in cases if c["kind"] == "off-claim"]
+    on = [c for c in cases if c["kind"] == "on-claim"]
+    assert len(off) >= 8 and len(on) >= 8
+    caught = [c["id"] for c in off if judges.note_off_claim(str(c["post"]), str(c["note"]))]
+    # One case is out of the offline rules' reach (a SIDS post with a note on measles vaccines:
+    # it shares the post's key term "vaccines" and the post names no listed condition).
+    assert caught == [c["id"] for c in off if c["id"] != "off-sids-measles"]
+    assert not [c["id"] for c in on if judges.note_off_claim(str(c["post"]), str(c["note"]))]
