@@ -14,6 +14,7 @@ fused by reciprocal rank. bench/bench_evidence.py measures agreement with exhaus
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -153,7 +154,9 @@ def static_vectors(
                     if progress is not None:
                         progress(start + len(ids), size)
             folder.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.npy")
+            # A file of this process, renamed into place: processes building the table at once
+            # (parallel test workers, a worker and the demo's warm-up) never write into one file.
+            tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
             np.save(tmp, table)
             tmp.rename(path)
         _static[str(path)] = table

@@ -26,6 +26,25 @@ from tests.support.worker import Worker, purge_broker
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# --- Lanes: markers from fixture use --------------------------------------------------------------
+# The fast lane (`scripts/test.sh --fast`: -m "not browser and not worker") leaves out every test
+# that drives Chromium or starts a real Celery worker. The markers follow from the fixtures a test
+# uses, so a new test cannot land in the wrong lane by forgetting one.
+BROWSER_FIXTURES = frozenset({"browser", "page"})
+WORKER_FIXTURES = frozenset({"_worker_session", "celery_worker", "worker_factory", "own_workers", "x_worker"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        # A parameter of the same name (`page` in a parametrize) is not the fixture.
+        fixtures = set(getattr(item, "fixturenames", ())) - set(callspec.params if callspec else ())
+        if fixtures & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if fixtures & WORKER_FIXTURES:
+            item.add_marker(pytest.mark.worker)
+
+
 # --- No network but loopback -----------------------------------------------------------------
 _real_connect = socket.socket.connect
 
@@ -217,9 +236,17 @@ def _evidence_model_warm() -> None:
     model and builds its pre-filter table in MODEL_CACHE_DIR (which the workers share). Without
     it the first snippet a worker processes pays for the table, and on a loaded machine a worker
     test's wait ran out before the first answer."""
+    import fcntl
+
+    from django.conf import settings
     from django.core.management import call_command
 
-    call_command("evidence_warmup", stdout=io.StringIO())
+    # One xdist worker builds the table; the others wait for it, then read it from disk.
+    folder = Path(settings.MODEL_CACHE_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".warmup.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        call_command("evidence_warmup", stdout=io.StringIO())
 
 
 @pytest.fixture(scope="session")

@@ -67,12 +67,22 @@ def slow_drip(pieces: int = 100, delay: float = 0.2) -> Callable[[], Iterator[by
 
 
 @pytest.fixture(scope="session")
-def minilm_matcher():
-    """all-MiniLM-L6-v2, loaded once per test session (fast; mpnet gets a single test)."""
+def minilm_matcher(_evidence_model_warm: None):
+    """all-MiniLM-L6-v2, loaded once per test session (fast; mpnet gets a single test). Its
+    pre-filter table is the one the session's warm-up built in MODEL_CACHE_DIR."""
+    from django.conf import settings
+
     from evidence.embedding import MINILM
     from evidence.matching import MatchConfig, Matcher
 
-    return Matcher(MatchConfig(model_name=MINILM, strategy="exhaustive", window_tokens=256, overlap_tokens=64))
+    config = MatchConfig(
+        model_name=MINILM,
+        strategy="exhaustive",
+        window_tokens=256,
+        overlap_tokens=64,
+        cache_dir=settings.MODEL_CACHE_DIR,
+    )
+    return Matcher(config)
 
 
 def make_pdf(lines: list[str], title: str = "Test PDF") -> bytes:

@@ -57,7 +57,14 @@ def test_a_signal_stops_the_script_and_everything_it_started(tmp_path: Path, sig
             os.killpg(proc.pid, sig)  # Ctrl-C: the terminal signals the foreground process group
         else:
             proc.send_signal(sig)  # e.g. `kill <pid of demo.sh>` or a service manager
-        assert proc.wait(timeout=20) == code
+        # The script's own stop escalates TERM to KILL after 10 s; on a loaded machine (parallel
+        # test workers) its steps may take longer than that, so the wait is on its exit, bounded
+        # far above it. The exit code and the check below are what must hold.
+        try:
+            exit_code = proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the script still ran 90 s after the signal; alive: {_alive(marker)}") from None
+        assert exit_code == code
         deadline = time.monotonic() + 5
         while _alive(marker) and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -63,7 +63,7 @@ class Gunicorn:
     def __init__(self, env: dict[str, str], *, workers: int = 2) -> None:
         self.port = free_port()
         full_env = {**os.environ, "ALLOWED_HOSTS": "127.0.0.1", **env}
-        self.log_path = ROOT / "artifacts" / f"gunicorn-{int(time.time() * 1000)}.log"
+        self.log_path = ROOT / "artifacts" / f"gunicorn-{os.getpid()}-{int(time.time() * 1000)}.log"
         self.log_path.parent.mkdir(exist_ok=True)
         self.log = self.log_path.open("wb")
         command = [sys.executable, "-m", "gunicorn", "crowdnotes_site.wsgi", "-w", str(workers)]

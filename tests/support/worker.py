@@ -92,7 +92,7 @@ class Worker:
         if not _strays_checked and not settings.CELERY_BROKER_URL.startswith("filesystem://"):
             shut_down_stray_workers()
             _strays_checked = True
-        self.log_path = ROOT / "artifacts" / f"worker-{name}-{int(time.time() * 1000)}.log"
+        self.log_path = ROOT / "artifacts" / f"worker-{name}-{os.getpid()}-{int(time.time() * 1000)}.log"
         self.log_path.parent.mkdir(exist_ok=True)
         self.log = self.log_path.open("wb")
         beat_args = ["-B", "-s", str(self.log_path.with_suffix(".beat-schedule"))] if beat else []
