@@ -693,8 +693,15 @@ class Suggestion(models.Model):
     note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="suggestions")
     version = models.ForeignKey(NoteVersion, on_delete=models.CASCADE, related_name="suggestions")
     rater = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="suggestions")
+    # No database constraint: a first import's bulk load drops and rebuilds the ratings table's primary
+    # key (notes/communitynotes_import.py), which a foreign key would pin; Django still applies SET_NULL.
     rating = models.ForeignKey(
-        "notes.Rating", null=True, blank=True, on_delete=models.SET_NULL, related_name="suggestions"
+        "notes.Rating",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="suggestions",
+        db_constraint=False,
     )
     text = models.TextField()
     source_url = models.URLField(max_length=2000, blank=True)

@@ -271,7 +271,8 @@ def test_exclusive_and_online_copy_paths_write_the_same_rows_and_keep_the_schema
     ratings = cn_data / "colin-fraser" / "ratings-00000.tsv"
     _import("--notes", notes)
     schema = _rating_schema()
-    assert "notes_rating_rater_id_c193ac75" in schema[0] and len(schema[1]) == 2
+    # Three foreign keys: the note, the rater and the version rated.
+    assert "notes_rating_rater_id_c193ac75" in schema[0] and len(schema[1]) == 3
     assert all(schema[1].values())
     # The note's own index is gone (migration 0010): the unique (note, rater) index serves it.
     assert not any(name.startswith("notes_rating_note_id") for name in schema[0])
