@@ -122,7 +122,8 @@ def test_from_x_to_a_proposed_note_and_back(page: Any, live_server: Any, worker_
 
     # 5. Pre-flight: the judges and X's ClaimOpinion score arrive by polling (no reload), then it stops.
     page.click("#preflight")
-    page.wait_for_url(re.compile(r".*/drafts/\d+/preflight/$"))
+    # Post/redirect/get: the verdicts are shown on the draft page, so a reload never queues the judges again.
+    page.wait_for_url(re.compile(r".*/drafts/\d+/\?check=\d+.*"))
     page.evaluate("window.notReloaded = true")
     expect(page.locator("#x-claim-opinion-score")).to_have_text("0.72", timeout=90_000)
     page.wait_for_selector("#result-section:not([hx-get])", timeout=90_000)
