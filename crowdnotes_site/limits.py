@@ -154,48 +154,38 @@ def _past_rate(request: HttpRequest, group: str, key: Any = "user_or_ip") -> boo
         return None
 
 
-def limited(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Refuse (429) the POSTs of `group` past its rate, counted per user, or per client address when
-    anonymous; with the counters unreachable, refuse (503) the groups in FAIL_CLOSED."""
+def _limit(group: str, key: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Refuse (429) the POSTs of `group` past its rate counted under `key`; with the counters
+    unreachable, refuse (503) the groups in FAIL_CLOSED."""
     if group not in ACTIONS:
         raise ValueError(f"unknown rate-limit group {group!r}")
 
     def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-            verdict = _past_rate(request, group)
+            verdict = _past_rate(request, group, key=key)
             if verdict is None and group in FAIL_CLOSED:
                 return _refuse(request, unavailable_message(group), status=503)
             if verdict:
                 return _refuse(request, limit_message(group), status=429)
             return view(request, *args, **kwargs)
 
-        wrapped.limit_group = group  # type: ignore[attr-defined]  # read back by `ratelimited`
+        wrapped.limit_group = group  # type: ignore[attr-defined]  # which group limits a view (tests read it)
         return wrapped
 
     return decorate
+
+
+def limited(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Limit the POSTs of `group` per user, or per client address when anonymous."""
+    return _limit(group, "user_or_ip")
 
 
 def limited_site(group: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Refuse (429) the POSTs of `group` past its rate counted for everybody together: a ceiling on
-    costly work (Supernote runs) that many accounts cannot get around. Put it under `@limited`
-    (per user), so a person over their own limit does not use up the site's."""
-    if group not in ACTIONS:
-        raise ValueError(f"unknown rate-limit group {group!r}")
-
-    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-            verdict = _past_rate(request, group, key=_site_key)
-            if verdict is None and group in FAIL_CLOSED:
-                return _refuse(request, unavailable_message(group), status=503)
-            if verdict:
-                return _refuse(request, limit_message(group), status=429)
-            return view(request, *args, **kwargs)
-
-        return wrapped
-
-    return decorate
+    """Limit the POSTs of `group` counted for everybody together: a ceiling on costly work
+    (Supernote runs) that many accounts cannot get around. Put it under `@limited` (per user), so a
+    person over their own limit does not use up the site's."""
+    return _limit(group, _site_key)
 
 
 def refusal(request: HttpRequest, group: str) -> HttpResponse | None:
@@ -250,15 +240,3 @@ def _refuse(request: HttpRequest, text: str, *, status: int) -> HttpResponse:
     if status == 503:
         response["Retry-After"] = "60"
     return response
-
-
-def ratelimited(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """RATELIMIT_VIEW (django-ratelimit's own decorator, unused here, would call it): the 429 page."""
-    return _refuse(request, limit_message(_group_of(request)), status=429)
-
-
-def _group_of(request: HttpRequest) -> str:
-    """The limit group of the view that refused, found from the resolved URL's view function."""
-    match: Any = getattr(request, "resolver_match", None)
-    func = getattr(match, "func", None)
-    return getattr(func, "limit_group", "")

@@ -72,7 +72,6 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "django_ratelimit.middleware.RatelimitMiddleware",
     # Last, as django-axes asks: it answers the login attempts of a locked-out client.
     "axes.middleware.AxesMiddleware",
 ]
@@ -440,11 +439,9 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
-# Request rates (django-ratelimit, "count/period" with period s, m, h or d), per signed-in user or
+# Request rates (crowdnotes_site/limits.py, sliding windows, "count/period" with period s, m, h or d), per signed-in user or
 # per IP address for anonymous visitors; only POSTs count. Past a rate: a 429 page that says so.
 RATELIMIT_USE_CACHE = "limits"
-RATELIMIT_VIEW = "crowdnotes_site.limits.ratelimited"
-RATELIMIT_IP_META_KEY = "crowdnotes_site.clientip.client_ip"
 RATE_LIMITS = {
     "login": env_str("RATE_LIMIT_LOGIN", "30/m"),
     "signup": env_str("RATE_LIMIT_SIGNUP", "10/h"),

@@ -6,7 +6,6 @@ import io
 import ipaddress
 import socket
 import time
-import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -87,17 +86,6 @@ def _fresh_rate_limits() -> None:
     keys = list(client.scan_iter(match="limits:*"))
     if keys:
         client.delete(*keys)
-
-
-@pytest.fixture
-def frozen_rate_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pin the clock django-ratelimit reads. It counts in fixed windows (each key's window ends
-    every period, at an offset of its own), so a test making N requests could straddle a window's
-    end and see the count start again; with the clock pinned they all fall in one window."""
-    import django_ratelimit.core as limiter
-
-    now = time.time()
-    monkeypatch.setattr(limiter, "time", types.SimpleNamespace(time=lambda: now))
 
 
 # --- Clients ---------------------------------------------------------------------------------

@@ -103,7 +103,6 @@ def test_retries_are_rate_limited_per_user(contributor_client: Any, contributor:
 # --- 3. The Django admin's log-in had no rate limit ----------------------------------------------
 
 
-@pytest.mark.usefixtures("frozen_rate_window")
 def test_the_admin_login_answers_429_after_the_same_number_of_tries_as_the_sites(settings: Any) -> None:
     settings.RATE_LIMITS = {**settings.RATE_LIMITS, "login": "30/m"}
 
@@ -209,7 +208,6 @@ def test_start_up_refuses_an_allow_list_while_site_ports_is_unset(settings: Any)
     assert evidence_allowed_local() == []  # nothing allowed: nothing to refuse
 
 
-@pytest.mark.usefixtures("frozen_rate_window")
 @pytest.mark.parametrize(
     ("count", "forwarded", "says"),
     [(0, "198.51.100.7", "TRUSTED_PROXY_COUNT is 0"), (2, "198.51.100.7", "1 X-Forwarded-For entry but")],

@@ -1,4 +1,4 @@
-"""Abuse limits: login lockout (django-axes), request rates (django-ratelimit on Redis), the per-user
+"""Abuse limits: login lockout (django-axes), request rates (sliding windows on Redis), the per-user
 cap on evidence pages waiting for the CPU queue, and the messages people see when one is hit."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from notes.models import DraftJob, Note, Post
 from notes.services import participant_for_user, post_create
 from tests.conftest import CsrfClient
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_rate_window")]
+pytestmark = pytest.mark.django_db
 
 PASSWORD = "a-long-Passphrase-42"
 

@@ -44,7 +44,6 @@ def own_redis(settings: Any) -> Iterator[OwnRedis]:
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("frozen_rate_window")
 def test_with_redis_down_reads_and_log_in_work_and_costly_posts_say_try_again(
     own_redis: OwnRedis, make_user: Any, contributor_client: CsrfClient, rater_client: CsrfClient, contributor: Any
 ) -> None:

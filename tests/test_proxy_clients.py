@@ -12,7 +12,7 @@ from axes.models import AccessAttempt
 from crowdnotes_site.clientip import forwarded_client
 from tests.conftest import CsrfClient
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_rate_window")]
+pytestmark = pytest.mark.django_db
 
 PASSWORD = "a-long-Passphrase-42"
 PROXY = "127.0.0.1"  # REMOTE_ADDR of every request: the one nginx in front of the app

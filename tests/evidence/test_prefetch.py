@@ -138,7 +138,6 @@ def test_a_prefetched_url_is_not_fetched_again_and_its_snippet_is_the_exhaustive
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("frozen_rate_window")
 def test_past_the_request_rate_it_answers_in_the_fragment_and_queues_nothing(
     contributor_client: Any, sent: list[int], django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:

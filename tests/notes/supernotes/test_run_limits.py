@@ -78,9 +78,7 @@ def test_contributors_cannot_start_runs_and_trusted_ones_only_when_the_setting_o
 
 
 @pytest.mark.django_db
-def test_each_user_and_the_whole_site_have_a_rate_of_runs(
-    make_user: Any, settings: Any, frozen_rate_window: None
-) -> None:
+def test_each_user_and_the_whole_site_have_a_rate_of_runs(make_user: Any, settings: Any) -> None:
     posts = [_plain_stuck_post(f"Claim number {k} about vaccines.") for k in range(3)]
     first, second = make_user("ann", ADMIN), make_user("bob", ADMIN)
     settings.RATE_LIMITS = {**settings.RATE_LIMITS, "supernote": "1/h", "supernote_site": "2/h"}
