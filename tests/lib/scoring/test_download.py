@@ -123,6 +123,21 @@ def test_scoring_from_columnar_equals_score_communitynotes_on_the_tsvs(
     assert summary["dropped"]["rating of a deleted note"] == truth["ratings_of_unknown_notes"]  # type: ignore[index]
 
 
+def test_rater_numbering_does_not_depend_on_how_blocks_are_gathered(
+    researched: tuple[Path, dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader looks rater ids up per span of blocks; spans of one block and one span for the
+    whole file must number every rater the same (the order of first appearance)."""
+    folder, _results = researched
+    whole = columnar.load(folder / "columnar")
+    monkeypatch.setattr(columnar._RaterSpans, "SPAN", 1)  # every block its own span
+    per_block = columnar.load(folder / "columnar")
+    assert len(whole.participant_ids) > 100
+    assert per_block.participant_ids == whole.participant_ids
+    assert np.array_equal(per_block.ratings.rater, whole.ratings.rater)
+    assert np.array_equal(per_block.ratings.note, whole.ratings.note)
+
+
 def test_planted_note_kinds_get_their_statuses(researched: tuple[Path, dict]) -> None:
     folder, _ = researched
     note_id, kind, n_ratings = np.load(folder / "synthetic-kind.npy")
