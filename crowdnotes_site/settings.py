@@ -31,6 +31,9 @@ def _find_shared_data() -> Path:
 
 # The real public data the demo, the classifier command and the benchmarks read by default.
 SHARED_DATA_DIR = Path(env_str("CROWDNOTES_SHARED_DATA", str(_find_shared_data())))
+# The outputs of `manage.py research_download` (FOLDER/research) shown on /analytics/research/;
+# empty: the page says how to make them.
+RESEARCH_OUTPUTS_DIR = env_str("RESEARCH_OUTPUTS_DIR", "")
 
 DEBUG = env_bool("DEBUG", False)
 # A fixed key is only acceptable for local DEBUG runs; production must provide one.

@@ -12,4 +12,5 @@ urlpatterns = [
     path("delays.csv", views.delays_csv, name="delays_csv"),
     path("spikes/", views.spikes_page, name="spikes"),
     path("judging/", views.judging_page, name="judging"),
+    path("research/", views.research_page, name="research"),
 ]

@@ -4,13 +4,14 @@ the same numbers in a table."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
 from crowdnotes_site.lib.csvsafe import SafeWriter
-from notes.analytics import charts, selectors
+from notes.analytics import charts, research_outputs, selectors
 from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
 
 # Analytics show every note's scores and outcomes: the admin role's permission for scores.
@@ -175,3 +176,48 @@ def judging_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         "topic_chart": mark_safe(topic_chart),  # noqa: S308  (escaped by notes.analytics.charts)
     }
     return render(request, "notes/analytics/judging.html", context)
+
+
+def _research_charts(run: research_outputs.ResearchRun) -> tuple[str, str]:
+    delay_chart = charts.bar_chart(
+        "Delay percentiles (hours)",
+        ["25th percentile", "median", "75th percentile", "90th percentile"],
+        [charts.Series(name, [v.get(p) for p in ("p25", "p50", "p75", "p90")]) for name, v in run.delay_rows],
+        unit=" h",
+        description="Hours from post to first note and from note to its first verdicts, at four percentiles, "
+        "over the whole download.",
+    )
+    d = run.daily
+    spike_chart = charts.time_series_chart(
+        "Notes per day",
+        [r.day.isoformat() for r in d],
+        [float(r.notes) for r in d],
+        lines=[
+            charts.Series("rolling mean", [r.rolling_mean for r in d]),
+            charts.Series("threshold", [r.threshold for r in d]),
+        ],
+        marked=[i for i, r in enumerate(d) if r.spike],
+        description=f"Daily notes of the whole download with {sum(r.spike for r in d)} spikes marked in red.",
+    )
+    return delay_chart, spike_chart
+
+
+@endpoint(methods=["GET"], permission=ANALYTICS)
+def research_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The research command's outputs (whole-download delays, spikes, statuses): files, read here."""
+    folder = settings.RESEARCH_OUTPUTS_DIR
+    context: dict[str, object] = {"folder": folder}
+    if folder:
+        try:
+            run = research_outputs.read(folder)
+        except research_outputs.ResearchOutputsError as exc:
+            context["error"] = str(exc)
+        else:
+            delay_chart, spike_chart = _research_charts(run)
+            context |= {
+                "run": run,
+                "delay_chart": mark_safe(delay_chart),  # noqa: S308  (escaped by notes.analytics.charts)
+                "spike_chart": mark_safe(spike_chart),  # noqa: S308  (escaped by notes.analytics.charts)
+                "study": STUDY_HEALTH,
+            }
+    return render(request, "notes/analytics/research.html", context)

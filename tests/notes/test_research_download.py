@@ -26,6 +26,7 @@ def test_it_runs_the_steps_and_a_rerun_keeps_them(tmp_path: Path) -> None:
     again = io.StringIO()
     call_command("research_download", str(tmp_path), stdout=again)
     assert "score: done earlier on the same inputs" in again.getvalue()
+    assert f"RESEARCH_OUTPUTS_DIR={(tmp_path / 'research').resolve()}" in again.getvalue()
 
 
 def test_a_bad_folder_is_a_command_error(tmp_path: Path) -> None:

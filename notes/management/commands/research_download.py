@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -27,3 +28,5 @@ class Command(BaseCommand):
             download.run(options["folder"], out=options["out"], only=tuple(options["only"]), say=self.stdout.write)
         except DownloadError as exc:
             raise CommandError(str(exc)) from exc
+        out = Path(options["out"] or Path(options["folder"]) / "research").resolve()
+        self.stdout.write(f"outputs in {out}; to show them on /analytics/research/: RESEARCH_OUTPUTS_DIR={out}")

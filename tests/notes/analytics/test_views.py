@@ -14,7 +14,14 @@ from notes.models import Note, Post, Topic
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["analytics:index", "analytics:delays", "analytics:delays_csv", "analytics:spikes", "analytics:judging"]
+PAGES = [
+    "analytics:index",
+    "analytics:delays",
+    "analytics:delays_csv",
+    "analytics:spikes",
+    "analytics:judging",
+    "analytics:research",
+]
 
 
 @pytest.fixture
