@@ -5,7 +5,7 @@
 #   --fast    the edit-run loop: every test but the browser and real-worker ones (-m "not browser and not worker")
 #   --serial  one process, in file order (to debug an order or a parallel problem)
 # Each parallel process has its own test database (test_<db>_gw0, ...) and Redis database (the
-# REDIS_URL database + the process's index): see tests/settings.py. docs/incoming/suite.md has the lanes.
+# REDIS_URL database + the process's index): see tests/settings.py. docs/architecture/tests.md has the lanes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lane=(-m "not browser and not worker")
