@@ -38,7 +38,9 @@ def request_queue(*, limit: int = 100, today: date | None = None) -> list[Reques
     requested."""
     in_spike = posts_in_current_spike(today=today)
     posts = (
-        Post.objects.annotate(n_requests=Count("note_requests"), last_request=Max("note_requests__created_at"))
+        Post.objects.annotate(
+            n_requests=Count("note_requests", distinct=True), last_request=Max("note_requests__created_at")
+        )
         .filter(n_requests__gt=0)
         .annotate(
             n_notes=Count("notes", distinct=True),
