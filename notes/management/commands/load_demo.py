@@ -9,7 +9,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from judging.benchmark.queued import benchmark_queue
-from notes.living.demo import living_demo_lines
 from notes.demo import (
     CAMP_RATERS,
     DEMO_PASSWORD,
@@ -21,6 +20,7 @@ from notes.demo import (
     demo_load,
     public_sample_imported,
 )
+from notes.living.demo import living_demo_lines
 from notes.models import ScoringRun
 from notes.services import scoring_run_execute
 
