@@ -133,6 +133,14 @@ def test_a_note_is_requested_by_the_link_or_id_of_a_post_on_x(make_user: Any, se
     asker, other = make_user("linker", "Contributor"), make_user("linker2", "Contributor")
     client = _client_for(asker)
     url = reverse("request_note_by_link")
+    # Signed-in users only, with CSRF.
+    anon = _client_for(None).post(url, {"reference": X_ID})
+    assert anon.status_code == 302 and "login" in anon["Location"]
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(asker)
+    assert strict.post(url, {"reference": X_ID}).status_code == 403 and not Post.objects.exists()
     # Anything that is not a post on X is refused, with what to paste instead.
     bad = client.post(url, {"reference": "https://example.com/u/status/1", "reason": ""})
     assert bad.status_code == 400 and "This is not a post on X" in bad.content.decode()
