@@ -188,19 +188,19 @@ def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note(
     again = StringIO()
     call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=again)
     assert "Living notes: 0 note request(s) added" in again.getvalue()
-    # A real revision run decided it, with the LLM, the judges and the jury; the page shows its reasons.
+    # A real revision run decided it, with the LLM, the judges and the jury. The demo notes have no fetched
+    # evidence, so the relevance judge rejects the candidate: the note keeps one version, and the
+    # suggesters are told (one suggestion used in the rejected candidate, one not used, one pending).
     run = RevisionRun.objects.get()
-    assert run.state == RevisionRun.State.DONE and run.jury_candidate is not None and run.judge_log
+    assert run.state == RevisionRun.State.DONE and run.jury_candidate is not None and run.candidate_text
+    assert run.outcome == RevisionRun.Outcome.REJECTED and "the judges did not pass it (relevance)" in run.reasons
     assert f"Revision run {run.pk} of note {run.note_id}: {run.reasons}" in again.getvalue()
     note = run.note
-    published = run.outcome == RevisionRun.Outcome.PUBLISHED
-    versions = list(NoteVersion.objects.filter(note=note).values_list("number", flat=True).order_by("number"))
-    assert versions == ([1, 2] if published else [1])
-    first = Suggestion.State.USED_PUBLISHED if published else Suggestion.State.USED_REJECTED
-    states = list(Suggestion.objects.filter(note=note).order_by("created_at").values_list("state", "version__number"))
-    assert states == [(first, 1), (Suggestion.State.NOT_USED, 1), (Suggestion.State.PENDING, len(versions))]
+    assert list(NoteVersion.objects.filter(note=note).values_list("number", flat=True)) == [1]
+    states = list(Suggestion.objects.filter(note=note).order_by("created_at").values_list("state", flat=True))
+    assert states == [Suggestion.State.USED_REJECTED, Suggestion.State.NOT_USED, Suggestion.State.PENDING]
     page = client.get(f"/notes/{note.pk}/versions/").content.decode()
-    assert "Waiting for a revision" in page and ("Current version (2)" in page) == published
+    assert "Used in a revision that was rejected" in page and "Waiting for a revision" in page
     # Once: a third load changes nothing.
     call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=StringIO())
     assert RevisionRun.objects.count() == 1 and Suggestion.objects.count() == 3
