@@ -94,6 +94,8 @@ class Post(models.Model):
     def text_missing_reason(self) -> str | None:
         """Why this post's text must not be given to a drafter, judge or search, or None: the one
         rule for imported posts whose `text` is only a placeholder."""
+        if not self.text_available and self.flagged_by_id is not None:
+            return "the post was requested by its link on X and its text is not known here yet"
         if not self.text_available:
             return "the post was imported from public Community Notes data without its text"
         return None

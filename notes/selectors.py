@@ -385,12 +385,34 @@ def scoring_inputs(*, now: datetime, lock_after_days: float | None) -> ScoringIn
     )
 
 
+def scored_ratings() -> QuerySet[Rating]:
+    """The ratings the scorer reads: of a revised note (issue 36), only those of its current
+    version. A replaced version's ratings are kept apart as RetiredRating and never read here; a
+    Rating row of an older version (or without one, i.e. of version 1) left on a revised note, e.g.
+    by a re-run import, is left out too: it rated a text the note no longer shows."""
+    revised = Note.objects.filter(current_version__number__gt=1)
+    return Rating.objects.filter(
+        ~Q(note_id__in=revised.values("pk")) | Q(version_id__in=revised.values("current_version_id"))
+    )
+
+
+# The same rule as scored_ratings() for the binary COPY (constants only, no input).
+_REVISED_NOTES_SQL = (
+    "SELECT n.{column} FROM notes_note n JOIN notes_noteversion v ON v.id = n.current_version_id WHERE v.number > 1"
+)
+_SCORED_RATING_SQL = (
+    f"(r.note_id NOT IN ({_REVISED_NOTES_SQL.format(column='id')}) "
+    f"OR r.version_id IN ({_REVISED_NOTES_SQL.format(column='current_version_id')}))"
+)
+
+
 def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Ratings:
     """All ratings as arrays. Tag flags and the value are computed by the database (as text, so
     SQLite works too) to avoid decoding every rating's JSON in Python."""
     tags = Cast("tags", TextField())
     query = (
-        Rating.objects.alias(tags_text=tags)
+        scored_ratings()
+        .alias(tags_text=tags)
         .annotate(
             value=Case(
                 *(When(level=level, then=Value(v)) for level, v in _LEVEL_VALUE.items()), output_field=FloatField()
@@ -445,7 +467,7 @@ def _ratings_copy_sql() -> str:
         "COALESCE(r.tags::text LIKE '%\"notHelpful%', false), "
         "FLOOR(EXTRACT(EPOCH FROM r.created_at) * 1000)::int8, "
         f"COALESCE({bits}, 0)::int4 "
-        "FROM notes_rating r) TO STDOUT (FORMAT binary)"
+        f"FROM notes_rating r WHERE {_SCORED_RATING_SQL}) TO STDOUT (FORMAT binary)"
     )
 
 

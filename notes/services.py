@@ -492,9 +492,14 @@ def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[
     invalid = set(tag_list) - TAGS_FOR_LEVEL[level]
     if invalid:
         raise RatingError(f"Tags not allowed for {level}: {', '.join(sorted(invalid))}.")
+    # The version rated is read under the note's row lock: a revision that publishes meanwhile holds
+    # it while it retires the old version's ratings, so no rating of a replaced text stays scored.
+    version_id = (
+        Note.objects.select_for_update(no_key=True).filter(pk=note.pk).values_list("current_version_id", flat=True)
+    ).first()
     before = Rating.objects.filter(note=note, rater=rater).values_list("level", "tags").first()
     rating, created = Rating.objects.update_or_create(
-        note=note, rater=rater, defaults={"level": level, "tags": tag_list, "version_id": note.current_version_id}
+        note=note, rater=rater, defaults={"level": level, "tags": tag_list, "version_id": version_id}
     )
     if before is not None and before != (level, tag_list):
         # A changed rating withdraws the suggestion made with it (issue 36); a new one may follow.

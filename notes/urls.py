@@ -36,6 +36,7 @@ urlpatterns = [
     path("rate/<int:note_id>/withdraw/", views.rating_withdraw, name="rating_withdraw"),
     path("posts/<int:post_id>/request/", living.request_note, name="request_note"),
     path("requested/", living.request_queue, name="request_queue"),
+    path("requested/by-link/", living.request_note_by_link, name="request_note_by_link"),
     path("notes/<int:note_id>/versions/", living.note_versions, name="note_versions"),
     path("me/suggestions/", living.my_suggestions, name="my_suggestions"),
     path(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from crowdnotes_site.lib.llm.pipeline import STAGES
 from evidence.models import EvidenceSource, Snippet
@@ -234,15 +235,14 @@ class SpikeQueue:
     rule: str = spikes.rule_text("health posts")  # the history and size conditions, in words
 
 
-def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA) -> SpikeQueue:
-    """Spikes in the daily count of flagged health posts (posted_at, else when flagged), with
-    the posts of each spike's 3-day window (day-1..day+1) that have no Helpful note yet. Three
-    queries, whatever the number of posts."""
-    when = Coalesce("posted_at", "created_at")
+def _health_post_spikes(
+    *, window: int, k: float
+) -> tuple[list[tuple[int, dt.datetime]], list[spikes.Spike], dict[int, dt.date]]:
+    """The spikes in the daily count of flagged health posts (posted_at, else when flagged),
+    newest first, and for each post in a spike's 3-day window (day-1..day+1) that spike's day (a
+    post near two spikes belongs to the newer). One query."""
     health = Post.objects.filter(topic__in=HEALTH_TOPICS)
-    rows = list(health.annotate(when=when).values_list("pk", "when"))
-    n_unclassified = Post.objects.filter(topic="", text_available=True).count()
-    n_no_text = Post.objects.filter(topic="", text_available=False).count()
+    rows = list(health.annotate(when=Coalesce("posted_at", "created_at")).values_list("pk", "when"))
     days, counts = spikes.daily_counts(w.date() for _, w in rows)
     _, found = spikes.detect(days, counts, window=window, k=k)
     found.sort(key=lambda sp: sp.day, reverse=True)
@@ -251,7 +251,31 @@ def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float =
         span = {sp.day + dt.timedelta(days=d) for d in (-1, 0, 1)}
         for pk, w in rows:
             if w.date() in span:
-                window_of.setdefault(pk, sp.day)  # a post near two spikes is listed under the newer
+                window_of.setdefault(pk, sp.day)
+    return rows, found, window_of
+
+
+# A spike is current while its day is one of the last CURRENT_SPIKE_DAYS days (today included).
+CURRENT_SPIKE_DAYS = 3
+
+
+def posts_in_current_spike(*, today: dt.date | None = None) -> dict[int, spikes.Spike]:
+    """Posts in the 3-day window of a current spike of flagged health posts (the rule of "Posts in
+    a spike"), each with its spike."""
+    today = today or timezone.now().date()
+    _, found, window_of = _health_post_spikes(window=spikes.WINDOW_DAYS, k=spikes.K_SIGMA)
+    current = {sp.day: sp for sp in found if 0 <= (today - sp.day).days < CURRENT_SPIKE_DAYS}
+    return {pk: current[day] for pk, day in window_of.items() if day in current}
+
+
+def spike_queue(*, limit: int = 60, window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA) -> SpikeQueue:
+    """Spikes in the daily count of flagged health posts (posted_at, else when flagged), with
+    the posts of each spike's 3-day window (day-1..day+1) that have no Helpful note yet. Three
+    queries, whatever the number of posts."""
+    when = Coalesce("posted_at", "created_at")
+    rows, found, window_of = _health_post_spikes(window=window, k=k)
+    n_unclassified = Post.objects.filter(topic="", text_available=True).count()
+    n_no_text = Post.objects.filter(topic="", text_available=False).count()
     posts = (
         Post.objects.filter(pk__in=list(window_of))
         .exclude(notes__status=NoteStatus.HELPFUL)

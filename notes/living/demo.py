@@ -1,7 +1,10 @@
 """Demo of living notes (issue 36), built only through the real services: a request queue, and one
 note with suggestions attached to its raters' ratings, revised by a real revision run (the LLM when
 configured, else the offline baseline; the judges and the jury decide, so the demo may show a
-rejected revision with its reasons), then one more suggestion left pending."""
+rejected revision with its reasons), then one more suggestion left pending.
+
+`load_demo` runs it (living_demo_lines): the request queue at once, the living note once a jury
+model is stored (the demo's warm-up trains it, then runs `demo_living`)."""
 
 from __future__ import annotations
 
@@ -82,3 +85,32 @@ def demo_living_choice() -> tuple[list[Post], Note | None]:
         .first()
     )
     return posts, note
+
+
+def jury_model_stored() -> bool:
+    """Whether a personalized helpfulness model is stored (the jury needs one to decide a revision)."""
+    from notes.supernotes import phm  # torch: commands and workers only
+    from notes.supernotes.services import phm_dir
+
+    return phm.latest(phm_dir()) is not None
+
+
+def living_demo_lines(*, wait_for_jury: bool) -> list[str]:
+    """Run the living demo on the demo's choice and say what it did. With `wait_for_jury`, the
+    living note is left for later while no jury model is stored (its revision could only be
+    rejected for want of one); the request queue is made either way."""
+    posts, note = demo_living_choice()
+    waiting = (
+        wait_for_jury and note is not None and not Suggestion.objects.filter(note=note).exists()
+        and not jury_model_stored()
+    )  # fmt: skip
+    done = living_demo(request_posts=posts, note=None if waiting else note)
+    lines = [f"Living notes: {done.requests} note request(s) added (the Requested page, /requested/)."]
+    if waiting:
+        lines.append("Living note: waits for a jury model (train_phm; the demo's warm-up trains one, then runs "
+                     "demo_living).")  # fmt: skip
+    elif done.why_not:
+        lines.append(f"Living note: {done.why_not}.")
+    if done.run is not None:
+        lines.append(f"Revision run {done.run.pk} of note {done.run.note_id}: {done.run.reasons}")
+    return lines

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from datetime import date
 
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Case, Count, IntegerField, Max, Min, QuerySet, Value, When
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from notes.analytics.selectors import posts_in_current_spike
+from notes.analytics.spikes import Spike
 from notes.models import (
     Note,
     NoteRequest,
@@ -23,14 +26,29 @@ from notes.models import (
 )
 
 
-def request_queue(*, limit: int = 100) -> QuerySet[Post]:
-    """Posts with note requests: most requested first, then the most recently requested."""
-    return (
-        Post.objects.annotate(n_requests=Count("note_requests"), last_request=Max("note_requests__created_at"))
+@dataclass(frozen=True)
+class RequestedPost:
+    post: Post  # annotated: n_requests, last_request, n_notes
+    spike: Spike | None  # the current spike of flagged health posts the post belongs to
+
+
+def request_queue(*, limit: int = 100, today: date | None = None) -> list[RequestedPost]:
+    """Posts with note requests: those in a current spike of flagged health posts first (the rule
+    of "Posts in a spike", notes.analytics), then the most requested, then the most recently
+    requested."""
+    in_spike = posts_in_current_spike(today=today)
+    posts = (
+        Post.objects.annotate(
+            n_requests=Count("note_requests", distinct=True), last_request=Max("note_requests__created_at")
+        )
         .filter(n_requests__gt=0)
-        .annotate(n_notes=Count("notes", distinct=True))
-        .order_by("-n_requests", "-last_request", "-pk")[:limit]
+        .annotate(
+            n_notes=Count("notes", distinct=True),
+            in_spike=Case(When(pk__in=list(in_spike), then=Value(1)), default=Value(0), output_field=IntegerField()),
+        )
+        .order_by("-in_spike", "-n_requests", "-last_request", "-pk")[:limit]
     )
+    return [RequestedPost(post, in_spike.get(post.pk)) for post in posts]
 
 
 def requests_of_post(*, post: Post) -> QuerySet[NoteRequest]:

@@ -21,6 +21,7 @@ from django.db.models import Count, F, Max
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.lib import xids
 from crowdnotes_site.lib.llm.client import LLMError
 from crowdnotes_site.lib.llm.drafting import draft_budget
 from crowdnotes_site.lib.llm.steps import revision as revision_step
@@ -120,6 +121,34 @@ def note_request_create(*, post: Post, user: User, reason: str = "") -> RequestR
         if writer_request is not None:
             started = _auto_draft(post=post, request=writer_request)
     return RequestResult(request, created, count, started)
+
+
+def post_for_x_id(*, x_id: str, user: User) -> tuple[Post, bool]:
+    """The post with this X id: one imported or fetched with it, else one flagged with a link to
+    it, else a new post without text (created, True), which X's post lookup (xnotes
+    `x_hydrate_posts`) or a contributor pasting its text fills in. X is not asked here."""
+    from notes.services import _lock_post_text, post_text_hash  # (imports nothing of this module)
+
+    placeholder = f"Post {x_id} on X (requested by its link; its text is not known here yet)"
+    _lock_post_text(placeholder)  # two requests of one new id make one post
+    post = Post.objects.filter(external_id=x_id).order_by("-text_available", "created_at").first()
+    if post is not None:
+        return post, False
+    for linked in Post.objects.filter(source_url__contains=f"/status/{x_id}").order_by("created_at"):
+        if xids.post_id_from_reference(linked.source_url) == x_id:
+            return linked, False
+    post = Post.objects.create(
+        text=placeholder, text_hash=post_text_hash(placeholder), text_available=False, external_id=x_id,
+        source_url=f"https://x.com/i/status/{x_id}", posted_at=xids.x_id_time(x_id), flagged_by=user,
+    )  # fmt: skip
+    return post, True
+
+
+@transaction.atomic
+def note_request_by_x_id(*, x_id: str, user: User, reason: str = "") -> RequestResult:
+    """A request for a note on the post on X with this id (see post_for_x_id)."""
+    post, _created = post_for_x_id(x_id=x_id, user=user)
+    return note_request_create(post=post, user=user, reason=reason)
 
 
 def _auto_draft(*, post: Post, request: NoteRequest) -> DraftJob | None:

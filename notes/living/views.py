@@ -9,7 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.lib import xids
 from crowdnotes_site.limits import limited
+from notes.analytics import spikes
+from notes.analytics.selectors import CURRENT_SPIKE_DAYS
 from notes.living import selectors, services
 from notes.models import Note, Post, Suggestion
 from notes.selectors import participant_of
@@ -20,6 +23,31 @@ class RequestForm(forms.Form):
                              label="Why does this post need a note? (optional)")  # fmt: skip
 
 
+class RequestByLinkForm(RequestForm):
+    reference = forms.CharField(max_length=300, label="Link or ID of the post on X",
+                                widget=forms.TextInput(attrs={"placeholder": "https://x.com/<user>/status/<id>"}))  # fmt: skip
+    field_order = ["reference", "reason"]
+
+    def clean_reference(self) -> str:
+        x_id = xids.post_id_from_reference(self.cleaned_data["reference"])
+        if x_id is None:
+            raise forms.ValidationError(
+                "This is not a post on X: paste its link (https://x.com/<user>/status/<id>, or the same on "
+                "twitter.com) or its numeric id."
+            )
+        return x_id
+
+
+def _say(request: HttpRequest, done: services.RequestResult) -> HttpResponse:
+    if not done.created:
+        messages.info(request, f"You already requested a note on this post ({done.count} request(s) in all).")
+    else:
+        messages.success(request, f"Your request is counted: {done.count} request(s) for a note on this post.")
+    if done.started_draft is not None:
+        messages.info(request, "Enough people asked: a draft with an evidence search was started.")
+    return redirect("post_detail", post_id=done.request.post_id)
+
+
 @endpoint(methods=["POST"], permission=PUBLIC, login_required=True)
 @limited("note_request")
 def request_note(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
@@ -28,19 +56,30 @@ def request_note(request: AuthenticatedHttpRequest, post_id: int) -> HttpRespons
     if not form.is_valid():
         messages.error(request, "A reason may have at most 500 characters.")
         return redirect("post_detail", post_id=post.pk)
-    done = services.note_request_create(post=post, user=request.user, reason=form.cleaned_data["reason"])
-    if not done.created:
-        messages.info(request, f"You already requested a note on this post ({done.count} request(s) in all).")
-    else:
-        messages.success(request, f"Your request is counted: {done.count} request(s) for a note on this post.")
-    if done.started_draft is not None:
-        messages.info(request, "Enough people asked: a draft with an evidence search was started.")
-    return redirect("post_detail", post_id=post.pk)
+    return _say(request, services.note_request_create(post=post, user=request.user, reason=form.cleaned_data["reason"]))
+
+
+@endpoint(methods=["POST"], permission=PUBLIC, login_required=True)
+@limited("note_request")
+def request_note_by_link(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """A request by the link or id of a post on X (a post without text here is created as such)."""
+    form = RequestByLinkForm(request.POST)
+    if not form.is_valid():
+        return render(request, "notes/living/request_queue.html", _queue_context(form), status=400)
+    data = form.cleaned_data
+    return _say(
+        request, services.note_request_by_x_id(x_id=data["reference"], user=request.user, reason=data["reason"])
+    )
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
 def request_queue(request: HttpRequest) -> HttpResponse:
-    return render(request, "notes/living/request_queue.html", {"posts": selectors.request_queue()})
+    return render(request, "notes/living/request_queue.html", _queue_context(RequestByLinkForm()))
+
+
+def _queue_context(form: RequestByLinkForm) -> dict[str, object]:
+    return {"rows": selectors.request_queue(), "link_form": form, "spike_days": CURRENT_SPIKE_DAYS,
+            "spike_k": spikes.K_SIGMA, "spike_window": spikes.WINDOW_DAYS}  # fmt: skip
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)

@@ -20,6 +20,11 @@ fi
 if [ -f var/demo-phm.done ]; then
   $PY manage.py demo_supernote
 fi
+# The living note (load_demo leaves it for the jury model): suggestions on the demo note with most
+# ratings, one revision decided by the judges and the jury (LLM if configured, else offline), once.
+if [ -f var/demo-phm.done ]; then
+  $PY manage.py demo_living
+fi
 # The local evidence index behind "Find evidence for me": the real pages of the corpus, with their
 # original URLs and titles from the manifest; each proposal opens its copy served on $PAGES_PORT.
 # First run ~2-3 min (extraction and chunking); later runs skip it (delete the marker to re-index).

@@ -157,3 +157,50 @@ def test_the_demo_has_a_stuck_post_and_queues_one_supernote_run_for_it_once(
     again = StringIO()
     call_command("demo_supernote", "--source", str(source), stdout=again)
     assert SupernoteRun.objects.count() == 1 and "had a Supernote run already" in again.getvalue()
+
+
+def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note(
+    cn_data: Path, llm_server: Any, settings: Any, tmp_path: Path, client: Any
+) -> None:
+    from crowdnotes_site.lib.llm.steps.common import split_data_block
+    from notes.living.selectors import request_queue
+    from notes.models import NoteVersion, RevisionRun, Suggestion
+    from notes.supernotes import phm
+    from notes.supernotes import services as supernote_services
+
+    settings.PHM_DIR = tmp_path / "phm"
+
+    def answer(messages: list[dict[str, Any]]) -> str:
+        user = messages[-1]["content"]
+        if "Revise the current note" in user:
+            assert len(split_data_block(user)[1]["rater_suggestions"]) == 2
+            return "In context: the finding of this old quote was about the flu, not about infection with Covid-19."
+        return "Checked against the evidence.\nFinal decision: yes"
+
+    llm_server.respond_with(answer)
+    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
+    out = StringIO()
+    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=out)
+    # The request queue at once (3, 2 and 1 requests); the living note waits for a jury model.
+    assert [row.post.n_requests for row in request_queue()] == [3, 2, 1]  # type: ignore[attr-defined]
+    assert "Living note: waits for a jury model" in out.getvalue() and not Suggestion.objects.exists()
+    supernote_services.phm_train_from_db(embedder_name=phm.HASHING, epochs=3)  # as the demo's warm-up does
+    again = StringIO()
+    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=again)
+    assert "Living notes: 0 note request(s) added" in again.getvalue()
+    # A real revision run decided it, with the LLM, the judges and the jury. The demo notes have no fetched
+    # evidence, so the relevance judge rejects the candidate: the note keeps one version, and the
+    # suggesters are told (one suggestion used in the rejected candidate, one not used, one pending).
+    run = RevisionRun.objects.get()
+    assert run.state == RevisionRun.State.DONE and run.jury_candidate is not None and run.candidate_text
+    assert run.outcome == RevisionRun.Outcome.REJECTED and "the judges did not pass it (relevance)" in run.reasons
+    assert f"Revision run {run.pk} of note {run.note_id}: {run.reasons}" in again.getvalue()
+    note = run.note
+    assert list(NoteVersion.objects.filter(note=note).values_list("number", flat=True)) == [1]
+    states = list(Suggestion.objects.filter(note=note).order_by("created_at").values_list("state", flat=True))
+    assert states == [Suggestion.State.USED_REJECTED, Suggestion.State.NOT_USED, Suggestion.State.PENDING]
+    page = client.get(f"/notes/{note.pk}/versions/").content.decode()
+    assert "Used in a revision that was rejected" in page and "Waiting for a revision" in page
+    # Once: a third load changes nothing.
+    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=StringIO())
+    assert RevisionRun.objects.count() == 1 and Suggestion.objects.count() == 3

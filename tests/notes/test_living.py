@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from crowdnotes_site.lib.llm.steps.common import QUOTED_MARK, split_data_block
 from crowdnotes_site.lib.llm.steps.revision import kind_offline
+from crowdnotes_site.lib.xids import post_id_from_reference
 from evidence.models import Snippet
 from evidence.snippets import snippet_process, snippet_review
 from notes.living import selectors as living_selectors
@@ -30,11 +31,13 @@ from notes.models import (
     NoteStatus,
     NoteVersion,
     Participant,
+    Post,
     Rating,
     RatingLevel,
     RetiredRating,
     RevisionRun,
     Suggestion,
+    Topic,
 )
 from notes.services import participant_for_user, post_create, rating_submit
 from notes.supernotes import phm
@@ -62,7 +65,7 @@ def test_requests_count_once_per_user_and_the_queue_sorts_by_count_then_recency(
     assert not again.created and again.count == 2
     living.note_request_create(post=quiet, user=users[2])
     assert NoteRequest.objects.filter(post=busy).count() == 2
-    assert [p.pk for p in living_selectors.request_queue()] == [busy.pk, quiet.pk]
+    assert [r.post.pk for r in living_selectors.request_queue()] == [busy.pk, quiet.pk]
     html = client.get(reverse("request_queue")).content.decode()
     assert html.index("Garlic cures") < html.index("Onions in socks")
 
@@ -100,6 +103,96 @@ def test_requests_above_the_threshold_start_one_draft(make_user: Any, settings: 
     third = living.note_request_create(post=post, user=make_user("late", "Contributor"))
     assert third.started_draft is None
     assert DraftJob.objects.filter(post=post).count() == 1
+
+
+X_ID = "1790000000000000001"
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [f"https://x.com/healthfacts/status/{X_ID}", f"twitter.com/some_one/status/{X_ID}?s=20",
+     f"https://mobile.twitter.com/a/status/{X_ID}/photo/1", f"https://www.x.com/i/web/status/{X_ID}", f" {X_ID} "],
+)  # fmt: skip
+def test_a_link_or_id_of_a_post_on_x_names_its_id(reference: str) -> None:
+    assert post_id_from_reference(reference) == X_ID
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["", "hello", "https://x.com/healthfacts", f"https://example.com/u/status/{X_ID}", f"https://x.com.evil.org/u/status/{X_ID}",
+     "https://x.com/u/status/12ab", "0", "99999999999999999999", f"https://x.com/u/likes/{X_ID}"],
+)  # fmt: skip
+def test_anything_else_is_not_a_post_on_x(reference: str) -> None:
+    assert post_id_from_reference(reference) is None
+
+
+def test_a_note_is_requested_by_the_link_or_id_of_a_post_on_x(make_user: Any, settings: Any, db: None) -> None:
+    from tests.conftest import _client_for
+
+    settings.NOTE_REQUEST_AUTO_DRAFT_THRESHOLD = 1
+    asker, other = make_user("linker", "Contributor"), make_user("linker2", "Contributor")
+    client = _client_for(asker)
+    url = reverse("request_note_by_link")
+    # Signed-in users only, with CSRF.
+    anon = _client_for(None).post(url, {"reference": X_ID})
+    assert anon.status_code == 302 and "login" in anon["Location"]
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(asker)
+    assert strict.post(url, {"reference": X_ID}).status_code == 403 and not Post.objects.exists()
+    # Anything that is not a post on X is refused, with what to paste instead.
+    bad = client.post(url, {"reference": "https://example.com/u/status/1", "reason": ""})
+    assert bad.status_code == 400 and "This is not a post on X" in bad.content.decode()
+    assert not NoteRequest.objects.exists()
+    # An unknown post: created by its id, without text (X is not asked); the page says so.
+    response = client.post(url, {"reference": f"https://x.com/someone/status/{X_ID}", "reason": "shared in my town"})
+    post = Post.objects.get(external_id=X_ID)
+    assert response.status_code == 302 and response["Location"] == reverse("post_detail", args=[post.pk])
+    assert not post.text_available and post.source_url == f"https://x.com/i/status/{X_ID}"
+    assert post.posted_at is not None and post.posted_at.year == 2024  # the time in the id
+    page = client.get(response["Location"]).content.decode()
+    assert "does not have this post's text yet" in page and "requested by its link on X" in page
+    assert "x_hydrate_posts" in page and f"/contribute/?post={post.pk}" in page
+    # The same post by its bare id (twice over the threshold): one post, no draft without its text.
+    _client_for(other).post(url, {"reference": X_ID})
+    assert Post.objects.filter(external_id=X_ID).count() == 1 and NoteRequest.objects.filter(post=post).count() == 2
+    assert not DraftJob.objects.exists()
+    # A post known by its X id (imported, fetched) or flagged with a link to it is the one requested.
+    imported = Post.objects.create(text="Ivermectin cures COVID.", text_hash="i", external_id="1790000000000000002")
+    flagged = post_create(
+        text="Bleach cures autism.", source_url="https://twitter.com/u/status/1790000000000000003?s=1"
+    )
+    for post_on_x, reference in ((imported, "1790000000000000002"), (flagged, "x.com/u/status/1790000000000000003")):
+        done = living.note_request_by_x_id(x_id=post_id_from_reference(reference) or "", user=asker)
+        assert done.request.post_id == post_on_x.pk
+    assert Post.objects.count() == 3
+
+
+def test_posts_in_a_current_spike_are_ranked_up_and_labelled(make_user: Any, db: None, client: Any) -> None:
+    today = timezone.now()
+    for d in range(1, 30):  # two health posts a day for four weeks, then a spike yesterday
+        for i in range(2):
+            Post.objects.create(text=f"Routine {d}-{i}", text_hash=f"r{d}-{i}", topic=Topic.TREATMENTS,
+                                posted_at=today - timedelta(days=d + 1))  # fmt: skip
+    spiking = [Post.objects.create(text=f"Raw milk cures measles {i}", text_hash=f"m{i}", topic=Topic.TREATMENTS,
+                                   posted_at=today - timedelta(days=1)) for i in range(9)]  # fmt: skip
+    older = Post.objects.create(text="Old claim", text_hash="o", topic=Topic.TREATMENTS,
+                                    posted_at=today - timedelta(days=20))  # fmt: skip
+    popular = post_create(text="Fluoride lowers IQ.")
+    users = [make_user(f"asker{i}") for i in range(3)]
+    for user in users:
+        living.note_request_create(post=popular, user=user)
+    living.note_request_create(post=older, user=users[0])
+    living.note_request_create(post=spiking[0], user=users[0])
+    rows = living_selectors.request_queue()
+    assert [r.post.pk for r in rows] == [spiking[0].pk, popular.pk, older.pk]
+    assert rows[0].spike is not None and rows[0].spike.count == 9 and rows[1].spike is None
+    html = client.get(reverse("request_queue")).content.decode()
+    assert html.count("In a spike:") == 1 and html.index("Raw milk cures") < html.index("Fluoride lowers")
+    # A week later the spike is over: the queue is by requests again.
+    later = living_selectors.request_queue(today=(today + timedelta(days=7)).date())
+    assert [r.post.pk for r in later] == [popular.pk, spiking[0].pk, older.pk] and later[0].spike is None
 
 
 # --- Versions and suggestions --------------------------------------------------------------------
@@ -286,6 +379,39 @@ def test_a_revision_that_beats_the_margin_is_published_and_the_suggesters_are_to
     assert (row.predicted_before, row.predicted_after, row.rated_after) == (run.jury_current, run.jury_candidate, None)
     page = admin_client.get(reverse("living_analytics")).content.decode()
     assert "Added context" in page and "100% of 1" in page and "0% of 1" in page
+
+
+def test_ratings_of_a_replaced_version_do_not_feed_the_scorer(
+    phm_dir: Path, llm_server: ScriptedLLM, settings: Any, db: None
+) -> None:
+    from notes.selectors import _rating_arrays, scoring_inputs
+
+    settings.REVISION_JURY_MARGIN = -10.0
+    note, _ = _living_note(phm_dir)
+    before_publish = Note.objects.get(pk=note.pk)  # as a rating page loaded it, before the revision
+    llm_server.respond_with(_answer(REVISED, "yes"))
+    run = living.revision_run_start(note=note)
+    assert run is not None
+    living.revision_run_execute(run_id=run.pk)
+    note.refresh_from_db()
+    assert note.current_version is not None and note.current_version.number == 2
+    v1 = NoteVersion.objects.get(note=note, number=1)
+    old_raters = list(RetiredRating.objects.filter(version=v1).order_by("pk").values_list("rater_id", flat=True))
+    assert len(old_raters) == 39
+    # Rating rows of version 1 left on the revised note (a re-run import; none from the app): not scored.
+    Rating.objects.create(note=note, rater_id=old_raters[0], level=RatingLevel.HELPFUL, version=v1)
+    Rating.objects.create(note=note, rater_id=old_raters[1], level=RatingLevel.HELPFUL, version=None)
+    # A rating sent from a page loaded before the revision rates the current version.
+    fresh, _ = rating_submit(rater=Participant.objects.get(pk=old_raters[2]), note=before_publish,
+                             level=RatingLevel.NOT_HELPFUL)  # fmt: skip
+    assert fresh.version_id == note.current_version_id
+    inputs = scoring_inputs(now=timezone.now(), lock_after_days=None)
+    people = {pk: i for i, pk in enumerate(inputs.participant_pks.tolist())}
+    notes_index = {pk: i for i, pk in enumerate(inputs.note_pks.tolist())}
+    for ratings in (inputs.ratings, _rating_arrays(people, notes_index)):  # the COPY path and the ORM path
+        of_note = ratings.rater[ratings.note == notes_index[note.pk]]
+        assert [int(inputs.participant_pks[i]) for i in of_note] == [old_raters[2]]
+        assert len(ratings.rater) == Rating.objects.count() - 2  # every other note's ratings are all read
 
 
 def test_a_revision_that_fails_a_judge_is_not_published(
@@ -513,7 +639,7 @@ def test_the_demo_builds_a_request_queue_and_a_living_note_through_the_services(
     for k in range(3):
         rating_submit(rater=participant_for_user(user=make_user(f"demo-rater{k}", "Rater")), note=note, level="HELPFUL")
     done = living_demo(request_posts=posts, note=note)
-    assert done.requests == 6 and [p.pk for p in living_selectors.request_queue()] == [p.pk for p in posts]
+    assert done.requests == 6 and [r.post.pk for r in living_selectors.request_queue()] == [p.pk for p in posts]
     assert done.run is not None and done.run.outcome == RevisionRun.Outcome.REJECTED
     assert "no jury prediction" in done.run.reasons
     assert done.run.candidate_text.endswith("Raw milk carries a risk of serious infections.")

@@ -20,6 +20,7 @@ from notes.demo import (
     demo_load,
     public_sample_imported,
 )
+from notes.living.demo import living_demo_lines
 from notes.models import ScoringRun
 from notes.services import scoring_run_execute
 
@@ -34,7 +35,8 @@ PUBLIC_STATUS_HISTORY = CN_DATA / "mcroston/noteStatusHistory-00000.tsv"
 class Command(BaseCommand):
     help = (
         "Load the demo: real health posts and notes (public Community Notes data), demo users, simulated raters; "
-        "import the public samples as real imported data; classify posts; queue the judges on the demo notes."
+        "import the public samples as real imported data; classify posts; queue the judges on the demo notes; "
+        "note requests, and a living note once a jury model is stored (demo_living)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -46,6 +48,9 @@ class Command(BaseCommand):
             help="do not import the public notes/ratings/status-history samples (about 30 s on SQLite)",
         )
         parser.add_argument("--no-judging", action="store_true", help="do not queue the judges on the demo notes")
+        parser.add_argument(
+            "--no-living", action="store_true", help="no note requests, suggestions or revision (demo_living)"
+        )
         parser.add_argument(
             "--no-benchmark", action="store_true", help="do not queue the benchmark on DEMO_BENCHMARK_DATASET"
         )
@@ -99,6 +104,9 @@ class Command(BaseCommand):
                 else f"Benchmark on {dataset.name} queued ({progress.done} of {progress.total} tasks done; "
                 "a worker runs it after the warm-up, /judging/benchmark/ shows its progress)."
             )
+        if not options["no_living"]:
+            for line in living_demo_lines(wait_for_jury=True):
+                self.stdout.write(line)
         for username in DEMO_USERS:
             self.stdout.write(f"  login {username} / {DEMO_PASSWORD}")
         for username, index in CAMP_RATERS.items():
