@@ -142,8 +142,11 @@ if REDIS_URL:
         },
     }
 else:
+    # Without Redis (the demo: one machine), the default cache is a file cache every process shares:
+    # what a worker stores there (the X request budget) is what the pages read. The rate counters
+    # stay per process (one web process in the demo).
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "default": {"BACKEND": "crowdnotes_site.filecache.LockedFileCache", "LOCATION": str(VAR_DIR / "cache")},
         "limits": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "limits"},
     }
 
