@@ -352,3 +352,21 @@ def test_hydrate_and_sync_buttons_do_nothing_without_credentials(
     assert admin_client.post("/x/writer/hydrate/").status_code == 302
     assert admin_client.post("/x/writer/sync/").status_code == 302
     assert not XTaskRun.objects.exists()
+
+
+def test_the_note_pages_x_panel_polls_with_the_judges_and_offers_the_proposal_when_they_finish(
+    x_api: FakeX, admin_user: Any, admin_client: CsrfClient
+) -> None:
+    """Issue 35: the X panel said "judges have not finished" after they finished, until a reload.
+    It is part of the note page's polled section now, so the poll that sees the judges finish
+    brings the propose link with it."""
+    note = proposable_note(judged=False)
+    note.author = participant_for_user(user=admin_user)
+    note.save()
+    run = JudgeRun.objects.create(note=note, content_hash="c", state=JudgeRun.State.RUNNING)
+    live = admin_client.get(f"/me/notes/{note.pk}/", headers={"HX-Request": "true"}).content.decode()
+    assert 'id="live" hx-get=' in live and 'id="x-note-panel"' in live
+    assert "The judges have not finished on this note." in live and "x-propose-link" not in live
+    JudgeRun.objects.filter(pk=run.pk).update(state=JudgeRun.State.DONE, helpful=True)
+    live = admin_client.get(f"/me/notes/{note.pk}/", headers={"HX-Request": "true"}).content.decode()
+    assert 'id="x-propose-link"' in live and "The judges have not finished" not in live
