@@ -341,6 +341,11 @@ MAX_EVIDENCE_URLS = env_int("MAX_EVIDENCE_URLS", 5, minimum=1)
 # non-public address, listed or not: the app's own (SITE_PORTS), the database's and Redis'.
 EVIDENCE_ALLOWED_LOCAL = env_list("EVIDENCE_ALLOWED_LOCAL", [])
 SITE_PORTS = [int(port) for port in env_list("SITE_PORTS", ["8000"])]
+# Local copies of real pages (evidence/local_copies.py; the demo serves the shared corpus): where they
+# are served and the manifest that names each one's original URL. A copy is fetched from there but
+# shown, categorised and sent to X under its original address. Both empty: off.
+EVIDENCE_LOCAL_COPIES_URL = env_str("EVIDENCE_LOCAL_COPIES_URL", "")
+EVIDENCE_LOCAL_COPIES_MANIFEST = env_str("EVIDENCE_LOCAL_COPIES_MANIFEST", "")
 # Whether SITE_PORTS was set: unset, the app's real port is unknown (8000 is a guess), so a
 # non-empty EVIDENCE_ALLOWED_LOCAL is refused at start-up (evidence/checks.py, evidence.E003).
 SITE_PORTS_SET = bool(os.environ.get("SITE_PORTS", "").strip())

@@ -18,6 +18,7 @@ from django.utils import timezone
 from crowdnotes_site.lib import text_rules, xids
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.queue import enqueue_on_commit
+from evidence import local_copies
 from evidence.search.categories import HEALTH_AUTHORITY, RESEARCH, category_by_rules
 from evidence.snippets import snippet_is_confirmed
 from judging.models import JudgeRun, PreflightCheck
@@ -329,19 +330,25 @@ def evaluate(*, post: Post, text: str, client: XClient) -> XEvaluation:
 # --- Propose a note --------------------------------------------------------------------------
 
 
+def _source_urls(note: Note) -> list[str]:
+    """The note's source URLs, a local copy's (the demo's served pages) as the page's real address."""
+    return [local_copies.real_address(str(u)) for u in note.evidence_urls or []]
+
+
 def x_note_text(note: Note) -> str:
     """The text sent to X: the note, with its first source URL appended when the text names none
-    (X requires a source URL in the text)."""
-    if text_rules.find_urls(note.text, web_only=True):
-        return note.text
-    urls = [str(u) for u in note.evidence_urls or []]
-    return f"{note.text.rstrip()} {urls[0]}" if urls else note.text
+    (X requires a source URL in the text). Local copies' URLs are sent as their real addresses."""
+    text = local_copies.real_addresses(note.text)
+    if text_rules.find_urls(text, web_only=True):
+        return text
+    urls = _source_urls(note)
+    return f"{text.rstrip()} {urls[0]}" if urls else text
 
 
 def trustworthy_sources(note: Note) -> bool:
     """True when every source of the note is a health authority or research publisher
     (evidence.search.categories), the categories the source priors rank highest."""
-    urls = [str(u) for u in note.evidence_urls or []]
+    urls = _source_urls(note)
     return bool(urls) and all(category_by_rules(u).category in TRUSTWORTHY_CATEGORIES for u in urls)
 
 
