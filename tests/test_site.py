@@ -337,3 +337,20 @@ def test_a_403_is_logged_in_one_line_without_a_traceback(rater_client: Any, caps
     assert lines, "the refusal is logged"
     records = [json.loads(line) for line in lines]
     assert all(r["status_code"] == 403 and "exc" not in r for r in records)
+
+
+def test_the_warmup_banner_is_polled_away_on_open_pages_and_says_what_the_last_warmup_took(
+    anon_client: Any, db: None, settings: Any, tmp_path: Path
+) -> None:
+    """Issue 35: the banner stayed on pages left open, and said "about 5 minutes" when it took 10."""
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "warmup.running").write_text("06:12\n")
+    (tmp_path / "warmup.last-seconds").write_text("185\n")
+    page = anon_client.get("/").content.decode()
+    assert 'id="banners" hx-get="/banners/" hx-trigger="every 20s"' in page  # polled while it shows
+    assert "the last warm-up of this install took 3 minutes" in page and "about 5 minutes" not in page
+    assert "Warming up in the background since 06:12 UTC" in anon_client.get("/banners/").content.decode()
+    (tmp_path / "warmup.running").unlink()
+    done = anon_client.get("/banners/").content.decode()
+    assert "Warming up" not in done and "hx-get" not in done  # the poll replaces it and stops
+    assert 'id="banners" hx-get' not in anon_client.get("/").content.decode()
