@@ -29,7 +29,7 @@ def _login(page: Any, live_server: Any, user: Any) -> None:
 @pytest.mark.worker
 def test_the_hydrate_and_sync_buttons_run_in_the_worker_and_show_their_result(
     page: Any, live_server: Any, x_worker: Worker, x_api: FakeX, admin_user: Any  # noqa: F811
-) -> None:
+) -> None:  # fmt: skip
     posts = [Post.objects.create(text="[imported]", text_hash=sha256_hex(f"b{i}"), external_id=str(1700000000000000000 + i),
                                  text_available=False) for i in range(3)]  # fmt: skip
     x_api.tweets[posts[0].external_id] = tweet(posts[0].external_id, "Raw milk cures asthma, doctors hide it.")

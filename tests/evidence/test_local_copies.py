@@ -38,7 +38,10 @@ def test_a_copys_url_maps_to_its_original_and_back(served_copies: str, settings:
     assert local_copies.original_of(served_copies) == REAL
     assert local_copies.copy_of(REAL) == served_copies
     assert local_copies.real_address("https://example.org/a") == "https://example.org/a"
-    assert local_copies.real_addresses(f"See {served_copies} and https://a.example/x.") == f"See {REAL} and https://a.example/x."
+    assert (
+        local_copies.real_addresses(f"See {served_copies} and https://a.example/x.")
+        == f"See {REAL} and https://a.example/x."
+    )
     settings.EVIDENCE_LOCAL_COPIES_MANIFEST = ""  # off: nothing is rewritten
     assert local_copies.real_address(served_copies) == served_copies
 

@@ -156,11 +156,11 @@ def test_manage_sh_runs_a_command_with_the_demos_settings(tmp_path: Path) -> Non
     base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "X_TEST_MODE")}
     base["DJANGO_SETTINGS_MODULE"] = "crowdnotes_site.settings"  # the app's, not the tests'
     code = "from django.conf import settings as s; print(s.DEBUG, s.X_TEST_MODE, s.X_API_KEY, s.VAR_DIR)"
-    ran = subprocess.run(["scripts/manage.sh", "shell", "-c", code], cwd=ROOT, capture_output=True, text=True,
+    ran = subprocess.run([str(ROOT / "scripts" / "manage.sh"), "shell", "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env={**base, "DEMO_ENV_FILE": str(env_file), "X_API_KEY": "from-my-shell"},
                          timeout=120)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip().splitlines()[-1] == f"True False from-my-shell {tmp_path}"
-    bare = subprocess.run(["scripts/manage.sh", "check"], cwd=ROOT, capture_output=True, text=True,
+    bare = subprocess.run([str(ROOT / "scripts" / "manage.sh"), "check"], cwd=ROOT, capture_output=True, text=True,
                           env={**base, "DEMO_ENV_FILE": str(tmp_path / "none.env")}, timeout=120)  # fmt: skip
     assert bare.returncode != 0 and "SECRET_KEY" in bare.stderr  # production settings need their key

@@ -8,10 +8,10 @@ import pytest
 from celery.exceptions import Retry
 
 from crowdnotes_site.lib import xids
+from notes.models import Post
 from tests.support.x_server import FakeX
 from tests.xnotes.factories import tweet
 from xnotes import rules, tasks
-from notes.models import Post
 from xnotes.models import XFetchRun, XPost, XTaskRun
 
 CRH, CRNH, NMR = "CURRENTLY_RATED_HELPFUL", "CURRENTLY_RATED_NOT_HELPFUL", "NEEDS_MORE_RATINGS"
@@ -155,8 +155,9 @@ def _imported(n: int, start: int = 1700000000000000000) -> list[Any]:
     from notes.models import Post
 
     return [
-        Post.objects.create(text="[imported]", text_hash=sha256_hex(f"t{i}"), external_id=str(start + i),
-                            text_available=False)  # fmt: skip
+        Post.objects.create(
+            text="[imported]", text_hash=sha256_hex(f"t{i}"), external_id=str(start + i), text_available=False
+        )
         for i in range(n)
     ]
 

@@ -338,7 +338,7 @@ def test_hydrate_and_sync_buttons_queue_one_run_each_for_admins_and_show_progres
     page = admin_client.get("/x/writer/").content.decode()
     assert 'id="x-hydrate-progress"' in page and 'id="x-sync-progress"' in page
     assert 'hx-trigger="every 2s"' in page  # htmx polls the runs' progress …
-    assert '<noscript><meta http-equiv="refresh"' in page and '>Refresh</a>' in page  # … and without JS
+    assert '<noscript><meta http-equiv="refresh"' in page and ">Refresh</a>" in page  # … and without JS
     assert re.search(r'<button type="submit" id="x-hydrate-now"\s+disabled', page)
     fragment = admin_client.get("/x/writer/", headers={"HX-Request": "true"}).content.decode()
     assert fragment.lstrip().startswith('<div id="x-live"') and "x-sync-runs" in fragment

@@ -190,7 +190,9 @@ def test_the_delays_page_opens_on_all_the_data_and_a_range_without_notes_links_t
     from django.utils import timezone
 
     written = timezone.make_aware(dt.datetime(2022, 3, 1, 12))
-    post = Post.objects.create(text="p", text_hash="p1", topic=Topic.TREATMENTS, posted_at=written - dt.timedelta(hours=3))
+    post = Post.objects.create(
+        text="p", text_hash="p1", topic=Topic.TREATMENTS, posted_at=written - dt.timedelta(hours=3)
+    )
     Note.objects.create(post=post, text="n", created_at=written)
     opened = admin_client.get(reverse("analytics:delays"))
     assert opened.context["summary"].n_notes == 1 and opened.context["summary"].report.post_to_first_note_hours.n == 1
