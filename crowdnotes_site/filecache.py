@@ -19,8 +19,9 @@ from django.core.cache.backends.filebased import FileBasedCache
 class LockedFileCache(FileBasedCache):
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        os.makedirs(self._dir, exist_ok=True)
-        with open(os.path.join(self._dir, ".lock"), "a") as handle:
+        folder = str(getattr(self, "_dir"))  # noqa: B009 - set by FileBasedCache, unknown to its stubs
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, ".lock"), "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

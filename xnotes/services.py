@@ -737,9 +737,10 @@ def task_run_begin(*, kind: str, run_id: int | None) -> XTaskRun | None:
             return None
         run = XTaskRun.objects.create(kind=kind)
     else:
-        run = XTaskRun.objects.filter(pk=run_id, kind=kind).first()
-        if run is None or run.state not in XTaskRun.ACTIVE:
+        queued = XTaskRun.objects.filter(pk=run_id, kind=kind).first()
+        if queued is None or queued.state not in XTaskRun.ACTIVE:
             return None
+        run = queued
     run.state, run.wait_until = XTaskRun.State.RUNNING, None
     run.save(update_fields=["state", "wait_until", "updated_at"])
     return run

@@ -173,8 +173,12 @@ def test_hydrate_task_records_its_run_with_progress_and_waits_for_the_reset(
         x_api.tweets[post.external_id] = tweet(post.external_id, f"Text of {post.external_id}")
     seen: list[dict[str, Any]] = []
     real_progress = tasks.services.task_run_progress
-    monkeypatch.setattr(tasks.services, "task_run_progress",
-                        lambda run, **kw: (seen.append(dict(kw["counts"])), real_progress(run, **kw)))  # fmt: skip
+
+    def progress(run: XTaskRun, **kw: Any) -> None:
+        seen.append(dict(kw["counts"]))
+        real_progress(run, **kw)
+
+    monkeypatch.setattr(tasks.services, "task_run_progress", progress)
     run = XTaskRun.objects.create(kind=XTaskRun.Kind.HYDRATE)
     assert tasks.x_hydrate_posts.run(run.pk) == {"requests": 2, "looked_up": 150, "hydrated": 120, "not_found": 30,
                                                  "skipped": 0}  # fmt: skip
@@ -186,7 +190,12 @@ def test_hydrate_task_records_its_run_with_progress_and_waits_for_the_reset(
     # Beat's run, into a closed window: waiting, re-queued for the reset, nothing sent.
     x_api.rate_limit_next("/2/tweets", reset_in_s=5)
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(tasks.x_hydrate_posts, "retry", lambda **kw: (calls.append(kw), Retry("re-queued"))[1])
+
+    def fake_retry(**kw: Any) -> Retry:
+        calls.append(kw)
+        return Retry("re-queued")
+
+    monkeypatch.setattr(tasks.x_hydrate_posts, "retry", fake_retry)
     XPost.objects.update(lookup_error_at=None, hydrated_at=None)
     Post.objects.filter(pk__in=[p.pk for p in posts[120:]]).update(text_available=False)
     with pytest.raises(Retry):
