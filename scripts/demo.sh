@@ -42,16 +42,9 @@ if [ -f "$PAGES/manifest.tsv" ]; then
   export EVIDENCE_LOCAL_COPIES_URL=${EVIDENCE_LOCAL_COPIES_URL:-http://127.0.0.1:$PAGES_PORT/}
   export EVIDENCE_LOCAL_COPIES_MANIFEST=${EVIDENCE_LOCAL_COPIES_MANIFEST:-$PAGES/manifest.tsv}
 fi
-# The settings this demo runs with, for commands run beside it (scripts/manage.sh reads them): no
-# secrets (the X credentials stay in the environment of each shell).
-{
-  echo "# Written by scripts/demo.sh at $(date -u +%FT%TZ): the settings the running demo uses."
-  for name in DEBUG SCORING_INTERVAL_SECONDS EVIDENCE_ALLOWED_LOCAL SITE_PORTS HF_HUB_OFFLINE TRANSFORMERS_OFFLINE \
-    EVIDENCE_LOCAL_COPIES_URL EVIDENCE_LOCAL_COPIES_MANIFEST DATABASE_URL REDIS_URL CELERY_BROKER_URL CROWDNOTES_VAR_DIR \
-    X_API_BASE_URL X_TEST_MODE; do
-    if [ -n "${!name:-}" ]; then printf '%s=%q\n' "$name" "${!name}"; fi
-  done
-} >var/demo.env
+# The settings this demo runs with, for commands run beside it (scripts/manage.sh reads them): every
+# variable the settings read that is set here, no secrets (the X credentials stay in each shell's environment).
+$PY scripts/lib/demo_env.py >var/demo.env
 # Warm-up that serving pages does not need (the Supernote jury's model and the demo's Supernote run,
 # the evidence index of the real pages, the embedding model and its pre-filter table: several minutes
 # on a first run) starts after the app is up, in the background (scripts/lib/warmup.sh, log

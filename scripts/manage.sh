@@ -11,7 +11,7 @@ if [ -f "$env_file" ]; then
   while IFS='=' read -r name value; do
     case "$name" in '' | \#*) continue ;; esac
     if [ -z "${!name+set}" ]; then
-      eval "export $name=$value"  # the value was written with printf %q
+      eval "export $name=$value"  # the value was written quoted for bash (shlex.quote)
     fi
   done <"$env_file"
 fi

@@ -164,3 +164,18 @@ def test_manage_sh_runs_a_command_with_the_demos_settings(tmp_path: Path) -> Non
     bare = subprocess.run([str(ROOT / "scripts" / "manage.sh"), "check"], cwd=ROOT, capture_output=True, text=True,
                           env={**base, "DEMO_ENV_FILE": str(tmp_path / "none.env")}, timeout=120)  # fmt: skip
     assert bare.returncode != 0 and "SECRET_KEY" in bare.stderr  # production settings need their key
+
+
+def test_demo_env_holds_the_demos_settings_and_no_secret() -> None:
+    import sys
+
+    env = {"PATH": os.environ["PATH"], "DEBUG": "1", "EMBEDDING_MODEL": "all-MiniLM-L6-v2", "X_API_KEY": "ck-secret",
+           "X_ACCESS_TOKEN_SECRET": "ats-secret", "SECRET_KEY": "sk", "DATABASE_URL": "postgres://u:pw@db/x",
+           "EVIDENCE_LOCAL_COPIES_URL": "http://127.0.0.1:8001/", "UNRELATED": "x"}  # fmt: skip
+    out = subprocess.run([sys.executable, "scripts/lib/demo_env.py"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=30, check=True).stdout  # fmt: skip
+    lines = {line.split("=", 1)[0]: line.split("=", 1)[1] for line in out.splitlines() if not line.startswith("#")}
+    assert lines == {"DEBUG": "1", "EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+                     "EVIDENCE_LOCAL_COPIES_URL": "http://127.0.0.1:8001/"}  # fmt: skip
+    assert "secret" not in out and "pw" not in out
+    assert "$PY scripts/lib/demo_env.py >var/demo.env" in (ROOT / "scripts" / "demo.sh").read_text()
