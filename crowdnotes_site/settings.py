@@ -146,7 +146,13 @@ else:
     # what a worker stores there (the X request budget) is what the pages read. The rate counters
     # stay per process (one web process in the demo).
     CACHES = {
-        "default": {"BACKEND": "crowdnotes_site.filecache.LockedFileCache", "LOCATION": str(VAR_DIR / "cache")},
+        # MAX_ENTRIES: Django's file cache deletes a random third of its entries past 300, which could
+        # drop the X budget's closed window; the demo stores far fewer than this.
+        "default": {
+            "BACKEND": "crowdnotes_site.filecache.LockedFileCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        },
         "limits": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "limits"},
     }
 
