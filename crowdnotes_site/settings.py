@@ -126,13 +126,25 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
 # A request waits at most this long for Redis (cache, rate counters) before treating it as down.
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)
 _REDIS_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S, "socket_timeout": REDIS_SOCKET_TIMEOUT_S}
+# The default cache is what every process shares (the X request budget lives there): REDIS_URL, else
+# the broker's Redis when the broker is Redis (workers may run on other machines), else (the demo, one
+# machine, filesystem broker) a file cache under VAR_DIR. A per-process memory cache would keep what a
+# worker learns where no page can read it.
+_SHARED_REDIS = REDIS_URL or (CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "")
+_DEFAULT_CACHE: dict[str, object] = (
+    {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _SHARED_REDIS, "OPTIONS": _REDIS_OPTIONS}
+    if _SHARED_REDIS
+    # MAX_ENTRIES: Django's file cache deletes a random third of its entries past 300, which could drop
+    # the X budget's closed window; the demo stores far fewer than this.
+    else {
+        "BACKEND": "crowdnotes_site.filecache.LockedFileCache",
+        "LOCATION": str(VAR_DIR / "cache"),
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
+    }
+)
 if REDIS_URL:
     CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "OPTIONS": _REDIS_OPTIONS,
-        },
+        "default": _DEFAULT_CACHE,
         # Rate-limit counters, shared by every web worker (crowdnotes_site/limits.py).
         "limits": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -142,17 +154,9 @@ if REDIS_URL:
         },
     }
 else:
-    # Without Redis (the demo: one machine), the default cache is a file cache every process shares:
-    # what a worker stores there (the X request budget) is what the pages read. The rate counters
-    # stay per process (one web process in the demo).
+    # Without REDIS_URL the rate counters stay per process (one web process in the demo).
     CACHES = {
-        # MAX_ENTRIES: Django's file cache deletes a random third of its entries past 300, which could
-        # drop the X budget's closed window; the demo stores far fewer than this.
-        "default": {
-            "BACKEND": "crowdnotes_site.filecache.LockedFileCache",
-            "LOCATION": str(VAR_DIR / "cache"),
-            "OPTIONS": {"MAX_ENTRIES": 100_000},
-        },
+        "default": _DEFAULT_CACHE,
         "limits": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "limits"},
     }
 

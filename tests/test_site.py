@@ -354,3 +354,26 @@ def test_the_warmup_banner_is_polled_away_on_open_pages_and_says_what_the_last_w
     done = anon_client.get("/banners/").content.decode()
     assert "Warming up" not in done and "hx-get" not in done  # the poll replaces it and stops
     assert 'id="banners" hx-get' not in anon_client.get("/").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("env", "backend", "location"),
+    [
+        ({"REDIS_URL": "", "CELERY_BROKER_URL": ""}, "crowdnotes_site.filecache.LockedFileCache", "cache"),
+        ({"REDIS_URL": "", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/9"}, "django.core.cache.backends.redis.RedisCache",
+         "redis://127.0.0.1:6379/9"),
+        ({"REDIS_URL": "redis://127.0.0.1:6379/8", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/9"},
+         "django.core.cache.backends.redis.RedisCache", "redis://127.0.0.1:6379/8"),
+    ],
+)  # fmt: skip
+def test_the_default_cache_is_shared_by_every_process_on_every_broker(
+    env: dict[str, str], backend: str, location: str, tmp_path: Path
+) -> None:
+    """Issue 35: without REDIS_URL the default cache was per process, so the X budget a worker learned
+    never reached the writer page. Now: REDIS_URL, else the broker's Redis, else a file cache."""
+    code = "import json; from django.conf import settings as s; print(json.dumps(s.CACHES['default']))"
+    result = _run_manage("shell", "-c", code, DEBUG="1", CROWDNOTES_VAR_DIR=str(tmp_path), **env)
+    assert result.returncode == 0, result.stderr
+    default = json.loads(result.stdout.strip().splitlines()[-1])
+    assert default["BACKEND"] == backend
+    assert default["LOCATION"] == (str(tmp_path / location) if location == "cache" else location)

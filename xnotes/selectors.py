@@ -148,7 +148,7 @@ class WriterPage:
         """Where the budget is kept (the default cache): what every process reads and writes."""
         backend = str(settings.CACHES["default"]["BACKEND"])
         if "redis" in backend.lower():
-            return "Redis (REDIS_URL)"
+            return "Redis (REDIS_URL)" if settings.REDIS_URL else "the broker's Redis (CELERY_BROKER_URL; no REDIS_URL)"
         if "File" in backend:
             return f"a file cache every process of this machine shares ({settings.CACHES['default']['LOCATION']}; no REDIS_URL)"
         return f"the cache {backend.rsplit('.', 1)[-1]}"
