@@ -109,8 +109,8 @@ def fetch_now(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @endpoint(methods=["POST"], permission=MANAGE)
 def run_now(request: AuthenticatedHttpRequest, kind: str) -> HttpResponse:
-    """ "Fill imported posts' text now" / "Follow notes back now": queues the task (a worker asks X,
-    within the shared request budget); the page shows its progress."""
+    """The writer page's buttons "Fill imported posts' text now" and "Follow notes back now": a run is
+    recorded and its task queued (a worker asks X, within the shared request budget); no X call here."""
     if not selectors.x_status().configured:
         messages.error(request, "X is not connected: set the X API credentials first (see below).")
         return redirect("xnotes:writer")
