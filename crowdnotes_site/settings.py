@@ -10,6 +10,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -131,7 +132,7 @@ _REDIS_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S, "socket_time
 # machine, filesystem broker) a file cache under VAR_DIR. A per-process memory cache would keep what a
 # worker learns where no page can read it.
 _SHARED_REDIS = REDIS_URL or (CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "")
-_DEFAULT_CACHE: dict[str, object] = (
+_DEFAULT_CACHE: dict[str, Any] = (
     {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _SHARED_REDIS, "OPTIONS": _REDIS_OPTIONS}
     if _SHARED_REDIS
     # MAX_ENTRIES: Django's file cache deletes a random third of its entries past 300, which could drop
