@@ -22,6 +22,18 @@ def _started(marker: str) -> str | None:
         return None
 
 
+# Written by scripts/lib/warmup.sh when a warm-up ends: how many seconds it took.
+WARMUP_LAST = "warmup.last-seconds"
+
+
+def warmup_last_minutes() -> int | None:
+    """How long the last finished warm-up of this install took, in whole minutes (at least 1)."""
+    seconds = _started(WARMUP_LAST)
+    if seconds is None or not seconds.isdigit():
+        return None
+    return max(1, round(int(seconds) / 60))
+
+
 def warmup_started() -> str | None:
     """When the demo's background warm-up started, while it runs; None otherwise."""
     return _started(WARMUP_MARKER)
@@ -32,6 +44,7 @@ def site(request: HttpRequest) -> dict[str, object]:
     and whether the demo's background warm-up is still running."""
     return {
         "warmup_started": warmup_started(),
+        "warmup_last_minutes": warmup_last_minutes(),
         "benchmark_started": _started(BENCHMARK_MARKER),
         "note_max_chars": NOTE_MAX_CHARS,
         "llm_configured": bool(settings.LLM_BASE_URL),

@@ -10,6 +10,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -129,13 +130,25 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL or "filesystem://")
 # A request waits at most this long for Redis (cache, rate counters) before treating it as down.
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", 1.0)
 _REDIS_OPTIONS = {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S, "socket_timeout": REDIS_SOCKET_TIMEOUT_S}
+# The default cache is what every process shares (the X request budget lives there): REDIS_URL, else
+# the broker's Redis when the broker is Redis (workers may run on other machines), else (the demo, one
+# machine, filesystem broker) a file cache under VAR_DIR. A per-process memory cache would keep what a
+# worker learns where no page can read it.
+_SHARED_REDIS = REDIS_URL or (CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "")
+_DEFAULT_CACHE: dict[str, Any] = (
+    {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _SHARED_REDIS, "OPTIONS": _REDIS_OPTIONS}
+    if _SHARED_REDIS
+    # MAX_ENTRIES: Django's file cache deletes a random third of its entries past 300, which could drop
+    # the X budget's closed window; the demo stores far fewer than this.
+    else {
+        "BACKEND": "crowdnotes_site.filecache.LockedFileCache",
+        "LOCATION": str(VAR_DIR / "cache"),
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
+    }
+)
 if REDIS_URL:
     CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "OPTIONS": _REDIS_OPTIONS,
-        },
+        "default": _DEFAULT_CACHE,
         # Rate-limit counters, shared by every web worker (crowdnotes_site/limits.py).
         "limits": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -145,8 +158,9 @@ if REDIS_URL:
         },
     }
 else:
+    # Without REDIS_URL the rate counters stay per process (one web process in the demo).
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "default": _DEFAULT_CACHE,
         "limits": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "limits"},
     }
 
@@ -341,6 +355,11 @@ MAX_EVIDENCE_URLS = env_int("MAX_EVIDENCE_URLS", 5, minimum=1)
 # non-public address, listed or not: the app's own (SITE_PORTS), the database's and Redis'.
 EVIDENCE_ALLOWED_LOCAL = env_list("EVIDENCE_ALLOWED_LOCAL", [])
 SITE_PORTS = [int(port) for port in env_list("SITE_PORTS", ["8000"])]
+# Local copies of real pages (evidence/local_copies.py; the demo serves the shared corpus): where they
+# are served and the manifest that names each one's original URL. A copy is fetched from there but
+# shown, categorised and sent to X under its original address. Both empty: off.
+EVIDENCE_LOCAL_COPIES_URL = env_str("EVIDENCE_LOCAL_COPIES_URL", "")
+EVIDENCE_LOCAL_COPIES_MANIFEST = env_str("EVIDENCE_LOCAL_COPIES_MANIFEST", "")
 # Whether SITE_PORTS was set: unset, the app's real port is unknown (8000 is a guess), so a
 # non-empty EVIDENCE_ALLOWED_LOCAL is refused at start-up (evidence/checks.py, evidence.E003).
 SITE_PORTS_SET = bool(os.environ.get("SITE_PORTS", "").strip())

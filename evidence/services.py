@@ -21,7 +21,7 @@ from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.lib.llm.client import LLMError
 from crowdnotes_site.lib.llm.steps.search import source_category_llm
 from crowdnotes_site.llm import llm_client
-from evidence import pipeline
+from evidence import local_copies, pipeline
 from evidence.errors import FetchError
 from evidence.extract import Extracted
 from evidence.fetch import FetchPolicy, FetchResult, parse_host_ports
@@ -119,11 +119,14 @@ def source_obtain(
     if source is not None:
         run.timings_ms["cache_hit"] = 1
         return source
-    pipeline.retrieve(url, run, policy=fetch_policy(), min_words=settings.EVIDENCE_MIN_WORDS, on_stage=on_stage)
+    # A real address with a local copy (the demo's served pages) is read from the copy.
+    copy = local_copies.copy_of(url)
+    pipeline.retrieve(copy or url, run, policy=fetch_policy(), min_words=settings.EVIDENCE_MIN_WORDS, on_stage=on_stage)
     assert run.fetched is not None and run.extracted is not None
     return source_store(
-        url=url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=run.timings_ms, owner=owner
-    )
+        url=url, fetched=run.fetched, extracted=run.extracted, matcher=matcher, timings=run.timings_ms, owner=owner,
+        copy_url=copy or "",
+    )  # fmt: skip
 
 
 def passages_embed(*, source: EvidenceSource, matcher: Matcher, timings: dict[str, int]) -> tuple[int, int]:
@@ -203,14 +206,17 @@ def source_store(
     matcher: Matcher,
     timings: dict[str, int],
     owner: int | None = None,
+    copy_url: str = "",
 ) -> EvidenceSource:
     """Save a fetched page as the URL's source, with its passages for the matcher's model.
+    `copy_url`: the page was read from this local copy of `url`; the source keeps it and is
+    categorised by `url`, the page's real address.
 
     An unchanged page (same content hash) keeps its passages and their stored embeddings."""
     label = matcher.model_label()
     text_hash = sha256_hex(extracted.text)
     domain, category, category_method = source_category(
-        url=fetched.final_url or url, title=extracted.title or "", allow_llm=True, owner=owner
+        url=url if copy_url else (fetched.final_url or url), title=extracted.title or "", allow_llm=True, owner=owner
     )
     with timed(timings, "chunk"), transaction.atomic():
         source = (
@@ -219,7 +225,9 @@ def source_store(
         if source is None:
             source = EvidenceSource(url=url, url_hash=url_hash(url))
         unchanged = source.pk is not None and source.content_hash == text_hash
-        source.final_url = fetched.final_url
+        source.final_url = url if copy_url else fetched.final_url
+        if copy_url:
+            source.copy_url = copy_url
         source.content_type = fetched.content_type
         source.title = (extracted.title or "")[:500]
         source.published_at = _parse_date(extracted.published)

@@ -24,7 +24,7 @@ from crowdnotes_site.leases import heartbeat, lease_deadline
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.models import OutboxMessage
 from crowdnotes_site.queue import enqueue_on_commit, outbox_key
-from evidence import pipeline, services
+from evidence import local_copies, pipeline, services
 from evidence.errors import ExtractionError, FetchError
 from evidence.matching import Matcher, prerank
 from evidence.models import AutomationRun, Passage, Snippet
@@ -162,6 +162,8 @@ def _refuse_unless_allowed(snippet: Snippet, action: str) -> None:
 def snippets_add(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
     """Attach evidence URLs to a draft, each queued for processing once the transaction commits."""
     start = job.snippets.count()
+    # A local copy's URL stands for its page: stored (and later cited, categorised, sent to X) as the original.
+    urls = [local_copies.real_address(url) for url in urls]
     snippets = [
         Snippet.objects.create(post=job.post, draft_job=job, url=url, position=start + i) for i, url in enumerate(urls)
     ]
@@ -174,7 +176,7 @@ def snippets_add(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
 def snippet_add_for_post(*, post: Post, url: str, owner: int | None) -> Snippet:
     """A source attached to something other than a draft (a rater's suggestion, issue 36): the same
     SSRF-guarded fetch, passage match and confirmation as a draft's evidence, queued on commit."""
-    snippet = Snippet.objects.create(post=post, draft_job=None, url=url)
+    snippet = Snippet.objects.create(post=post, draft_job=None, url=local_copies.real_address(url))
     _enqueue_processing(snippet.pk, owner)
     return snippet
 

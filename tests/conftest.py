@@ -88,6 +88,14 @@ def _fresh_rate_limits() -> None:
         client.delete(*keys)
 
 
+@pytest.fixture(autouse=True)
+def _own_var_markers(settings: Any, tmp_path: Path) -> None:
+    """The pages' banners read their markers under VAR_DIR (crowdnotes_site/context_processors.py):
+    a demo running from this checkout must not put its warm-up or benchmark banner (and their poll)
+    on the pages a test renders, nor a test write its markers into the checkout's var/."""
+    settings.VAR_DIR = tmp_path
+
+
 # --- Clients ---------------------------------------------------------------------------------
 class CsrfClient(Client):
     """Enforces CSRF like a browser would; POSTs carry the token unless `csrf=False`."""

@@ -337,3 +337,43 @@ def test_a_403_is_logged_in_one_line_without_a_traceback(rater_client: Any, caps
     assert lines, "the refusal is logged"
     records = [json.loads(line) for line in lines]
     assert all(r["status_code"] == 403 and "exc" not in r for r in records)
+
+
+def test_the_warmup_banner_is_polled_away_on_open_pages_and_says_what_the_last_warmup_took(
+    anon_client: Any, db: None, settings: Any, tmp_path: Path
+) -> None:
+    """Issue 35: the banner stayed on pages left open, and said "about 5 minutes" when it took 10."""
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "warmup.running").write_text("06:12\n")
+    (tmp_path / "warmup.last-seconds").write_text("185\n")
+    page = anon_client.get("/").content.decode()
+    assert 'id="banners" hx-get="/banners/" hx-trigger="every 20s"' in page  # polled while it shows
+    assert "the last warm-up of this install took 3 minutes" in page and "about 5 minutes" not in page
+    assert "Warming up in the background since 06:12 UTC" in anon_client.get("/banners/").content.decode()
+    (tmp_path / "warmup.running").unlink()
+    done = anon_client.get("/banners/").content.decode()
+    assert "Warming up" not in done and "hx-get" not in done  # the poll replaces it and stops
+    assert 'id="banners" hx-get' not in anon_client.get("/").content.decode()
+
+
+@pytest.mark.parametrize(
+    ("env", "backend", "location"),
+    [
+        ({"REDIS_URL": "", "CELERY_BROKER_URL": ""}, "crowdnotes_site.filecache.LockedFileCache", "cache"),
+        ({"REDIS_URL": "", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/9"}, "django.core.cache.backends.redis.RedisCache",
+         "redis://127.0.0.1:6379/9"),
+        ({"REDIS_URL": "redis://127.0.0.1:6379/8", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/9"},
+         "django.core.cache.backends.redis.RedisCache", "redis://127.0.0.1:6379/8"),
+    ],
+)  # fmt: skip
+def test_the_default_cache_is_shared_by_every_process_on_every_broker(
+    env: dict[str, str], backend: str, location: str, tmp_path: Path
+) -> None:
+    """Issue 35: without REDIS_URL the default cache was per process, so the X budget a worker learned
+    never reached the writer page. Now: REDIS_URL, else the broker's Redis, else a file cache."""
+    code = "import json; from django.conf import settings as s; print(json.dumps(s.CACHES['default']))"
+    result = _run_manage("shell", "-c", code, DEBUG="1", CROWDNOTES_VAR_DIR=str(tmp_path), **env)
+    assert result.returncode == 0, result.stderr
+    default = json.loads(result.stdout.strip().splitlines()[-1])
+    assert default["BACKEND"] == backend
+    assert default["LOCATION"] == (str(tmp_path / location) if location == "cache" else location)

@@ -164,3 +164,39 @@ class XFetchRun(models.Model):
             "requests": self.requests, "pages": self.pages, "fetched": self.fetched, "new": self.new,
             "updated": self.updated, "rate_limited_waits": self.rate_limited_waits, "test_mode": self.test_mode,
         }  # fmt: skip
+
+
+class XTaskRun(models.Model):
+    """One run of "fill imported posts' text" (hydrate) or "follow notes back" (sync): the admin's
+    button, beat or a rate-limit retry of either. Its counts are the progress the writer page shows."""
+
+    class Kind(models.TextChoices):
+        HYDRATE = "hydrate", "Fill imported posts' text"
+        SYNC = "sync", "Follow notes back"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        WAITING = "waiting", "Waiting for X's rate limit to reset"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    ACTIVE = (State.QUEUED, State.RUNNING, State.WAITING)
+
+    kind = models.CharField(max_length=10, choices=Kind.choices, db_index=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    # What the run has done so far: HydrateStats / SyncStats as a dict (requests, looked_up, hydrated, …).
+    counts = models.JSONField(default=dict, blank=True)
+    total = models.PositiveIntegerField(null=True, blank=True)  # hydrate: the posts it set out to look up
+    wait_until = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"X {self.kind} {self.pk} ({self.state})"

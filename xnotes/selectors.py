@@ -15,7 +15,7 @@ from judging.models import JudgeDecision, JudgeRun
 from notes.models import Note, Post, Rating, Topic
 from xnotes import budget, rules, services
 from xnotes.client import missing_settings
-from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
+from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XTaskRun, XWrittenNote
 
 POLL_SECONDS = 2
 
@@ -112,10 +112,51 @@ class WriterPage:
     budget_tweets: budget.BudgetState
     without_text: int
     not_returned: int
+    hydrate_runs: list[XTaskRun]
+    sync_runs: list[XTaskRun]
+
+    @property
+    def active_hydrate(self) -> XTaskRun | None:
+        return next((r for r in self.hydrate_runs if r.state in XTaskRun.ACTIVE), None)
+
+    @property
+    def active_sync(self) -> XTaskRun | None:
+        return next((r for r in self.sync_runs if r.state in XTaskRun.ACTIVE), None)
 
     @property
     def poll_seconds(self) -> int:
-        return POLL_SECONDS if self.active_run else 0
+        return POLL_SECONDS if self.active_run or self.active_hydrate or self.active_sync else 0
+
+    @property
+    def notes_reset(self) -> dt.datetime | None:
+        return epoch(self.budget_notes.reset_at)
+
+    @property
+    def tweets_reset(self) -> dt.datetime | None:
+        return epoch(self.budget_tweets.reset_at)
+
+    @property
+    def hydrate_limit(self) -> int:
+        return int(settings.X_HYDRATE_BATCH_LIMIT)
+
+    @property
+    def retry_days(self) -> int:
+        return int(settings.X_NOT_FOUND_RETRY_DAYS)
+
+    @property
+    def budget_store(self) -> str:
+        """Where the budget is kept (the default cache): what every process reads and writes."""
+        backend = str(settings.CACHES["default"]["BACKEND"])
+        if "redis" in backend.lower():
+            return "Redis (REDIS_URL)" if settings.REDIS_URL else "the broker's Redis (CELERY_BROKER_URL; no REDIS_URL)"
+        if "File" in backend:
+            return f"a file cache every process of this machine shares ({settings.CACHES['default']['LOCATION']}; no REDIS_URL)"
+        return f"the cache {backend.rsplit('.', 1)[-1]}"
+
+    @property
+    def tweets_blocked_until(self) -> dt.datetime | None:
+        blocked = self.budget_tweets.blocked_until
+        return epoch(blocked) if blocked and blocked > time.time() else None
 
     @property
     def notes_blocked_until(self) -> dt.datetime | None:
@@ -147,6 +188,8 @@ def writer_page() -> WriterPage:
         budget_tweets=budget.state("tweets"),
         without_text=Post.objects.filter(text_available=False, external_id__regex=r"^[0-9]{1,19}$").count(),
         not_returned=XPost.objects.exclude(lookup_error="").count(),
+        hydrate_runs=list(XTaskRun.objects.filter(kind=XTaskRun.Kind.HYDRATE).select_related("requested_by")[:5]),
+        sync_runs=list(XTaskRun.objects.filter(kind=XTaskRun.Kind.SYNC).select_related("requested_by")[:5]),
     )
 
 

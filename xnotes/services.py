@@ -18,6 +18,7 @@ from django.utils import timezone
 from crowdnotes_site.lib import text_rules, xids
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.queue import enqueue_on_commit
+from evidence import local_copies
 from evidence.search.categories import HEALTH_AUTHORITY, RESEARCH, category_by_rules
 from evidence.snippets import snippet_is_confirmed
 from judging.models import JudgeRun, PreflightCheck
@@ -26,7 +27,7 @@ from notes.services import post_create, post_text_supply
 from xnotes import rules
 from xnotes.budget import RateLimited
 from xnotes.client import LOOKUP_BATCH, XApiError, XClient, XTransientError
-from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
+from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XTaskRun, XWrittenNote
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -216,11 +217,13 @@ def hydrate_candidates(*, limit: int, now: dt.datetime | None = None) -> tuple[l
 
 
 def hydrate_posts(*, client: XClient, limit: int, on_rate_limit: Callable[[RateLimited], None] | None = None,
-                  stats: HydrateStats | None = None) -> HydrateStats:  # fmt: skip
+                  stats: HydrateStats | None = None,
+                  on_batch: Callable[[HydrateStats], None] | None = None) -> HydrateStats:  # fmt: skip
     """Look up every post that has an X id but no text, 100 ids a request. Found: the text and
     time are stored and the post becomes draftable (and is classified). Not returned: X's error
     title is stored and the post is skipped for X_NOT_FOUND_RETRY_DAYS. RateLimited propagates
-    (the task re-queues itself) unless `on_rate_limit` waits (the command)."""
+    (the task re-queues itself) unless `on_rate_limit` waits (the command). `on_batch` is called
+    after each stored batch (the task's progress)."""
     stats = stats or HydrateStats()
     posts, stats.skipped = hydrate_candidates(limit=limit)
     for start in range(0, len(posts), LOOKUP_BATCH):
@@ -262,6 +265,8 @@ def hydrate_posts(*, client: XClient, limit: int, on_rate_limit: Callable[[RateL
                     x_id=x_id, defaults={"post": by_id[x_id], "lookup_error": title, "lookup_error_at": now}
                 )
                 stats.not_found += 1
+        if on_batch is not None:
+            on_batch(stats)
     return stats
 
 
@@ -325,19 +330,25 @@ def evaluate(*, post: Post, text: str, client: XClient) -> XEvaluation:
 # --- Propose a note --------------------------------------------------------------------------
 
 
+def _source_urls(note: Note) -> list[str]:
+    """The note's source URLs, a local copy's (the demo's served pages) as the page's real address."""
+    return [local_copies.real_address(str(u)) for u in note.evidence_urls or []]
+
+
 def x_note_text(note: Note) -> str:
     """The text sent to X: the note, with its first source URL appended when the text names none
-    (X requires a source URL in the text)."""
-    if text_rules.find_urls(note.text, web_only=True):
-        return note.text
-    urls = [str(u) for u in note.evidence_urls or []]
-    return f"{note.text.rstrip()} {urls[0]}" if urls else note.text
+    (X requires a source URL in the text). Local copies' URLs are sent as their real addresses."""
+    text = local_copies.real_addresses(note.text)
+    if text_rules.find_urls(text, web_only=True):
+        return text
+    urls = _source_urls(note)
+    return f"{text.rstrip()} {urls[0]}" if urls else text
 
 
 def trustworthy_sources(note: Note) -> bool:
     """True when every source of the note is a health authority or research publisher
     (evidence.search.categories), the categories the source priors rank highest."""
-    urls = [str(u) for u in note.evidence_urls or []]
+    urls = _source_urls(note)
     return bool(urls) and all(category_by_rules(u).category in TRUSTWORTHY_CATEGORIES for u in urls)
 
 
@@ -574,9 +585,11 @@ def _ratings_of(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def sync_written(*, client: XClient, max_pages: int = 20, test_mode: bool | None = None,
-                 on_rate_limit: Callable[[RateLimited], None] | None = None) -> SyncStats:  # fmt: skip
+                 on_rate_limit: Callable[[RateLimited], None] | None = None,
+                 on_page: Callable[[SyncStats], None] | None = None) -> SyncStats:  # fmt: skip
     """Page through notes_written (the current mode) and store each note with its evaluator
-    outcomes (test mode) or status and ratings (live); proposals get their X note id back."""
+    outcomes (test mode) or status and ratings (live); proposals get their X note id back.
+    `on_page` is called after each stored page (the task's progress)."""
     test_mode = settings.X_TEST_MODE if test_mode is None else test_mode
     stats = SyncStats()
     before = client.requests
@@ -617,6 +630,9 @@ def sync_written(*, client: XClient, max_pages: int = 20, test_mode: bool | None
                     },
                 )  # fmt: skip
                 stats.notes += 1
+        if on_page is not None:
+            stats.requests = client.requests - before
+            on_page(stats)
         token = (payload.get("meta") or {}).get("next_token")
         if not token:
             break
@@ -677,3 +693,74 @@ def sleep_until_reset(limited: RateLimited) -> None:
     wait = limited.wait_s()
     log.info("X API rate limit: waiting %.0f s for the reset", wait)
     time.sleep(wait)
+
+
+# --- Runs of the hydrate and sync tasks (the writer page's buttons, beat) ----------------------
+
+TASK_OF_KIND = {
+    XTaskRun.Kind.HYDRATE: "xnotes.tasks.x_hydrate_posts",
+    XTaskRun.Kind.SYNC: "xnotes.tasks.x_sync_written",
+}
+
+
+def task_runs_expire(*, now: dt.datetime | None = None) -> int:
+    """Fail the runs whose worker was lost (as fetch_runs_expire), so the next one can start."""
+    now = now or timezone.now()
+    stale = now - dt.timedelta(seconds=FETCH_RUN_STALE_S)
+    lost = Q(state__in=[XTaskRun.State.QUEUED, XTaskRun.State.RUNNING], updated_at__lt=stale) | Q(
+        state=XTaskRun.State.WAITING, wait_until__lt=stale
+    )
+    return XTaskRun.objects.filter(lost).update(
+        state=XTaskRun.State.FAILED, error="The worker was lost; the next run starts again.", finished_at=now
+    )
+
+
+@transaction.atomic
+def task_run_request(*, kind: str, user: User | None) -> tuple[XTaskRun, bool]:
+    """The admin's "Fill imported posts' text now" / "Follow notes back now": one run of a kind at a
+    time (asking again returns the active one); the task is queued after commit. No X call here."""
+    task_runs_expire()
+    active = XTaskRun.objects.select_for_update().filter(kind=kind, state__in=XTaskRun.ACTIVE).first()
+    if active is not None:
+        return active, False
+    run = XTaskRun.objects.create(kind=kind, requested_by=user)
+    enqueue_on_commit(TASK_OF_KIND[XTaskRun.Kind(kind)], run.pk)
+    return run, True
+
+
+def task_run_begin(*, kind: str, run_id: int | None) -> XTaskRun | None:
+    """The task's run, claimed as RUNNING: the queued one (`run_id`), or for beat a new one unless
+    a run of this kind is active. None: nothing to do (another run has it, or it ended)."""
+    if run_id is None:
+        task_runs_expire()
+        if XTaskRun.objects.filter(kind=kind, state__in=XTaskRun.ACTIVE).exists():
+            return None
+        run = XTaskRun.objects.create(kind=kind)
+    else:
+        queued = XTaskRun.objects.filter(pk=run_id, kind=kind).first()
+        if queued is None or queued.state not in XTaskRun.ACTIVE:
+            return None
+        run = queued
+    run.state, run.wait_until = XTaskRun.State.RUNNING, None
+    run.save(update_fields=["state", "wait_until", "updated_at"])
+    return run
+
+
+def task_run_progress(run: XTaskRun, *, counts: dict[str, Any], total: int | None = None) -> None:
+    run.counts = counts
+    if total is not None:
+        run.total = total
+    run.save(update_fields=["counts", "total", "updated_at"])
+
+
+def task_run_end(run: XTaskRun, *, state: str, counts: dict[str, Any] | None = None, error: str = "",
+                 wait_until: float | None = None) -> None:  # fmt: skip
+    """DONE or FAILED (finished), or WAITING until X's reset (`wait_until`, epoch seconds)."""
+    run.state = state
+    if counts is not None:
+        run.counts = counts
+    run.error = error[:2000]
+    run.wait_until = dt.datetime.fromtimestamp(wait_until, tz=dt.UTC) if wait_until is not None else None
+    if state in (XTaskRun.State.DONE, XTaskRun.State.FAILED):
+        run.finished_at = timezone.now()
+    run.save(update_fields=["state", "counts", "error", "wait_until", "finished_at", "updated_at"])

@@ -13,8 +13,9 @@ from crowdnotes_site.queue import enqueue_on_commit
 from notes.models import Post
 from xnotes import services
 from xnotes.budget import RateLimited
-from xnotes.client import XClient, XNotConfigured, XTransientError, is_configured
-from xnotes.models import XFetchRun
+from xnotes.client import XApiError, XClient, XNotConfigured, XTransientError, is_configured
+from xnotes.models import XFetchRun, XTaskRun
+from xnotes.rules import XShapeError
 
 log = logging.getLogger(__name__)
 # Rate-limit waits a task may take before it gives up (the next beat run starts again).
@@ -45,31 +46,59 @@ def x_fetch_eligible(self: Any, run_id: int | None = None) -> dict[str, Any] | N
 
 
 @shared_task(name="xnotes.tasks.x_hydrate_posts", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)
-def x_hydrate_posts(self: Any) -> dict[str, int] | None:
-    """Give imported posts (X id, no text) their text, 100 ids a request."""
+def x_hydrate_posts(self: Any, run_id: int | None = None) -> dict[str, int] | None:
+    """Give imported posts (X id, no text) their text, 100 ids a request (beat hourly, or the
+    admin's "Fill imported posts' text now": `run_id`). Progress is saved on the run after each batch."""
     if not is_configured():
         return None
-    try:
-        return services.hydrate_posts(client=XClient(), limit=settings.X_HYDRATE_BATCH_LIMIT).as_dict()
-    except RateLimited as limited:
-        raise self.retry(countdown=limited.wait_s()) from None
-    except XTransientError as exc:
-        log.warning("X hydration stopped: %s", exc)
+    run = services.task_run_begin(kind=XTaskRun.Kind.HYDRATE, run_id=run_id)
+    if run is None:
         return None
+    stats = services.HydrateStats(**run.counts) if run.counts else services.HydrateStats()
+    limit = settings.X_HYDRATE_BATCH_LIMIT
+    if run.total is None:
+        services.task_run_progress(run, counts=stats.as_dict(), total=len(services.hydrate_candidates(limit=limit)[0]))
+    left = max(1, limit - stats.looked_up)
+
+    def progress(done: services.HydrateStats) -> None:
+        services.task_run_progress(run, counts=done.as_dict())
+
+    try:
+        stats = services.hydrate_posts(client=XClient(), limit=left, stats=stats, on_batch=progress)
+    except RateLimited as limited:
+        services.task_run_end(run, state=XTaskRun.State.WAITING, wait_until=limited.reset_at)
+        raise self.retry(args=[run.pk], countdown=limited.wait_s()) from None
+    except (XApiError, XShapeError) as exc:  # a transient error past its retries, or an answer that cannot be used
+        log.warning("X hydration stopped: %s", exc)
+        services.task_run_end(run, state=XTaskRun.State.FAILED, error=str(exc))
+        return None
+    services.task_run_end(run, state=XTaskRun.State.DONE, counts=stats.as_dict())
+    return stats.as_dict()
 
 
 @shared_task(name="xnotes.tasks.x_sync_written", bind=True, acks_late=True, max_retries=MAX_RATE_LIMIT_RETRIES)
-def x_sync_written(self: Any) -> dict[str, int] | None:
-    """Follow the notes written (hourly)."""
+def x_sync_written(self: Any, run_id: int | None = None) -> dict[str, int] | None:
+    """Follow the notes written (beat hourly, or the admin's "Follow notes back now": `run_id`)."""
     if not is_configured():
         return None
-    try:
-        stats = services.sync_written(client=XClient())
-    except RateLimited as limited:
-        raise self.retry(countdown=limited.wait_s()) from None
-    except XTransientError as exc:
-        log.warning("X notes_written sync stopped: %s", exc)
+    run = services.task_run_begin(kind=XTaskRun.Kind.SYNC, run_id=run_id)
+    if run is None:
         return None
+
+    def progress(done: services.SyncStats) -> None:
+        services.task_run_progress(run, counts={"requests": done.requests, "pages": done.pages, "notes": done.notes})
+
+    try:
+        stats = services.sync_written(client=XClient(), on_page=progress)
+    except RateLimited as limited:
+        services.task_run_end(run, state=XTaskRun.State.WAITING, wait_until=limited.reset_at)
+        raise self.retry(args=[run.pk], countdown=limited.wait_s()) from None
+    except (XApiError, XShapeError) as exc:  # a transient error past its retries, or an answer that cannot be used
+        log.warning("X notes_written sync stopped: %s", exc)
+        services.task_run_end(run, state=XTaskRun.State.FAILED, error=str(exc))
+        return None
+    counts = {"requests": stats.requests, "pages": stats.pages, "notes": stats.notes}
+    services.task_run_end(run, state=XTaskRun.State.DONE, counts=counts)
     return {"requests": stats.requests, "notes": stats.notes}
 
 

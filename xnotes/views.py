@@ -90,7 +90,7 @@ def propose(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
 def writer(request: AuthenticatedHttpRequest) -> HttpResponse:
     page = selectors.writer_page()
     if request.htmx:
-        return render(request, "xnotes/writer.html#fetch", {"page": page})
+        return render(request, "xnotes/writer.html#live", {"page": page})
     return render(request, "xnotes/writer.html", {"page": page})
 
 
@@ -103,5 +103,20 @@ def fetch_now(request: AuthenticatedHttpRequest) -> HttpResponse:
     if not created:
         messages.info(request, "A fetch from X is already running; its progress is below.")
     if request.htmx:
-        return render(request, "xnotes/writer.html#fetch", {"page": selectors.writer_page()})
+        return render(request, "xnotes/writer.html#live", {"page": selectors.writer_page()})
+    return redirect("xnotes:writer")
+
+
+@endpoint(methods=["POST"], permission=MANAGE)
+def run_now(request: AuthenticatedHttpRequest, kind: str) -> HttpResponse:
+    """The writer page's buttons "Fill imported posts' text now" and "Follow notes back now": a run is
+    recorded and its task queued (a worker asks X, within the shared request budget); no X call here."""
+    if not selectors.x_status().configured:
+        messages.error(request, "X is not connected: set the X API credentials first (see below).")
+        return redirect("xnotes:writer")
+    run, created = services.task_run_request(kind=kind, user=request.user)
+    if not created:
+        messages.info(request, f"{run.get_kind_display()} is already running; its progress is below.")
+    if request.htmx:
+        return render(request, "xnotes/writer.html#live", {"page": selectors.writer_page()})
     return redirect("xnotes:writer")

@@ -7,7 +7,7 @@ import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -88,6 +88,19 @@ def delay_summary(f: AnalyticsFilters) -> DelaySummary:
     return DelaySummary(
         report, n_notes=len(rows) + n_imported, n_posts=len(post_hours), n_scored=len(known), n_imported=n_imported
     )
+
+
+def note_data_span(f: AnalyticsFilters) -> tuple[dt.date, dt.date] | None:
+    """The first and last day a note matching the filters but any dates was written (None: no date
+    filter, or no such note): what a date range without notes links to."""
+    if not (f.date_from or f.date_to):
+        return None
+    found = notes_filtered(dataclasses.replace(f, date_from=None, date_to=None)).aggregate(
+        first=Min("created_at"), last=Max("created_at")
+    )
+    if found["first"] is None or found["last"] is None:
+        return None
+    return found["first"].date(), found["last"].date()
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ the same numbers in a table."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -37,6 +39,7 @@ def _delay_rows(summary: selectors.DelaySummary) -> list[tuple[str, dict[str, fl
 def delays_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = AnalyticsFilterForm(request.GET or None)
     summary = selectors.delay_summary(form.filters())
+    span = selectors.note_data_span(form.filters()) if not summary.n_notes else None
     rows = _delay_rows(summary)
     chart = charts.bar_chart(
         "Delay percentiles (hours)",
@@ -48,6 +51,8 @@ def delays_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "form": form,
         "summary": summary,
+        "span": span,
+        "span_query": _with_range(request, span),
         "imported": selectors.imported_history_summary(form.filters()),
         "rows": rows,
         "chart": mark_safe(chart),  # noqa: S308  (built by notes.analytics.charts, which escapes all text)
@@ -55,6 +60,15 @@ def delays_page(request: AuthenticatedHttpRequest) -> HttpResponse:
         "study": STUDY_HEALTH,
     }
     return render(request, "notes/analytics/delays.html", context)
+
+
+def _with_range(request: AuthenticatedHttpRequest, span: tuple[dt.date, dt.date] | None) -> str:
+    """The page's query with the date range set to `span` (the other filters kept)."""
+    if span is None:
+        return ""
+    query = request.GET.copy()
+    query["date_from"], query["date_to"] = span[0].isoformat(), span[1].isoformat()
+    return query.urlencode()
 
 
 @endpoint(methods=["GET"], permission=ANALYTICS)

@@ -8,7 +8,9 @@ PROCS_PIDS=()
 procs_start() {
   local log=$1
   shift
-  setsid "$@" >"$log" 2>&1 &
+  # Emptied here, before the child starts: a `tail -f` started right after never reads the last run's lines.
+  : >"$log"
+  setsid "$@" >>"$log" 2>&1 &
   PROCS_PIDS+=("$!")
 }
 

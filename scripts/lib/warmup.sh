@@ -36,6 +36,8 @@ fi
 # progress), so the first snippet does not wait for it; later runs find it in var/models.
 $PY manage.py evidence_warmup
 status=$?
+# How long it took, for the banner of the next start ("the last warm-up of this install took N minutes").
+echo "$SECONDS" >var/warmup.last-seconds
 rm -f var/warmup.running
 echo "== warm-up finished $(date -u +%H:%M:%S) (exit $status)"
 # The benchmark on the demo dataset is not run here: load_demo queued it, and a worker runs it (resumable,

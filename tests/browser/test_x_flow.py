@@ -139,14 +139,16 @@ def test_from_x_to_a_proposed_note_and_back(page: Any, live_server: Any, worker_
     # 6. Submit; the judges run on the note.
     page.click("#submit-note")
     page.wait_for_url(re.compile(r".*/me/notes/\d+/$"))
+    page.evaluate("window.notReloaded = true")
     note = Note.objects.get(post=post)
     assert note.text == DRAFT and note.evidence_urls == [source]
     page.wait_for_selector("[data-stage=helpfulness][data-state=yes]", timeout=120_000)
     page.wait_for_selector("#live:not([hx-get])", timeout=60_000)
     _shot(page, "note")
 
-    # 7. Propose to X: classification and reasons pre-filled from the judges' reasoning.
-    page.reload()
+    # 7. Propose to X: the X panel came with the poll that saw the judges finish (no reload);
+    # classification and reasons pre-filled from the judges' reasoning.
+    assert page.evaluate("window.notReloaded === true")
     page.click("#x-propose-link")
     expect(page.locator("input[value=misinformed_or_potentially_misleading]")).to_be_checked()
     ticked = page.locator("input[name=tags]:checked")
@@ -164,16 +166,14 @@ def test_from_x_to_a_proposed_note_and_back(page: Any, live_server: Any, worker_
     assert sent["misleading_tags"] == ["factual_error", "missing_important_context"]
     assert sent["text"] == f"{DRAFT} {source}" and sent["classification"] == "misinformed_or_potentially_misleading"
 
-    # 8. Follow back: the hourly sync, run now by the worker; X's evaluator outcomes on the note page.
-    from xnotes.tasks import x_sync_written
-
-    x_sync_written.delay()
+    # 8. Follow back: the admin's "Follow notes back now" (the hourly sync, run now by the worker);
+    # X's evaluator outcomes on the note page.
+    page.click("nav >> text=X writer")
+    page.click("#x-sync-now")
+    page.wait_for_selector("#x-sync-runs tr[data-state=done]", timeout=60_000)
+    assert page.locator("#x-sync-progress").count() == 0  # the poll ended with the run
+    assert page.locator("#x-sync-runs tr[data-state=done] td").nth(4).inner_text() == "1"  # notes stored
     page.goto(f"{base}/me/notes/{note.pk}/")
-    for _ in range(60):
-        if page.locator("#x-outcomes").count():
-            break
-        page.wait_for_timeout(500)
-        page.reload()
     outcomes = page.inner_text("#x-outcomes")
     assert "UrlValidity" in outcomes and "ClaimOpinion" in outcomes and "HarassmentAbuse" in outcomes
     _shot(page, "note-outcomes")

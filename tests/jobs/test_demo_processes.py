@@ -83,3 +83,99 @@ def test_demo_sh_starts_separate_workers_for_cpu_and_for_llm_and_default() -> No
     assert queues == ["cpu", "default,llm"]
     assert all(line.startswith("procs_start ") for line in workers)
     assert ". scripts/lib/procs.sh" in text and "procs_trap" in text
+
+
+def _bash(script: str, cwd: Path, timeout: float = 30, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/bash", "-c", script], cwd=cwd, env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def test_a_restart_skips_set_up_until_the_requirements_change(tmp_path: Path) -> None:
+    """Issue 35: demo.sh reran pip on every start (57 s to restart)."""
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "requirements" / "base.txt").write_text("django==5.2\n")
+    (tmp_path / "scripts" / "setup.sh").write_text("# set-up\n")
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").write_text("")
+    (tmp_path / ".venv" / "bin" / "python").chmod(0o755)
+    check = f". {ROOT}/scripts/lib/setup_stamp.sh; if setup_needed; then echo needed; else echo skipped; fi"
+    assert _bash(check, tmp_path).stdout.strip() == "needed"  # never set up here
+    (tmp_path / "var").mkdir()
+    _bash(f". {ROOT}/scripts/lib/setup_stamp.sh; setup_stamp > var/setup.sha256", tmp_path)  # what setup.sh ends with
+    assert _bash(check, tmp_path).stdout.strip() == "skipped"
+    (tmp_path / "requirements" / "base.txt").write_text("django==5.2\nftfy==6.3.1\n")
+    assert _bash(check, tmp_path).stdout.strip() == "needed"
+    demo = (ROOT / "scripts" / "demo.sh").read_text()
+    assert "if setup_needed; then\n  procs_run scripts/setup.sh" in demo
+    assert "setup_stamp >var/setup.sha256" in (ROOT / "scripts" / "setup.sh").read_text()
+
+
+def test_a_log_followed_from_its_start_shows_this_runs_lines_only(tmp_path: Path) -> None:
+    """Issue 35: the demo replayed the last run's web log (tail started before the child emptied it)."""
+    log = tmp_path / "web.log"
+    log.write_text("OLD line of the last run\n")
+    out = _bash(f'. scripts/lib/procs.sh; procs_start "{log}" bash -c "sleep 0.3; echo NEW line"; '
+                f'timeout 2 tail -n +1 -f "{log}" || true', ROOT)  # fmt: skip
+    assert "NEW line" in out.stdout and "OLD" not in out.stdout
+
+
+def test_the_ready_message_waits_for_the_first_page(tmp_path: Path) -> None:
+    """Issue 35: "Demo is starting" printed 20 s before the page answered. The waiter returns once a
+    page answers, and fails when the web process exits first."""
+    import socket
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "index.html").write_text("ok")
+    server = subprocess.Popen(["/bin/bash", "-c", f"sleep 1.5; exec {sys.executable} -m http.server {port} "
+                               f"--bind 127.0.0.1 --directory {tmp_path}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        started = time.monotonic()
+        waited = subprocess.run([sys.executable, "scripts/lib/wait_for_page.py", f"http://127.0.0.1:{port}/",
+                                 str(server.pid)], cwd=ROOT, timeout=30)  # fmt: skip
+        assert waited.returncode == 0 and time.monotonic() - started >= 1.0  # not before the server answered
+    finally:
+        server.kill()
+        server.wait()
+    dead = subprocess.run([sys.executable, "scripts/lib/wait_for_page.py", f"http://127.0.0.1:{port}/",
+                           str(server.pid)], cwd=ROOT, timeout=30)  # fmt: skip
+    assert dead.returncode == 1
+    demo = (ROOT / "scripts" / "demo.sh").read_text()
+    assert demo.index("wait_for_page.py") < demo.index("CrowdNotes demo is ready at")
+
+
+def test_manage_sh_runs_a_command_with_the_demos_settings(tmp_path: Path) -> None:
+    """Issue 35: the X commands needed DEBUG=1 or a SECRET_KEY, which nothing said. scripts/manage.sh
+    runs them with what demo.sh wrote to var/demo.env (never a secret); the environment wins."""
+    env_file = tmp_path / "demo.env"
+    env_file.write_text(f"# written by demo.sh\nDEBUG=1\nCROWDNOTES_VAR_DIR={tmp_path}\nX_TEST_MODE=false\n")
+    base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "X_TEST_MODE")}
+    base["DJANGO_SETTINGS_MODULE"] = "crowdnotes_site.settings"  # the app's, not the tests'
+    code = "from django.conf import settings as s; print(s.DEBUG, s.X_TEST_MODE, s.X_API_KEY, s.VAR_DIR)"
+    ran = subprocess.run([str(ROOT / "scripts" / "manage.sh"), "shell", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={**base, "DEMO_ENV_FILE": str(env_file), "X_API_KEY": "from-my-shell"},
+                         timeout=120)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().splitlines()[-1] == f"True False from-my-shell {tmp_path}"
+    bare = subprocess.run([str(ROOT / "scripts" / "manage.sh"), "check"], cwd=ROOT, capture_output=True, text=True,
+                          env={**base, "DEMO_ENV_FILE": str(tmp_path / "none.env")}, timeout=120)  # fmt: skip
+    assert bare.returncode != 0 and "SECRET_KEY" in bare.stderr  # production settings need their key
+
+
+def test_demo_env_holds_the_demos_settings_and_no_secret() -> None:
+    import sys
+
+    env = {"PATH": os.environ["PATH"], "DEBUG": "1", "EMBEDDING_MODEL": "all-MiniLM-L6-v2", "X_API_KEY": "ck-secret",
+           "X_ACCESS_TOKEN_SECRET": "ats-secret", "SECRET_KEY": "sk", "DATABASE_URL": "postgres://u:pw@db/x",
+           "EVIDENCE_LOCAL_COPIES_URL": "http://127.0.0.1:8001/", "UNRELATED": "x"}  # fmt: skip
+    out = subprocess.run([sys.executable, "scripts/lib/demo_env.py"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=30, check=True).stdout  # fmt: skip
+    lines = {line.split("=", 1)[0]: line.split("=", 1)[1] for line in out.splitlines() if not line.startswith("#")}
+    assert lines == {"DEBUG": "1", "EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+                     "EVIDENCE_LOCAL_COPIES_URL": "http://127.0.0.1:8001/"}  # fmt: skip
+    assert "secret" not in out and "pw" not in out
+    assert "$PY scripts/lib/demo_env.py >var/demo.env" in (ROOT / "scripts" / "demo.sh").read_text()

@@ -99,11 +99,11 @@ class Seen:
 
 
 class FakeX:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.lock = threading.Lock()
         self._validator = _Validator()
         self._endpoint = SignatureOnlyEndpoint(self._validator)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -363,3 +363,42 @@ class FakeX:
             self.live_note_ids.add(note_id)
         self.notes.append(note)
         return 200, {"data": {"id": note_id}}
+
+
+# Eligible posts the stand-in serves when run on its own (clearly not real posts).
+STAND_IN_POSTS = (
+    ("1990000000000000001", "Stand-in X post: garlic water cures measles in three days, doctors hide it."),
+    ("1990000000000000002", "Stand-in X post: the flu shot gives you the flu, so skip it this year."),
+    ("1990000000000000003", "Stand-in X post: vitamin C megadoses replace the measles vaccine."),
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the fake X API on its own, to try the X recipe (docs/operations/x.md) on the demo without
+    X: `python -m tests.support.x_server --port 9402`. It serves a few stand-in eligible posts, answers
+    every other post lookup as X does for a post it does not have (Not Found), takes notes in test
+    mode and lists them in notes_written with evaluator outcomes. Nothing leaves the machine."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0, help="loopback port (default: any free one)")
+    port = parser.parse_args(argv).port
+    fake = FakeX(port=port)
+    fake.eligible_pages = [
+        [{"id": x_id, "text": text, "edit_history_tweet_ids": [x_id], "created_at": "2026-11-20T09:00:00Z", "lang": "en"}
+         for x_id, text in STAND_IN_POSTS]
+    ]  # fmt: skip
+    print(f"Fake X API (stand-in, not X) at {fake.base_url}; set these in every shell of the demo:", flush=True)
+    print(f"  export X_API_BASE_URL={fake.base_url} X_API_KEY={CONSUMER_KEY} X_API_KEY_SECRET={CONSUMER_SECRET} \\")
+    print(
+        f"    X_ACCESS_TOKEN={ACCESS_TOKEN} X_ACCESS_TOKEN_SECRET={ACCESS_TOKEN_SECRET} X_BEARER_TOKEN={BEARER_TOKEN}"
+    )
+    print("Ctrl-C stops it.", flush=True)
+    try:
+        fake.thread.join()
+    except KeyboardInterrupt:
+        fake.close()
+
+
+if __name__ == "__main__":
+    main()

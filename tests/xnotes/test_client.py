@@ -171,3 +171,38 @@ def test_a_probe_without_an_answer_lets_the_next_request_go(x_api: FakeX, settin
     assert budget.state("notes").reset_at is None  # still no window known
     XClient().eligible_posts(test_mode=True, max_results=10)
     assert len(x_api.requests) == 2
+
+
+def _demo_process(code: str, x_api: FakeX, var_dir: Any) -> str:
+    """`manage.py shell -c CODE` in the demo's configuration: no REDIS_URL (the filesystem broker
+    and the embedded cache), DEBUG=1, this test's fake X."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    drop = ("REDIS_URL", "CELERY_BROKER_URL", "DATABASE_URL", "SECRET_KEY")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(DJANGO_SETTINGS_MODULE="crowdnotes_site.settings", DEBUG="1", CROWDNOTES_VAR_DIR=str(var_dir),
+               X_API_BASE_URL=x_api.base_url, X_API_KEY=x_server.CONSUMER_KEY,
+               X_API_KEY_SECRET=x_server.CONSUMER_SECRET, X_ACCESS_TOKEN=x_server.ACCESS_TOKEN,
+               X_ACCESS_TOKEN_SECRET=x_server.ACCESS_TOKEN_SECRET)  # fmt: skip
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_on_the_demos_broker_the_budget_a_worker_learns_is_read_by_every_other_process(
+    x_api: FakeX, tmp_path: Any
+) -> None:
+    """Issue 35: the writer page said "no answer seen" after requests on the demo (no Redis): each
+    process kept the budget in its own memory. Now the embedded cache is a file cache every
+    process of the machine shares."""
+    x_api.window_limit = 5
+    spend = "from xnotes.client import XClient; c = XClient(); c.eligible_posts(test_mode=True, max_results=10); print(c.requests)"
+    assert _demo_process(spend, x_api, tmp_path) == "1"  # a worker (or a command) sends one request
+    read = "from xnotes import budget; print(budget.state('notes').remaining)"
+    assert _demo_process(read, x_api, tmp_path) == "4"  # the web process reads what X answered
+    assert len(x_api.requests) == 1

@@ -8,10 +8,11 @@ import pytest
 from celery.exceptions import Retry
 
 from crowdnotes_site.lib import xids
+from notes.models import Post
 from tests.support.x_server import FakeX
 from tests.xnotes.factories import tweet
 from xnotes import rules, tasks
-from xnotes.models import XFetchRun
+from xnotes.models import XFetchRun, XPost, XTaskRun
 
 CRH, CRNH, NMR = "CURRENTLY_RATED_HELPFUL", "CURRENTLY_RATED_NOT_HELPFUL", "NEEDS_MORE_RATINGS"
 
@@ -147,3 +148,71 @@ def test_propose_task_retries_an_unanswered_send_with_backoff(
 
 def test_propose_task_does_nothing_without_credentials(no_x_credentials: None, db: None) -> None:
     assert tasks.x_propose_note.run(1) is None
+
+
+def _imported(n: int, start: int = 1700000000000000000) -> list[Any]:
+    from crowdnotes_site.lib.hashing import sha256_hex
+    from notes.models import Post
+
+    return [
+        Post.objects.create(
+            text="[imported]", text_hash=sha256_hex(f"t{i}"), external_id=str(start + i), text_available=False
+        )
+        for i in range(n)
+    ]
+
+
+def test_hydrate_task_records_its_run_with_progress_and_waits_for_the_reset(
+    x_api: FakeX, monkeypatch: pytest.MonkeyPatch, settings: Any, db: None
+) -> None:
+    """The button's run (or beat's) holds the counts the writer page shows; a rate limit leaves it
+    waiting until X's reset, and the retry goes on from there into the same run."""
+    settings.X_HYDRATE_BATCH_LIMIT = 150
+    posts = _imported(160)
+    for post in posts[:120]:
+        x_api.tweets[post.external_id] = tweet(post.external_id, f"Text of {post.external_id}")
+    seen: list[dict[str, Any]] = []
+    real_progress = tasks.services.task_run_progress
+
+    def progress(run: XTaskRun, **kw: Any) -> None:
+        seen.append(dict(kw["counts"]))
+        real_progress(run, **kw)
+
+    monkeypatch.setattr(tasks.services, "task_run_progress", progress)
+    run = XTaskRun.objects.create(kind=XTaskRun.Kind.HYDRATE)
+    assert tasks.x_hydrate_posts.run(run.pk) == {"requests": 2, "looked_up": 150, "hydrated": 120, "not_found": 30,
+                                                 "skipped": 0}  # fmt: skip
+    run.refresh_from_db()
+    assert run.state == XTaskRun.State.DONE and run.total == 150 and run.finished_at is not None
+    assert run.counts["hydrated"] == 120
+    assert [c["looked_up"] for c in seen] == [0, 100, 150]  # saved before the first request and after each batch
+
+    # Beat's run, into a closed window: waiting, re-queued for the reset, nothing sent.
+    x_api.rate_limit_next("/2/tweets", reset_in_s=5)
+    calls: list[dict[str, Any]] = []
+
+    def fake_retry(**kw: Any) -> Retry:
+        calls.append(kw)
+        return Retry("re-queued")
+
+    monkeypatch.setattr(tasks.x_hydrate_posts, "retry", fake_retry)
+    XPost.objects.update(lookup_error_at=None, hydrated_at=None)
+    Post.objects.filter(pk__in=[p.pk for p in posts[120:]]).update(text_available=False)
+    with pytest.raises(Retry):
+        tasks.x_hydrate_posts.run()
+    waiting = XTaskRun.objects.exclude(pk=run.pk).get()
+    assert waiting.state == XTaskRun.State.WAITING and waiting.wait_until is not None
+    assert calls[0]["args"] == [waiting.pk] and 4 <= calls[0]["countdown"] <= 6.5
+    assert tasks.x_hydrate_posts.run() is None  # beat again meanwhile: one run at a time
+
+
+def test_sync_task_records_its_run(x_api: FakeX, db: None) -> None:
+    for i in range(3):
+        x_api.notes.append({"id": str(1940000000000000000 + (i << 22)), "info": {"post_id": str(1800000000000000000 + i)},
+                            "status": "needs_more_ratings", "test_result": {"evaluation_outcome": x_api.outcomes}})  # fmt: skip
+    x_api.written_page_size = 2
+    run = XTaskRun.objects.create(kind=XTaskRun.Kind.SYNC)
+    assert tasks.x_sync_written.run(run.pk) == {"requests": 2, "notes": 3}
+    run.refresh_from_db()
+    assert run.state == XTaskRun.State.DONE and run.counts == {"requests": 2, "pages": 2, "notes": 3}
+    assert tasks.x_sync_written.run(run.pk) is None  # a finished run is not run again

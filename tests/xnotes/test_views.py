@@ -22,7 +22,7 @@ from tests.support.x_server import FakeX
 from tests.xnotes.factories import proposable_note
 from xnotes import services
 from xnotes.client import XClient
-from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
+from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XTaskRun, XWrittenNote
 from xnotes.panels import PREFLIGHT_WAIT_S
 from xnotes.tasks import x_preflight_evaluate
 
@@ -319,3 +319,54 @@ def test_from_x_pages_newest_first_by_the_posts_time_on_x(x_api: FakeX, contribu
     second = contributor_client.get("/x/queue/", {"page": "2"})
     assert [xp.post.text for xp in second.context["posts"]][-1] == "Claim number 000 about ivermectin."
     assert 'href="?page=1">Newer posts' in second.content.decode()
+
+
+def test_hydrate_and_sync_buttons_queue_one_run_each_for_admins_and_show_progress(
+    x_api: FakeX, admin_client: CsrfClient, contributor_client: CsrfClient
+) -> None:
+    """Issue 35: filling imported posts' text and following notes back had no button. The web
+    request only records a run and queues its task (no X request); the page polls while it runs."""
+    assert contributor_client.post("/x/writer/hydrate/").status_code == 403
+    assert contributor_client.post("/x/writer/sync/").status_code == 403
+    for url, task in (("/x/writer/hydrate/", "x_hydrate_posts"), ("/x/writer/sync/", "x_sync_written")):
+        admin_client.post(url)
+        admin_client.post(url)  # a second press while it runs: the same run
+        run = XTaskRun.objects.get(kind=url.split("/")[-2])
+        assert run.state == XTaskRun.State.QUEUED
+        assert OutboxMessage.objects.filter(task_name=f"xnotes.tasks.{task}", args=[run.pk]).count() == 1
+    assert x_api.requests == []
+    page = admin_client.get("/x/writer/").content.decode()
+    assert 'id="x-hydrate-progress"' in page and 'id="x-sync-progress"' in page
+    assert 'hx-trigger="every 2s"' in page  # htmx polls the runs' progress …
+    assert '<noscript><meta http-equiv="refresh"' in page and ">Refresh</a>" in page  # … and without JS
+    assert re.search(r'<button type="submit" id="x-hydrate-now"\s+disabled', page)
+    fragment = admin_client.get("/x/writer/", headers={"HX-Request": "true"}).content.decode()
+    assert fragment.lstrip().startswith('<div id="x-live"') and "x-sync-runs" in fragment
+
+
+def test_hydrate_and_sync_buttons_do_nothing_without_credentials(
+    no_x_credentials: None, admin_client: CsrfClient
+) -> None:
+    page = admin_client.get("/x/writer/").content.decode()
+    assert "Fill imported posts' text now" not in page and "Follow notes back now" not in page
+    assert admin_client.post("/x/writer/hydrate/").status_code == 302
+    assert admin_client.post("/x/writer/sync/").status_code == 302
+    assert not XTaskRun.objects.exists()
+
+
+def test_the_note_pages_x_panel_polls_with_the_judges_and_offers_the_proposal_when_they_finish(
+    x_api: FakeX, admin_user: Any, admin_client: CsrfClient
+) -> None:
+    """Issue 35: the X panel said "judges have not finished" after they finished, until a reload.
+    It is part of the note page's polled section now, so the poll that sees the judges finish
+    brings the propose link with it."""
+    note = proposable_note(judged=False)
+    note.author = participant_for_user(user=admin_user)
+    note.save()
+    run = JudgeRun.objects.create(note=note, content_hash="c", state=JudgeRun.State.RUNNING)
+    live = admin_client.get(f"/me/notes/{note.pk}/", headers={"HX-Request": "true"}).content.decode()
+    assert 'id="live" hx-get=' in live and 'id="x-note-panel"' in live
+    assert "The judges have not finished on this note." in live and "x-propose-link" not in live
+    JudgeRun.objects.filter(pk=run.pk).update(state=JudgeRun.State.DONE, helpful=True)
+    live = admin_client.get(f"/me/notes/{note.pk}/", headers={"HX-Request": "true"}).content.decode()
+    assert 'id="x-propose-link"' in live and "The judges have not finished" not in live

@@ -187,3 +187,27 @@ def test_a_locally_served_copy_counts_as_its_original_url_in_source_categories(a
     cats = admin_client.get(reverse("analytics:judging")).context["cats"]
     counts = dict(zip([c for c, _ in cats.categories], cats.human, strict=True))
     assert counts[HEALTH_AUTHORITY] == 1 and counts[OTHER] == 1  # the unindexed loopback URL stays "Other"
+
+
+def test_the_delays_page_opens_on_all_the_data_and_a_range_without_notes_links_to_theirs(admin_client: Any) -> None:
+    """Issue 35: charts opened empty. Delays has no default date range, so it opens on every note;
+    a range without notes says when the notes were written and links there (other filters kept)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    written = timezone.make_aware(dt.datetime(2022, 3, 1, 12))
+    post = Post.objects.create(
+        text="p", text_hash="p1", topic=Topic.TREATMENTS, posted_at=written - dt.timedelta(hours=3)
+    )
+    Note.objects.create(post=post, text="n", created_at=written)
+    opened = admin_client.get(reverse("analytics:delays"))
+    assert opened.context["summary"].n_notes == 1 and opened.context["summary"].report.post_to_first_note_hours.n == 1
+    assert "no-data-in-range" not in opened.content.decode()
+    empty = admin_client.get(reverse("analytics:delays"), {"date_from": "2025-01-01", "topic": Topic.TREATMENTS})
+    page = empty.content.decode()
+    assert empty.context["summary"].n_notes == 0
+    assert "No notes in this range; the notes matching the other filters were written 2022-03-01 to 2022-03-01" in page
+    assert f"topic={Topic.TREATMENTS}" in page.split('id="no-data-in-range"')[1].split("</p>")[0]
+    follow = admin_client.get(reverse("analytics:delays") + "?" + empty.context["span_query"])
+    assert follow.context["summary"].n_notes == 1
