@@ -233,7 +233,9 @@ def writer_record(intercepts: Iterable[float], *, prior: float = 2.0, helpful: f
     values = [v for v in intercepts if not math.isnan(v)]
     if not values:
         return WriterRecord(0, 0.0, 0.0)
-    return WriterRecord(len(values), sum(values) / (len(values) + prior), sum(v >= helpful for v in values) / len(values))
+    return WriterRecord(
+        len(values), sum(values) / (len(values) + prior), sum(v >= helpful for v in values) / len(values)
+    )
 
 
 # --- all together ------------------------------------------------------------------------------
@@ -258,7 +260,11 @@ def feature_names(groups: Sequence[str]) -> list[str]:
 
 def matrix(notes: Sequence[NoteInput], groups: Sequence[str]) -> np.ndarray:
     """(N, F) features of `groups` (in `GROUPS` order) for the notes."""
-    names = feature_names(groups)
+    return columns(notes, feature_names(groups))
+
+
+def columns(notes: Sequence[NoteInput], names: Sequence[str]) -> np.ndarray:
+    """(N, F) the named features (a stored model's `meta.features`) for the notes."""
     out = np.zeros((len(notes), len(names)), dtype=np.float32)
     for i, note in enumerate(notes):
         values = note_features(note)

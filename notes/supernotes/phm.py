@@ -286,8 +286,7 @@ def train(
         calibration=calib,
         train_seconds=round(time.monotonic() - started, 2),
         epochs=best[1] if best is not None else epochs,
-        extra={"max_epochs": epochs, "validation_ratings": int(valid.sum()), "weight_decay": weight_decay,
-               "dropout": dropout},  # fmt: skip
+        extra={"max_epochs": epochs, "validation_ratings": int(valid.sum()), "weight_decay": weight_decay},
         inputs=describe_inputs(embedder, data.feature_names),
         features=list(data.feature_names),
         feature_mean=[float(x) for x in mean],

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import html
 import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +206,7 @@ class Setting:
 @dataclass
 class SeedRun:
     seed: int
-    fold_of_post: dict[str, int]
+    fold_of: dict[str, int]
     scores: dict[str, dict[int, float]]  # post -> note index -> the jury's intercept
     auc_per_fold: list[float]  # on the fold's held-out ratings
     auc: float  # pooled over the folds' held-out ratings
@@ -249,10 +248,6 @@ def run_seed(
     rng = np.random.default_rng(seed)
     posts = [sample.posts[i] for i in rng.permutation(len(sample.posts))][: max_posts or None]
     fold_of = {post: k % max(folds, 1) for k, (post, _) in enumerate(posts)}
-    note_post = np.full(len(sample.notes), -1)
-    post_number = {post: k for k, post in enumerate(sample.by_post)}
-    for post, members in sample.by_post.items():
-        note_post[members] = post_number[post]
     base_cols = nf.feature_names([g for g in setting.groups if g != "writer"])
     all_base = nf.feature_names([g for g in ALL_GROUPS if g != "writer"])
     base = sample.raw_features[:, [all_base.index(c) for c in base_cols]]
@@ -316,8 +311,15 @@ def run_seed(
         started = time.monotonic()
         for k, (post, g) in enumerate(members):
 
-            def probs_for(jurors: np.ndarray, g: np.ndarray = g) -> np.ndarray:
-                return model.probabilities(emb[g], None, pri[jurors], prf[jurors], feats[g])
+            def probs_for(
+                jurors: np.ndarray,
+                g: np.ndarray = g,
+                m: phm.PHM = model,
+                i: np.ndarray = pri,
+                f_: np.ndarray = prf,
+                x: np.ndarray = feats,
+            ) -> np.ndarray:
+                return m.probabilities(emb[g], None, i[jurors], f_[jurors], x[g])
 
             js = jury.jury_scores(
                 probs_for, pri, prf, mu=fit.mu, ratings_per_note=per_note, jury_size=jury_size,
@@ -410,15 +412,13 @@ def summarise(sample: Sample, runs: Sequence[SeedRun], setting: Setting) -> dict
             continue
         p_seed = [float(np.mean([h[p] for p in posts])) for h in per_seed]
         mean, sd = _mean_sd(p_seed)
-        rules = {}
-        for rule in RULES:
-            hits = rule_hits(sample, rule, truth, posts)
-            p = float(np.mean([hits[q] for q in posts]))
-            rules[rule] = {"p_at_1": round(p, 4), "ci95": [round(x, 4) for x in comparison.wilson_interval(p * n, n)],
-                           "hits": hits}  # fmt: skip
-        best_rule = max(rules, key=lambda r: rules[r]["p_at_1"])
-        rule_hit = rules[best_rule]["hits"]
-        diff_seed = [p - rules[best_rule]["p_at_1"] for p in p_seed]
+        hits_of = {rule: rule_hits(sample, rule, truth, posts) for rule in RULES}
+        p_rule = {rule: round(float(np.mean([hits_of[rule][q] for q in posts])), 4) for rule in RULES}
+        rules = {r: {"p_at_1": p, "ci95": [round(x, 4) for x in comparison.wilson_interval(p * n, n)]}
+                 for r, p in p_rule.items()}  # fmt: skip
+        best_rule = max(p_rule, key=lambda r: p_rule[r])
+        rule_hit = hits_of[best_rule]
+        diff_seed = [p - p_rule[best_rule] for p in p_seed]
         # Posts are the independent units: each post's jury hit averaged over the seeds, minus the rule's.
         d = np.array([np.mean([h[p] for h in per_seed]) - rule_hit[p] for p in posts])
         se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
@@ -434,7 +434,7 @@ def summarise(sample: Sample, runs: Sequence[SeedRun], setting: Setting) -> dict
                 "ci95": [round(x, 4) for x in comparison.wilson_interval(mean * n, n)],
                 "per_seed": [round(p, 4) for p in p_seed],
             },
-            "rules": {r: {k: v for k, v in rules[r].items() if k != "hits"} for r in RULES},
+            "rules": rules,
             "best_rule": best_rule,
             "paired_difference": {
                 "rule": best_rule,
@@ -463,3 +463,76 @@ def summarise(sample: Sample, runs: Sequence[SeedRun], setting: Setting) -> dict
         "train_seconds": round(sum(r.train_seconds for r in runs), 1),
         "jury_seconds": round(sum(r.jury_seconds for r in runs), 1),
     }
+
+
+# --- ablation and tables -----------------------------------------------------------------------
+
+
+def ablation_settings(base: Setting) -> list[Setting]:
+    """The embedding alone (the PHM's old inputs), each group added to it, all of them, all but one
+    group, and the features without the embedding: what each input adds."""
+    out = [replace(base, groups=(), embedding=True)]
+    out += [replace(base, groups=(g,), embedding=True) for g in ALL_GROUPS]
+    out.append(replace(base, groups=ALL_GROUPS, embedding=True))
+    out += [replace(base, groups=tuple(x for x in ALL_GROUPS if x != g), embedding=True) for g in ALL_GROUPS]
+    out.append(replace(base, groups=ALL_GROUPS, embedding=False))
+    return out
+
+
+def ablation_row(setting: Setting, summary: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "setting": setting.label(),
+        "auc_mean": summary["auc_mean"],
+        "auc_sd": summary["auc_sd"],
+        "p_at_1": {t["truth"]: [t["jury"]["p_at_1_mean"], t["jury"]["p_at_1_sd"]] for t in summary["truths"]},
+    }
+
+
+def _pct(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def table_lines(summary: dict[str, Any]) -> list[str]:
+    """The one table (markdown): per truth, the jury over the seeds, random and each rule; then the
+    paired difference jury - best rule."""
+    seeds = len(summary["seeds"])
+    lines = [
+        f"Data: {summary['data']}. PHM inputs: {summary['setting']} ({summary['embedder']}); "
+        f"{summary['folds']} folds by post; seeds {', '.join(map(str, summary['seeds']))}.",
+        f"Held-out AUC (ratings of the held-out posts' notes, helpful vs not helpful): "
+        f"{_pct(summary['auc_mean'])} ± {_pct(summary['auc_sd'])} (SD over {seeds} seeds).",
+        "",
+        "| truth | posts | random | jury P@1 (mean ± SD over seeds) [Wilson 95 %] | "
+        + " | ".join(RULES) + " |",
+        "|---|---|---|---|" + "---|" * len(RULES),
+    ]  # fmt: skip
+    for t in summary["truths"]:
+        j = t["jury"]
+        cells = [
+            f"{_pct(t['rules'][r]['p_at_1'])} [{_pct(t['rules'][r]['ci95'][0])}–{_pct(t['rules'][r]['ci95'][1])}]"
+            for r in RULES
+        ]
+        lines.append(
+            f"| {t['truth']} | {t['n_posts']} | {_pct(t['random_p_at_1'])} | **{_pct(j['p_at_1_mean'])}** ± "
+            f"{_pct(j['p_at_1_sd'])} [{_pct(j['ci95'][0])}–{_pct(j['ci95'][1])}] | " + " | ".join(cells) + " |"
+        )
+    lines += ["", "| truth | jury − best rule | per seed | mean, 95 % CI over posts | distinguishable from 0? |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for t in summary["truths"]:
+        d = t["paired_difference"]
+        verdict = "yes" if d["distinguishable_from_zero"] else "no: within the noise of this many posts"
+        lines.append(
+            f"| {t['truth']} | {d['rule']} | {', '.join(f'{x:+.3f}' for x in d['per_seed'])} | "
+            f"{d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] | {verdict} |"
+        )
+    return lines
+
+
+def ablation_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    truths = list(rows[0]["p_at_1"]) if rows else []
+    lines = ["| PHM inputs | held-out AUC | " + " | ".join(f"P@1 {t}" for t in truths) + " |",
+             "|---|---|" + "---|" * len(truths)]  # fmt: skip
+    for r in rows:
+        cells = [f"{r['p_at_1'][t][0]:.3f} ± {r['p_at_1'][t][1]:.3f}" for t in truths]
+        lines.append(f"| {r['setting']} | {r['auc_mean']:.3f} ± {r['auc_sd']:.3f} | " + " | ".join(cells) + " |")
+    return lines

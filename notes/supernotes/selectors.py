@@ -204,6 +204,8 @@ class RatingRows:
 
     note_pks: list[int]
     note_texts: list[str]
+    note_classifications: list[str]
+    note_links: list[list[str]]  # links stored apart from the text
     post_texts: list[str]
     note: np.ndarray
     rater_intercept: np.ndarray
@@ -222,6 +224,8 @@ def phm_training_rows(*, max_ratings: int | None = None) -> RatingRows:
     for r in rows:
         index.setdefault(r[0], len(index))
     texts = dict(Note.objects.filter(pk__in=index).values_list("pk", "text"))
+    kinds = dict(Note.objects.filter(pk__in=index).values_list("pk", "classification"))
+    links = dict(Note.objects.filter(pk__in=index).values_list("pk", "evidence_urls"))
     posts = dict(Note.objects.filter(pk__in=index).values_list("pk", "post__text"))
     sources: dict[str, int] = defaultdict(int)
     for r in rows:
@@ -231,6 +235,8 @@ def phm_training_rows(*, max_ratings: int | None = None) -> RatingRows:
     return RatingRows(
         note_pks=pks,
         note_texts=[texts[pk] for pk in pks],
+        note_classifications=[kinds[pk] for pk in pks],
+        note_links=[list(links[pk] or []) for pk in pks],
         post_texts=[posts[pk] or "" for pk in pks],
         note=np.array([index[r[0]] for r in rows], dtype=np.int64),
         rater_intercept=np.array([r[2] for r in rows], dtype=np.float64),
