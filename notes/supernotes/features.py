@@ -144,7 +144,7 @@ def source_features(links: Sequence[str]) -> dict[str, float]:
 
 # --- text -------------------------------------------------------------------------------------
 
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\b")
+_NUMBER = re.compile(r"(?<![\w.-])\d[\d,.]*\b")
 _PERCENT = re.compile(r"\d\s?(?:%|percent\b|per cent\b)", re.IGNORECASE)
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
            "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")  # fmt: skip

@@ -245,8 +245,9 @@ def run_seed(
     ratings = sample.data.ratings
     values = ratings.value
     n_raters = len(sample.data.participant_ids)
-    rng = np.random.default_rng(seed)
-    posts = [sample.posts[i] for i in rng.permutation(len(sample.posts))][: max_posts or None]
+    # The same posts for every seed (a subset by a fixed draw); the seed decides the folds.
+    chosen = sorted(np.random.default_rng(0).permutation(len(sample.posts))[: max_posts or None])
+    posts = [sample.posts[i] for i in np.random.default_rng(seed).permutation(chosen)]
     fold_of = {post: k % max(folds, 1) for k, (post, _) in enumerate(posts)}
     base_cols = nf.feature_names([g for g in setting.groups if g != "writer"])
     all_base = nf.feature_names([g for g in ALL_GROUPS if g != "writer"])
@@ -406,7 +407,7 @@ def summarise(sample: Sample, runs: Sequence[SeedRun], setting: Setting) -> dict
         if truth not in sample.truth:
             continue
         per_seed = [jury_hits(sample, run, truth) for run in runs]
-        posts = sorted(per_seed[0])
+        posts = sorted(set.intersection(*(set(h) for h in per_seed)))
         n = len(posts)
         if n == 0:
             continue

@@ -4,12 +4,16 @@ comparison (which pair a post offers, the pairs a rater may judge, the win rate)
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.db.models import Count, Min, Prefetch, Q, QuerySet
 from django.utils import timezone
 
@@ -337,3 +341,45 @@ def comparison_results() -> comparison.WinRate:
         "supernote_preferred", "supernote_scores", "other_scores"
     )
     return comparison.summarize((bool(p), s or {}, o or {}) for p, s, o in rows)
+
+
+# --- The jury's evaluation on the public sample (stored offline by `evaluate_jury --sample --store`) ---
+
+
+@dataclass
+class JuryEvaluation:
+    """The stored evaluation, laid out for the page: nothing here is computed from the data, only
+    read from the file the command wrote."""
+
+    measured_at: str
+    command: str
+    summary: dict[str, Any]
+    rule_labels: list[str]
+    rows: list[dict[str, Any]]
+    differences: list[dict[str, Any]]
+    ablation_truths: list[str]
+    ablation: list[dict[str, Any]]
+
+
+def jury_evaluation() -> JuryEvaluation | None:
+    """The table of `settings.JURY_EVALUATION_FILE`, or None when no evaluation was stored (or the
+    file is not one)."""
+    path = Path(settings.JURY_EVALUATION_FILE)
+    try:
+        stored = json.loads(path.read_text())
+        summary = stored["summary"]
+        rules = list(summary["rules"])
+        rows = [
+            {**t, "rule_cells": [t["rules"][r] for r in rules]} for t in summary["truths"]
+        ]  # fmt: skip
+        differences = [{"truth": t["truth"], **t["paired_difference"]} for t in summary["truths"]]
+        ablation = stored.get("ablation") or []
+        truths = list(ablation[0]["p_at_1"]) if ablation else []
+        ablation_rows = [{**a, "cells": [a["p_at_1"][t] for t in truths]} for a in ablation]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    return JuryEvaluation(
+        measured_at=str(stored.get("measured_at", "")), command=str(stored.get("command", "")), summary=summary,
+        rule_labels=[summary["rules"][r] for r in rules], rows=rows, differences=differences,
+        ablation_truths=truths, ablation=ablation_rows,
+    )  # fmt: skip
