@@ -35,7 +35,7 @@ from notes.supernotes import comparison, jury, phm
 from notes.supernotes import features as nf
 
 TRUTHS = {
-    "sample": "the sample's own intercepts (the scorer on all 13 K ratings of the 2021 sample)",
+    "sample": "the sample's own intercepts (our scorer on all the 2021 sample's ratings, the held-out ones included)",
     "full_data": "the reference scorer's noteIntercept on the full public data (scoredNotes_2023-02-18), by noteId",
 }
 RULES = {
