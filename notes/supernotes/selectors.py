@@ -353,6 +353,8 @@ class JuryEvaluation:
 
     measured_at: str
     command: str
+    shipped: bool  # the copy measured by the developers and kept with the code, not one measured here
+    commit: str
     summary: dict[str, Any]
     rule_labels: list[str]
     rows: list[dict[str, Any]]
@@ -361,10 +363,17 @@ class JuryEvaluation:
     ablation: list[dict[str, Any]]
 
 
+# The evaluation measured when the jury's inputs last changed, kept with the code: shown (and said to
+# be that) until `evaluate_jury --sample --store` writes one on this installation.
+SHIPPED_JURY_EVALUATION = Path(__file__).resolve().parent / "measured" / "jury-evaluation.json"
+
+
 def jury_evaluation() -> JuryEvaluation | None:
-    """The table of `settings.JURY_EVALUATION_FILE`, or None when no evaluation was stored (or the
-    file is not one)."""
+    """The table of `settings.JURY_EVALUATION_FILE`, else the one shipped with the code; None when
+    neither is there (or a file is not one)."""
     path = Path(settings.JURY_EVALUATION_FILE)
+    shipped = not path.exists()
+    path = SHIPPED_JURY_EVALUATION if shipped else path
     try:
         stored = json.loads(path.read_text())
         summary = stored["summary"]
@@ -379,7 +388,8 @@ def jury_evaluation() -> JuryEvaluation | None:
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
     return JuryEvaluation(
-        measured_at=str(stored.get("measured_at", "")), command=str(stored.get("command", "")), summary=summary,
+        measured_at=str(stored.get("measured_at", "")), command=str(stored.get("command", "")), shipped=shipped,
+        commit=str(stored.get("commit", "")), summary=summary,
         rule_labels=[summary["rules"][r] for r in rules], rows=rows, differences=differences,
         ablation_truths=truths, ablation=ablation_rows,
     )  # fmt: skip

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from notes.supernotes import phm
+from notes.supernotes import phm, selectors
 from notes.supernotes import sample_evaluation as se
 
 FAST = se.Setting(epochs=2, validation=0.15)
@@ -140,11 +140,22 @@ def test_per_post_json_lists_every_held_out_post_with_its_candidates_and_pick(cn
 
 
 def test_the_stored_table_is_what_the_evaluation_page_shows(
-    cn_data: Path, tmp_path: Path, settings: Any, admin_client: Any, client: Any, db: None
+    cn_data: Path,
+    tmp_path: Path,
+    settings: Any,
+    admin_client: Any,
+    client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    db: None,
 ) -> None:
     settings.JURY_EVALUATION_FILE = tmp_path / "jury.json"
+    # Nothing measured here: the copy kept with the code is shown, and said to be that.
+    shipped = json.loads(selectors.SHIPPED_JURY_EVALUATION.read_text())
     page = admin_client.get("/supernotes/evaluation/").content.decode()
-    assert "No evaluation is stored" in page
+    assert "Measured by the developers, not on this installation" in page and shipped["command"] in page
+    assert _shown(shipped["summary"]["truths"][1]["jury"]["p_at_1_mean"]) in page
+    monkeypatch.setattr(selectors, "SHIPPED_JURY_EVALUATION", tmp_path / "none.json")
+    assert "No evaluation is stored" in admin_client.get("/supernotes/evaluation/").content.decode()
     notes, ratings, reference = _files(cn_data)
     call_command(
         "evaluate_jury", "--sample", "--seeds", "0", "1", "--embedder", phm.HASHING, "--notes", str(notes),
@@ -154,7 +165,9 @@ def test_the_stored_table_is_what_the_evaluation_page_shows(
     stored = json.loads(settings.JURY_EVALUATION_FILE.read_text())
     assert "--seeds 0 1" in stored["command"] and stored["command"].endswith("--store")
     page = admin_client.get("/supernotes/evaluation/").content.decode()
-    assert "public Community Notes data" in page and stored["command"] in page
+    assert (
+        "public Community Notes data" in page and stored["command"] in page and "not on this installation" not in page
+    )
     for t in stored["summary"]["truths"]:
         assert _shown(t["jury"]["p_at_1_mean"]) in page and _shown(t["random_p_at_1"]) in page
         assert _shown(t["rules"]["longest"]["p_at_1"]) in page
