@@ -268,6 +268,9 @@ if SUPERNOTE_INTERVAL_SECONDS:
         "schedule": SUPERNOTE_INTERVAL_SECONDS,
     }
 PHM_DIR = Path(env_str("PHM_DIR", str(VAR_DIR / "models" / "phm")))
+# The jury's evaluation on the public sample, written by `evaluate_jury --sample --store` (offline)
+# and only read by the Supernotes evaluation page.
+JURY_EVALUATION_FILE = Path(env_str("JURY_EVALUATION_FILE", str(VAR_DIR / "jury-evaluation.json")))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Outbox, leases, sweeper (crowdnotes_site/queue.py, evidence/snippets.py, notes/services.py) ----

@@ -28,6 +28,7 @@ urlpatterns = [
     path("scoring/", views.scoring_page, name="scoring"),
     path("scoring/rescore/", views.rescore, name="rescore"),
     path("supernotes/stuck/", views.stuck_posts, name="stuck_posts"),
+    path("supernotes/evaluation/", views.supernote_evaluation, name="supernote_evaluation"),
     path("supernotes/posts/<int:post_id>/generate/", views.supernote_generate, name="supernote_generate"),
     path("supernotes/runs/<int:run_id>/", views.supernote_run, name="supernote_run"),
     path("compare/posts/<int:post_id>/", views.comparison_start, name="comparison_start"),

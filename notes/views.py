@@ -512,6 +512,13 @@ def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(request, "notes/stuck_posts.html", {**context, "hidden": stuck.hidden_without_text})
 
 
+@endpoint(methods=["GET"], permission="notes.add_supernoterun")
+def supernote_evaluation(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The jury against one-line rules on the public sample, as stored by `evaluate_jury --sample --store`
+    (computed offline, never in a request)."""
+    return render(request, "notes/supernote_evaluation.html", {"evaluation": supernote_selectors.jury_evaluation()})
+
+
 def _list_filters(request: HttpRequest) -> tuple[str, int, str]:
     """The health topic, page number and post-text filter of a list page's query string."""
     topic = request.GET.get("topic", "")

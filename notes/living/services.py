@@ -372,7 +372,10 @@ def jury_predict(*, post_text: str, texts: list[str], seed: int = 0) -> tuple[li
     from notes.supernotes import selectors as supernote_selectors
     from notes.supernotes import services as supernote_services
 
-    model = supernote_services.phm_latest()
+    try:
+        model = supernote_services.phm_latest()
+    except supernote_services.SupernoteError as exc:  # a model saved in an older format
+        return None, str(exc)
     if model is None:
         return None, "no personalized helpfulness model is stored (run `manage.py train_phm`)"
     pool = supernote_selectors.jury_pool()
@@ -380,9 +383,12 @@ def jury_predict(*, post_text: str, texts: list[str], seed: int = 0) -> tuple[li
         return None, "no rater has scorer parameters yet (run the scorer)"
     embed = supernote_services.embedder(model.meta.embedder)
     emb = embed(texts)
+    feats = supernote_services.phm_note_features(model, texts)
     post_emb = embed([post_text])[0] if post_text.strip() else None
     scores = jury.jury_scores(
-        lambda jurors: model.probabilities(emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors]),
+        lambda jurors: model.probabilities(
+            emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors], feats
+        ),
         pool.rater_intercept, pool.rater_factor, mu=pool.mu, ratings_per_note=pool.ratings_per_note,
         jury_size=settings.REVISION_JURY_SIZE, stratified=True, seed=seed,
     )  # fmt: skip

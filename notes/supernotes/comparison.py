@@ -38,7 +38,7 @@ def draw_supernote_first(rng: random.Random | None = None) -> bool:
     return (rng or random.SystemRandom()).random() < 0.5
 
 
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+def wilson_interval(successes: float, n: int, z: float = Z_95) -> tuple[float, float]:
     """The Wilson score interval of a binomial proportion (95 % for the default z); (0, 1) when n = 0."""
     if n <= 0:
         return 0.0, 1.0

@@ -1,14 +1,18 @@
-"""The personalized helpfulness model (PHM), pure torch (CPU unless trained with `device=`): P(helpful), P(somewhat),
-P(not helpful) for a (post, note, rater) triple.
+"""The personalized helpfulness model (PHM), pure torch (CPU unless trained with `device=`): P(helpful),
+P(somewhat), P(not helpful) for a (post, note, rater) triple.
 
 Inputs: the note embedding, the post embedding (zeros plus a "no post text" flag when the post has
-no text), and the rater's intercept and factor from the scorer. The note tower maps the texts to a
-small hidden vector h; the head sees [h, i_u, f_u, f_u·h], so the rater's factor can flip how a
-note's "side" is received (the structure of the matrix-factorization model).
+no text), the note's features (`notes.supernotes.features`: sources, length and specificity,
+classification and reasons, the writer's record; standardised with the training data's mean and
+spread, which are saved with the model) and the rater's intercept and factor from the scorer. The
+note tower maps a note to a small hidden vector h; the head sees [h, i_u, f_u, f_u·h], so the
+rater's factor can flip how a note's "side" is received (the structure of the matrix-factorization
+model).
 
 Also here: the held-out AUC (helpful vs not helpful), the calibration table, save/load with a
-version and a description of the training data, and `hashing_embed` (a text-free bag-of-words
-embedding for tests and offline runs; labelled as such in the model's metadata).
+format number, the inputs and a description of the training data (a model saved in an older
+format is refused, never misread), and `hashing_embed` (a text-free bag-of-words embedding for
+tests and offline runs; labelled as such in the model's metadata).
 """
 
 from __future__ import annotations
@@ -28,16 +32,28 @@ from torch import nn
 
 HIDDEN = 32
 CALIBRATION_BINS = 10
+# Version 2: the note features (and their standardisation) joined the inputs. A model saved in
+# another format has other inputs: `load` refuses it.
+FORMAT = 2
+
+
+class OldModelError(ValueError):
+    """A stored PHM of another format (its inputs differ): retrain it."""
 
 
 class PHMNet(nn.Module):
-    def __init__(self, dim: int, hidden: int = HIDDEN) -> None:
+    def __init__(self, dim: int, n_features: int = 0, hidden: int = HIDDEN, dropout: float = 0.0) -> None:
         super().__init__()
-        self.note = nn.Sequential(nn.Linear(2 * dim + 1, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.Tanh())
+        self.note = nn.Sequential(
+            nn.Dropout(dropout), nn.Linear(2 * dim + 1 + n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+            nn.Tanh(),
+        )  # fmt: skip
         self.head = nn.Sequential(nn.Linear(2 * hidden + 2, hidden), nn.ReLU(), nn.Linear(hidden, 3))
 
-    def note_hidden(self, note_emb: torch.Tensor, post_emb: torch.Tensor, has_post: torch.Tensor) -> torch.Tensor:
-        return self.note(torch.cat([note_emb, post_emb, has_post[:, None]], dim=1))
+    def note_hidden(
+        self, note_emb: torch.Tensor, post_emb: torch.Tensor, has_post: torch.Tensor, feats: torch.Tensor
+    ) -> torch.Tensor:
+        return self.note(torch.cat([note_emb, post_emb, has_post[:, None], feats], dim=1))
 
     def logits(self, h: torch.Tensor, ri: torch.Tensor, rf: torch.Tensor) -> torch.Tensor:
         return self.head(torch.cat([h, ri[..., None], rf[..., None], rf[..., None] * h], dim=-1))
@@ -45,8 +61,9 @@ class PHMNet(nn.Module):
 
 @dataclass
 class TrainingData:
-    """Ratings as rows: note index into `note_emb`/`post_emb`, rater parameters, label (0 helpful,
-    1 somewhat, 2 not helpful)."""
+    """Ratings as rows: note index into `note_emb`/`post_emb`/`note_features`, rater parameters,
+    label (0 helpful, 1 somewhat, 2 not helpful). `feature_names` names the columns of
+    `note_features` (raw values; the model standardises them)."""
 
     note_emb: np.ndarray  # (N_notes, D)
     post_emb: np.ndarray  # (N_notes, D), zeros where the post has no text
@@ -55,6 +72,13 @@ class TrainingData:
     rater_intercept: np.ndarray  # (R,)
     rater_factor: np.ndarray  # (R,)
     label: np.ndarray  # (R,)
+    note_features: np.ndarray | None = None  # (N_notes, F)
+    feature_names: list[str] = field(default_factory=list)
+
+    def features(self) -> np.ndarray:
+        if self.note_features is None:
+            return np.zeros((len(self.note_emb), 0), dtype=np.float32)
+        return np.asarray(self.note_features, dtype=np.float32)
 
 
 @dataclass
@@ -71,12 +95,36 @@ class PHMMeta:
     train_seconds: float
     epochs: int
     extra: dict[str, Any] = field(default_factory=dict)
+    format: int = FORMAT
+    inputs: list[str] = field(default_factory=list)  # what the model sees, in words
+    features: list[str] = field(default_factory=list)  # the note feature columns, in order
+    feature_mean: list[float] = field(default_factory=list)
+    feature_std: list[float] = field(default_factory=list)
+    hidden: int = HIDDEN
+
+
+def describe_inputs(embedder: str, feature_names: Sequence[str]) -> list[str]:
+    from notes.supernotes import features as note_features  # pure; kept local to keep the import graph flat
+
+    groups = [g for g, names in note_features.GROUPS.items() if set(names) <= set(feature_names)]
+    return [f"note text embedding ({embedder})", "post text embedding (zeros when the post has no text)",
+            *(f"note features: {g}" for g in groups), "rater intercept and factor (scorer)"]  # fmt: skip
 
 
 @dataclass
 class PHM:
     net: PHMNet
     meta: PHMMeta
+
+    def standardise(self, raw: np.ndarray | None, rows: int) -> np.ndarray:
+        n = len(self.meta.features)
+        if n == 0:
+            return np.zeros((rows, 0), dtype=np.float32)
+        if raw is None or raw.shape != (rows, n):
+            got = None if raw is None else raw.shape
+            raise ValueError(f"this PHM needs {n} note features per note ({', '.join(self.meta.features)}); got {got}")
+        mean, std = np.asarray(self.meta.feature_mean), np.asarray(self.meta.feature_std)
+        return ((raw - mean) / std).astype(np.float32)
 
     @torch.no_grad()
     def probabilities(
@@ -85,13 +133,16 @@ class PHM:
         post_emb: np.ndarray | None,
         rater_intercept: np.ndarray,
         rater_factor: np.ndarray,
+        note_features: np.ndarray | None = None,
     ) -> np.ndarray:
         """(C, J, 3) probabilities for C notes (one post, or `post_emb` per note) and J raters.
+        `note_features`: (C, F) raw values of `meta.features` (required when the model has any).
 
         Inputs go to the device the net lives on and the result comes back with .cpu()."""
         device = model_device(self.net)
         ne = torch.as_tensor(np.asarray(note_emb, dtype=np.float32), device=device)
         c = ne.shape[0]
+        fe = torch.as_tensor(self.standardise(note_features, c), device=device)
         if post_emb is None:
             pe = torch.zeros_like(ne)
             hp = torch.zeros(c, device=device)
@@ -99,7 +150,7 @@ class PHM:
             post = np.broadcast_to(np.asarray(post_emb, dtype=np.float32), ne.shape).copy()
             pe = torch.as_tensor(post, device=device)
             hp = torch.ones(c, device=device)
-        h = self.net.note_hidden(ne, pe, hp)  # (C, H)
+        h = self.net.note_hidden(ne, pe, hp, fe)  # (C, H)
         ri = torch.as_tensor(np.asarray(rater_intercept, dtype=np.float32), device=device)
         rf = torch.as_tensor(np.asarray(rater_factor, dtype=np.float32), device=device)
         j = ri.shape[-1]
@@ -144,10 +195,6 @@ def calibration_table(
     return rows
 
 
-def _split_by_note(n_notes: int, holdout: float, rng: np.random.Generator) -> np.ndarray:
-    return rng.random(n_notes) < holdout
-
-
 def train(
     data: TrainingData,
     *,
@@ -157,45 +204,71 @@ def train(
     batch_size: int = 512,
     lr: float = 3e-3,
     holdout: float = 0.2,
+    validation: float = 0.0,
+    weight_decay: float = 1e-5,
+    dropout: float = 0.0,
+    hidden: int = HIDDEN,
     seed: int = 0,
     device: str = "cpu",
 ) -> PHM:
-    """Train on the ratings of ~80 % of the notes; AUC and calibration on the other notes' ratings.
+    """Train on the ratings of the notes not held out; AUC and calibration on the `holdout` share of
+    the notes' ratings (nan when 0). With `validation` > 0 another share of the notes is set apart
+    and the weights of the epoch with the lowest loss on it are kept (early stopping chosen inside
+    the training data).
 
     `device` is where the net and its data live while training; the model is returned on the CPU."""
     started = time.monotonic()
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    held_note = _split_by_note(len(data.note_emb), holdout, rng)
-    test = held_note[data.note]
-    train_idx = np.flatnonzero(~test)
+    draw = rng.random(len(data.note_emb))
+    held_note = draw < holdout
+    valid_note = (draw >= holdout) & (draw < holdout + validation)
+    test, valid = held_note[data.note], valid_note[data.note]
+    train_idx = np.flatnonzero(~test & ~valid)
     dim = data.note_emb.shape[1]
-    net = PHMNet(dim).to(device)
+    raw = data.features()
+    fit_notes = np.unique(data.note[train_idx])
+    mean = raw[fit_notes].mean(axis=0) if len(fit_notes) else np.zeros(raw.shape[1], np.float32)
+    std = raw[fit_notes].std(axis=0) if len(fit_notes) else np.ones(raw.shape[1], np.float32)
+    std = np.where(std > 1e-6, std, 1.0)
+    net = PHMNet(dim, raw.shape[1], hidden=hidden, dropout=dropout).to(device)
     ne = torch.as_tensor(data.note_emb, dtype=torch.float32, device=device)
     pe = torch.as_tensor(data.post_emb, dtype=torch.float32, device=device)
     hp = torch.as_tensor(data.has_post, dtype=torch.float32, device=device)
+    fe = torch.as_tensor((raw - mean) / std, dtype=torch.float32, device=device)
     note = torch.as_tensor(data.note, dtype=torch.long, device=device)
     ri = torch.as_tensor(data.rater_intercept, dtype=torch.float32, device=device)
     rf = torch.as_tensor(data.rater_factor, dtype=torch.float32, device=device)
     y = torch.as_tensor(data.label, dtype=torch.long, device=device)
-    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=1e-5)
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = nn.CrossEntropyLoss()
-    for _ in range(epochs):
+
+    def forward(rows: torch.Tensor) -> torch.Tensor:
+        n = note[rows]
+        return net.logits(net.note_hidden(ne[n], pe[n], hp[n], fe[n]), ri[rows], rf[rows])
+
+    valid_rows = torch.as_tensor(np.flatnonzero(valid), device=device)
+    best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+    for epoch in range(epochs):
+        net.train()
         perm = torch.as_tensor(rng.permutation(train_idx), device=device)
         for start in range(0, len(perm), batch_size):
-            b = perm[start : start + batch_size]
-            n = note[b]
-            h = net.note_hidden(ne[n], pe[n], hp[n])
-            loss = loss_fn(net.logits(h, ri[b], rf[b]), y[b])
+            loss = loss_fn(forward(perm[start : start + batch_size]), y[perm[start : start + batch_size]])
             opt.zero_grad()
             loss.backward()
             opt.step()
+        if len(valid_rows):
+            net.eval()
+            with torch.no_grad():
+                v = float(loss_fn(forward(valid_rows), y[valid_rows]))
+            if best is None or v < best[0]:
+                best = (v, epoch + 1, {k: t.detach().clone() for k, t in net.state_dict().items()})
+    if best is not None:
+        net.load_state_dict(best[2])
     net.eval()
     test_idx = np.flatnonzero(test)
     with torch.no_grad():
-        t = torch.as_tensor(test_idx, device=device)
-        n = note[t]
-        probs = torch.softmax(net.logits(net.note_hidden(ne[n], pe[n], hp[n]), ri[t], rf[t]), -1).cpu().numpy()
+        probs = torch.softmax(forward(torch.as_tensor(test_idx, device=device)), -1).cpu().numpy()
     labels = data.label[test_idx]
     binary = labels != 1
     a = auc(probs[binary, 0], labels[binary] == 0)
@@ -207,12 +280,18 @@ def train(
         dim=dim,
         trained_on=trained_on,
         n_ratings=len(train_idx),
-        n_notes=int((~held_note).sum()),
+        n_notes=len(fit_notes),
         holdout_ratings=len(test_idx),
         auc=round(a, 4),
         calibration=calib,
         train_seconds=round(time.monotonic() - started, 2),
-        epochs=epochs,
+        epochs=best[1] if best is not None else epochs,
+        extra={"max_epochs": epochs, "validation_ratings": int(valid.sum()), "weight_decay": weight_decay},
+        inputs=describe_inputs(embedder, data.feature_names),
+        features=list(data.feature_names),
+        feature_mean=[float(x) for x in mean],
+        feature_std=[float(x) for x in std],
+        hidden=hidden,
     )
     return PHM(net.cpu(), meta)
 
@@ -226,8 +305,18 @@ def save(model: PHM, directory: Path) -> Path:
 
 
 def load(path: Path) -> PHM:
-    meta = PHMMeta(**json.loads((path / "meta.json").read_text()))
-    net = PHMNet(meta.dim)
+    """The model stored in `path`; a model of another format (other inputs) raises OldModelError."""
+    raw = json.loads((path / "meta.json").read_text())
+    if raw.get("format") != FORMAT:
+        raise OldModelError(
+            f"The stored PHM {raw.get('version', path.name)} was saved in format {raw.get('format', 1)} "
+            f"(inputs: the note embedding and the rater's parameters only); this version reads format {FORMAT} "
+            "(note features beside the embedding). Retrain it: python manage.py train_phm."
+        )
+    meta = PHMMeta(**raw)
+    if len(meta.features) != len(meta.feature_mean) or len(meta.features) != len(meta.feature_std):
+        raise OldModelError(f"The stored PHM {meta.version} has an incomplete feature description: retrain it.")
+    net = PHMNet(meta.dim, len(meta.features), hidden=meta.hidden)
     # map_location: a model trained on a GPU loads on a CPU-only web or worker process.
     net.load_state_dict(torch.load(path / "model.pt", weights_only=True, map_location="cpu"))
     net.eval()

@@ -4,12 +4,16 @@ comparison (which pair a post offers, the pairs a rater may judge, the win rate)
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.db.models import Count, Min, Prefetch, Q, QuerySet
 from django.utils import timezone
 
@@ -204,6 +208,8 @@ class RatingRows:
 
     note_pks: list[int]
     note_texts: list[str]
+    note_classifications: list[str]
+    note_links: list[list[str]]  # links stored apart from the text
     post_texts: list[str]
     note: np.ndarray
     rater_intercept: np.ndarray
@@ -222,6 +228,8 @@ def phm_training_rows(*, max_ratings: int | None = None) -> RatingRows:
     for r in rows:
         index.setdefault(r[0], len(index))
     texts = dict(Note.objects.filter(pk__in=index).values_list("pk", "text"))
+    kinds = dict(Note.objects.filter(pk__in=index).values_list("pk", "classification"))
+    links = dict(Note.objects.filter(pk__in=index).values_list("pk", "evidence_urls"))
     posts = dict(Note.objects.filter(pk__in=index).values_list("pk", "post__text"))
     sources: dict[str, int] = defaultdict(int)
     for r in rows:
@@ -231,6 +239,8 @@ def phm_training_rows(*, max_ratings: int | None = None) -> RatingRows:
     return RatingRows(
         note_pks=pks,
         note_texts=[texts[pk] for pk in pks],
+        note_classifications=[kinds[pk] for pk in pks],
+        note_links=[list(links[pk] or []) for pk in pks],
         post_texts=[posts[pk] or "" for pk in pks],
         note=np.array([index[r[0]] for r in rows], dtype=np.int64),
         rater_intercept=np.array([r[2] for r in rows], dtype=np.float64),
@@ -331,3 +341,55 @@ def comparison_results() -> comparison.WinRate:
         "supernote_preferred", "supernote_scores", "other_scores"
     )
     return comparison.summarize((bool(p), s or {}, o or {}) for p, s, o in rows)
+
+
+# --- The jury's evaluation on the public sample (stored offline by `evaluate_jury --sample --store`) ---
+
+
+@dataclass
+class JuryEvaluation:
+    """The stored evaluation, laid out for the page: nothing here is computed from the data, only
+    read from the file the command wrote."""
+
+    measured_at: str
+    command: str
+    shipped: bool  # the copy measured by the developers and kept with the code, not one measured here
+    commit: str
+    summary: dict[str, Any]
+    rule_labels: list[str]
+    rows: list[dict[str, Any]]
+    differences: list[dict[str, Any]]
+    ablation_truths: list[str]
+    ablation: list[dict[str, Any]]
+
+
+# The evaluation measured when the jury's inputs last changed, kept with the code: shown (and said to
+# be that) until `evaluate_jury --sample --store` writes one on this installation.
+SHIPPED_JURY_EVALUATION = Path(__file__).resolve().parent / "measured" / "jury-evaluation.json"
+
+
+def jury_evaluation() -> JuryEvaluation | None:
+    """The table of `settings.JURY_EVALUATION_FILE`, else the one shipped with the code; None when
+    neither is there (or a file is not one)."""
+    path = Path(settings.JURY_EVALUATION_FILE)
+    shipped = not path.exists()
+    path = SHIPPED_JURY_EVALUATION if shipped else path
+    try:
+        stored = json.loads(path.read_text())
+        summary = stored["summary"]
+        rules = list(summary["rules"])
+        rows = [
+            {**t, "rule_cells": [t["rules"][r] for r in rules]} for t in summary["truths"]
+        ]  # fmt: skip
+        differences = [{"truth": t["truth"], **t["paired_difference"]} for t in summary["truths"]]
+        ablation = stored.get("ablation") or []
+        truths = list(ablation[0]["p_at_1"]) if ablation else []
+        ablation_rows = [{**a, "cells": [a["p_at_1"][t] for t in truths]} for a in ablation]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    return JuryEvaluation(
+        measured_at=str(stored.get("measured_at", "")), command=str(stored.get("command", "")), shipped=shipped,
+        commit=str(stored.get("commit", "")), summary=summary,
+        rule_labels=[summary["rules"][r] for r in rules], rows=rows, differences=differences,
+        ablation_truths=truths, ablation=ablation_rows,
+    )  # fmt: skip

@@ -35,7 +35,7 @@ from notes.models import (
     SupernoteRun,
 )
 from notes.supernotes import candidates as cand
-from notes.supernotes import comparison, filters, jury, selectors
+from notes.supernotes import comparison, features, filters, jury, selectors
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -72,10 +72,27 @@ def embedder(name: str) -> Embed:
 
 
 def phm_latest() -> phm.PHM | None:
+    """The newest stored PHM, None when there is none; SupernoteError for a model saved in an older
+    format (other inputs: refused, never misread)."""
     from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
 
     path = phm.latest(phm_dir())
-    return phm.load(path) if path else None
+    if path is None:
+        return None
+    try:
+        return phm.load(path)
+    except phm.OldModelError as exc:
+        raise SupernoteError(str(exc)) from exc
+
+
+# What the PHM sees of a note in the database: its text and links, its classification. The stated
+# reasons and the writer's record are not kept for the app's notes (and a Supernote has no writer).
+DB_FEATURE_GROUPS = ("sources", "text", "classification")
+
+
+def phm_note_features(model: phm.PHM, texts: Sequence[str]) -> np.ndarray:
+    """The model's note features for candidate texts (a Supernote: misleading, no reasons, no writer)."""
+    return features.columns([features.NoteInput(t) for t in texts], model.meta.features)
 
 
 def phm_train_from_db(*, embedder_name: str, epochs: int = 8, max_ratings: int | None = None, seed: int = 0) -> phm.PHM:
@@ -87,13 +104,24 @@ def phm_train_from_db(*, embedder_name: str, epochs: int = 8, max_ratings: int |
         raise SupernoteError("No ratings from raters with scorer parameters: run the scorer first.")
     embed = embedder(embedder_name)
     note_emb = embed(rows.note_texts)
+    names = features.feature_names(DB_FEATURE_GROUPS)
+    inputs = [features.NoteInput(t, c, links=links) for t, c, links in
+              zip(rows.note_texts, rows.note_classifications, rows.note_links, strict=True)]  # fmt: skip
     has_post = np.array([bool(t.strip()) for t in rows.post_texts], dtype=np.float32)
     post_emb = np.zeros_like(note_emb)
     with_text = np.flatnonzero(has_post)
     if len(with_text):
         post_emb[with_text] = embed([rows.post_texts[i] for i in with_text])
     data = phm.TrainingData(
-        note_emb, post_emb, has_post, rows.note, rows.rater_intercept, rows.rater_factor, rows.label
+        note_emb,
+        post_emb,
+        has_post,
+        rows.note,
+        rows.rater_intercept,
+        rows.rater_factor,
+        rows.label,
+        features.columns(inputs, names),
+        names,
     )
     described = ", ".join(f"{n} {k}" for k, n in sorted(rows.sources.items()))
     model = phm.train(
@@ -322,7 +350,13 @@ def _select(run: SupernoteRun, notes: list[cand.NoteSummary], embed: Embed | Non
     run.n_distinct = run.n_drawn - len(repeats)
     distinct = f"{run.n_distinct} distinct candidate{'s' if run.n_distinct != 1 else ''} of {run.n_drawn} drawn"
     passed = [r for r in rows if r.passed]
-    model = phm_latest()
+    try:
+        model = phm_latest()
+    except SupernoteError as exc:
+        _finish(
+            run, f"{distinct}. {exc} Candidates were written and filtered; no jury scored them, nothing is proposed."
+        )
+        return
     existing = list(run.post.notes.exclude(origin=Note.Origin.SUPERNOTE).exclude(intercept__isnull=True))
     stored_best = max(existing, key=lambda n: n.intercept or 0.0) if existing else None
     if stored_best is not None:
@@ -343,16 +377,20 @@ def _select(run: SupernoteRun, notes: list[cand.NoteSummary], embed: Embed | Non
     run.phm_trained_on, run.phm_auc = model.meta.trained_on[:300], model.meta.auc
     embed = embed or embedder(model.meta.embedder)
     note_emb = embed([r.text for r in passed])
+    note_feats = phm_note_features(model, [r.text for r in passed])
     post_emb = embed([post_text])[0] if post_text.strip() else None
 
-    def score(emb: np.ndarray, seed: int) -> jury.JuryScores:
+    def score(emb: np.ndarray, feats: np.ndarray, seed: int) -> jury.JuryScores:
+        def probs_for(jurors: np.ndarray) -> np.ndarray:
+            return model.probabilities(emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors], feats)
+
         return jury.jury_scores(
-            lambda jurors: model.probabilities(emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors]),
+            probs_for,
             pool.rater_intercept, pool.rater_factor, mu=pool.mu, ratings_per_note=pool.ratings_per_note,
             jury_size=run.jury_size, stratified=run.stratified, seed=seed,
         )  # fmt: skip
 
-    scores = score(note_emb, run.seed)
+    scores = score(note_emb, note_feats, run.seed)
     for k, row in enumerate(passed):
         row.jury_intercept = float(scores.intercept[k])
         row.jury_factor = float(scores.factor[k])
@@ -363,7 +401,7 @@ def _select(run: SupernoteRun, notes: list[cand.NoteSummary], embed: Embed | Non
     # the maximum over noisy estimates overstates the winner.
     best = int(np.nanargmax([r.jury_intercept or 0.0 for r in passed]))
     winner = passed[best]
-    fresh = score(note_emb[best : best + 1], run.seed + 1)
+    fresh = score(note_emb[best : best + 1], note_feats[best : best + 1], run.seed + 1)
     run.winner_index = winner.index
     run.winner_intercept, run.winner_intercept_sd = float(fresh.intercept[0]), float(fresh.intercept_sd[0])
     choice = jury.select([run.winner_intercept], run.best_existing_intercept, sd=run.winner_intercept_sd)

@@ -11,13 +11,14 @@ echo "== warm-up started $(date -u +%H:%M:%S)"
 # training data are shown with every jury score; 20 epochs fit the training notes closer with no better
 # held-out AUC, README "Supernotes"). Once per install (delete the marker to retrain); a failure only
 # leaves Supernote runs unscored.
-if [ ! -f var/demo-phm.done ]; then
-  $PY manage.py train_phm --embedder hashing-bow-256 && touch var/demo-phm.done \
+# v2: the PHM's format 2 (note features); a model of the earlier format is refused, so it is trained again once.
+if [ ! -f var/demo-phm-v2.done ]; then
+  $PY manage.py train_phm --embedder hashing-bow-256 && touch var/demo-phm-v2.done \
     || echo "train_phm failed: Supernote runs will write and filter candidates but propose nothing"
 fi
 # One offline Supernote run for the demo's stuck post, queued once (the llm worker runs it meanwhile;
 # Stuck posts and the post page show it, and its proposal, when there is one, with the blind comparison).
-if [ -f var/demo-phm.done ]; then
+if [ -f var/demo-phm-v2.done ]; then
   $PY manage.py demo_supernote
 fi
 # The living note (load_demo leaves it for the jury model): suggestions on the demo note with most

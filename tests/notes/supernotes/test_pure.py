@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -206,12 +209,62 @@ def test_phm_learns_rater_side_and_reports_auc_and_calibration() -> None:
     agree = side[note] * rf > 0
     label = np.where(agree, 0, 2)
     label = np.where(rng.random(n_r) < 0.1, 1, label)
-    data = phm.TrainingData(emb, np.zeros_like(emb), np.zeros(n_notes, np.float32), note, np.zeros(n_r), rf, label)
+    # Note features beside the embedding: a useless one (noise) and a raw-scale one (length).
+    feats = np.column_stack([rng.normal(0, 1, n_notes), rng.integers(20, 280, n_notes)]).astype(np.float32)
+    data = phm.TrainingData(emb, np.zeros_like(emb), np.zeros(n_notes, np.float32), note, np.zeros(n_r), rf, label,
+                            feats, ["n_numbers", "log_chars"])  # fmt: skip
     model = phm.train(data, embedder="test", trained_on="test", epochs=4)
     assert model.meta.auc > 0.9
     assert sum(r["count"] for r in model.meta.calibration) == model.meta.holdout_ratings
-    probs = model.probabilities(emb[:2], None, np.zeros(2), np.array([-0.8, 0.8]))
+    probs = model.probabilities(emb[:2], None, np.zeros(2), np.array([-0.8, 0.8]), feats[:2])
     assert probs.shape == (2, 2, 3) and np.allclose(probs.sum(-1), 1)
+    # The jury's structure holds: a note's "side" flips with the rater's factor.
+    for k in range(2):
+        liked_by = np.sign(np.array([-0.8, 0.8])[np.argmax(probs[k, :, 0])])
+        assert liked_by == side[k]
+    assert model.meta.features == ["n_numbers", "log_chars"] and model.meta.feature_std[1] > 1
+    with pytest.raises(ValueError, match="needs 2 note features"):
+        model.probabilities(emb[:2], None, np.zeros(2), np.array([-0.8, 0.8]))
+
+
+def _tiny_model() -> phm.PHM:
+    rng = np.random.default_rng(1)
+    emb = rng.normal(0, 1, (20, 4)).astype(np.float32)
+    data = phm.TrainingData(
+        emb, np.zeros_like(emb), np.zeros(20, np.float32), rng.integers(0, 20, 300), np.zeros(300),
+        rng.normal(0, 1, 300), rng.integers(0, 3, 300), rng.normal(0, 1, (20, 2)).astype(np.float32),
+        ["n_urls", "log_words"],
+    )  # fmt: skip
+    return phm.train(data, embedder=phm.HASHING, trained_on="database ratings (300 app)", epochs=1)
+
+
+def test_a_saved_phm_lists_its_inputs_and_training_data_and_loads_back(tmp_path: Path) -> None:
+    model = _tiny_model()
+    loaded = phm.load(phm.save(model, tmp_path))
+    meta = json.loads((tmp_path / model.meta.version / "meta.json").read_text())
+    assert meta["format"] == phm.FORMAT and meta["trained_on"] == "database ratings (300 app)"
+    assert meta["features"] == ["n_urls", "log_words"] and len(meta["feature_mean"]) == 2
+    assert "note text embedding (hashing-bow-256)" in meta["inputs"]
+    assert "rater intercept and factor (scorer)" in meta["inputs"]
+    x = np.ones((1, 4), np.float32)
+    f = np.ones((1, 2), np.float32)
+    assert np.allclose(
+        loaded.probabilities(x, None, np.zeros(2), np.ones(2), f),
+        model.probabilities(x, None, np.zeros(2), np.ones(2), f),
+    )
+
+
+def test_an_old_saved_phm_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    """A model saved before the note features (format 1: no "format" key, embedding and rater
+    parameters only) has other inputs: it must be refused, not read with missing inputs."""
+    model = _tiny_model()
+    path = phm.save(model, tmp_path)
+    meta = json.loads((path / "meta.json").read_text())
+    for key in ("format", "inputs", "features", "feature_mean", "feature_std", "hidden"):
+        meta.pop(key)
+    (path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(phm.OldModelError, match=r"saved in format 1 .* Retrain it: python manage.py train_phm"):
+        phm.load(path)
 
 
 def test_phm_feeds_the_net_on_its_device_and_reads_back_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:

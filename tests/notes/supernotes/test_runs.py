@@ -3,6 +3,7 @@ with the LLM (loopback server) and offline, the filter log, the PHM and the prop
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -213,6 +214,26 @@ def test_run_without_phm_stops_after_filters(phm_dir: Any, settings: Any, db: No
     assert run.state == SupernoteRun.State.DONE and run.proposed_note is None
     assert "No personalized helpfulness model" in run.outcome
     assert run.candidates.count() == 3
+
+
+def test_a_run_refuses_a_phm_saved_in_the_old_format_and_says_so(phm_dir: Any, settings: Any, db: None) -> None:
+    settings.LLM_BASE_URL = ""
+    post, _, _ = _stuck_post()
+    model = services.phm_train_from_db(embedder_name=phm.HASHING, epochs=1)
+    meta_path = phm_dir / model.meta.version / "meta.json"
+    assert json.loads(meta_path.read_text())["inputs"][2:5] == [
+        "note features: sources",
+        "note features: text",
+        "note features: classification",
+    ]  # what the database gives: no stated reasons, no writer record
+    old = {k: v for k, v in json.loads(meta_path.read_text()).items() if k not in ("format", "features")}
+    meta_path.write_text(json.dumps(old))  # as a model of the previous version was saved
+    run = SupernoteRun.objects.create(post=post, n_candidates=3, jury_size=10)
+    services.supernote_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.state == SupernoteRun.State.DONE and run.proposed_note is None and run.phm_version == ""
+    assert "saved in format 1" in run.outcome and "python manage.py train_phm" in run.outcome
+    assert "no jury scored them" in run.outcome
 
 
 def test_a_post_imported_without_text_gets_a_run_but_its_placeholder_is_never_the_post(
