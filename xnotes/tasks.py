@@ -10,6 +10,7 @@ from celery import shared_task
 from django.conf import settings
 
 from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.transitions import transition_rows
 from notes.models import Post
 from xnotes import services
 from xnotes.budget import RateLimited
@@ -39,7 +40,7 @@ def x_fetch_eligible(self: Any, run_id: int | None = None) -> dict[str, Any] | N
     except RateLimited as limited:
         raise self.retry(args=[run_id], countdown=limited.wait_s()) from None
     except XTransientError as exc:
-        XFetchRun.objects.filter(pk=run_id).update(state=XFetchRun.State.FAILED, error=str(exc))
+        transition_rows(XFetchRun.objects.filter(pk=run_id), XFetchRun.State.FAILED, error=str(exc))
         return None
     return run.summary()
 
