@@ -26,7 +26,7 @@ from notes.models import Note, Post
 from notes.services import post_create, post_text_supply
 from xnotes import rules
 from xnotes.budget import RateLimited
-from xnotes.client import LOOKUP_BATCH, XApiError, XClient, XTransientError
+from xnotes.client import LOOKUP_BATCH, XApiError, XBadAnswer, XClient, XTransientError
 from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XWrittenNote
 
 if TYPE_CHECKING:
@@ -531,7 +531,7 @@ def proposal_send(*, proposal_id: int, client: XClient) -> XProposal:
         _record(proposal, XProposal.State.QUEUED if proposal.attempts == 0 or previous == XProposal.State.QUEUED
                 else XProposal.State.UNCERTAIN, error="Waiting for X's rate limit to reset.", sent=False)  # fmt: skip
         raise
-    except XTransientError as exc:
+    except (XTransientError, XBadAnswer) as exc:  # no usable answer: X may have created the note
         _record(proposal, XProposal.State.UNCERTAIN, error=str(exc), sent=False)
         raise
     except XApiError as exc:

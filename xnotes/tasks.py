@@ -14,7 +14,7 @@ from crowdnotes_site.transitions import transition_rows
 from notes.models import Post
 from xnotes import services
 from xnotes.budget import RateLimited
-from xnotes.client import XClient, XNotConfigured, XTransientError, is_configured
+from xnotes.client import XBadAnswer, XClient, XNotConfigured, XTransientError, is_configured
 from xnotes.models import XFetchRun
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def x_propose_note(self: Any, proposal_id: int) -> str | None:
         return None
     except RateLimited as limited:
         raise self.retry(args=[proposal_id], countdown=limited.wait_s()) from None
-    except XTransientError:
+    except (XTransientError, XBadAnswer):
         # The row is UNCERTAIN: the retry asks notes_written before sending anything again.
         raise self.retry(
             args=[proposal_id], countdown=settings.X_API_BACKOFF_S * 2 ** min(self.request.retries, 6)
