@@ -185,6 +185,7 @@ def _report(args: argparse.Namespace, log: list[tuple[float, str, str]], started
     print("|---|---|")
     print(f"| LLM calls before the pre-flight's first | {len(before)} (first run: {counts['run 1']}, "
           f"second run: {counts['run 2']}) |")  # fmt: skip
+    print(f"| of them, arrived after the pre-flight was asked | {sum(1 for at, _, _ in before if at >= asked)} |")
     if first_b is not None:
         print(f"| pre-flight's first call, s after it was asked | {log[first_b][0] - asked:.1f} |")
     print(f"| pre-flight {state}, s after it was asked | {'-' if done_at is None else f'{done_at - asked:.1f}'} |")
