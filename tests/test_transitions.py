@@ -67,7 +67,7 @@ def test_a_table_refuses_what_it_does_not_list_and_says_why() -> None:
 # --- Each model: a disallowed move is refused and changes nothing -------------------------------------
 
 
-def _rows(contributor: Any) -> dict[str, tuple[models.Model, str]]:
+def _rows(contributor: Any) -> dict[str, tuple[Any, str]]:
     """A row of each model in a state, with a move its table refuses from there."""
     job = make_job(contributor)
     note = _note()
@@ -120,7 +120,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES)
 def test_a_disallowed_transition_is_refused_and_changes_nothing(case: str, contributor: Any) -> None:
     row, target = _rows(contributor)[case]
-    model = type(row)
+    model: Any = type(row)
     before = model.objects.filter(pk=row.pk).values().get()
     with pytest.raises(TransitionRefused, match=f"cannot go from '{before['state']}' to '{target}'"):
         row.transition(target)  # type: ignore[attr-defined]
@@ -133,7 +133,7 @@ def test_a_disallowed_transition_is_refused_and_changes_nothing(case: str, contr
 
 
 def _unchanged(row: models.Model) -> Callable[[], bool]:
-    model = type(row)
+    model: Any = type(row)
     before = model.objects.filter(pk=row.pk).values().get()
     return lambda: model.objects.filter(pk=row.pk).values().get() == before
 

@@ -202,8 +202,9 @@ def test_a_post_for_a_url_someone_else_read_answers_as_for_an_unknown_url(
     assert services.source_embedded(url=urls["ready"], model_label=label) is not None
     mine = _post(contributor_client, django_capture_on_commit_callbacks, urls["ready"])
     assert "Ready" in mine  # the reader's own head start still says so
+    other_user = make_user("other-contributor", "Contributor")
     other = CsrfClient()
-    other.force_login(make_user("other-contributor", "Contributor"))
+    other.force_login(other_user)
 
     def unnamed(html: str, url: str) -> str:  # the fragment with its URL (as typed and as in the poll link) left out
         return html.replace(url, "URL").replace(quote(url, safe=""), "URL")
@@ -218,5 +219,5 @@ def test_a_post_for_a_url_someone_else_read_answers_as_for_an_unknown_url(
     # The finished ones became the asking user's own head starts (queued for them); the one
     # still being read serves them as it is.
     assert len(sent) == queued_before + 2
-    assert Prefetch.objects.get(url=urls["ready"]).requested_by.username == "other-contributor"
-    assert Prefetch.objects.get(url=urls["running"]).requested_by.username != "other-contributor"
+    assert Prefetch.objects.get(url=urls["ready"]).requested_by_id == other_user.pk
+    assert Prefetch.objects.get(url=urls["running"]).requested_by_id != other_user.pk
