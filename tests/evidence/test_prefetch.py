@@ -221,3 +221,28 @@ def test_a_post_for_a_url_someone_else_read_answers_as_for_an_unknown_url(
     assert len(sent) == queued_before + 2
     assert Prefetch.objects.get(url=urls["ready"]).requested_by_id == other_user.pk
     assert Prefetch.objects.get(url=urls["running"]).requested_by_id != other_user.pk
+
+
+@pytest.mark.django_db
+def test_a_url_someone_else_read_counts_against_the_askers_cap_like_a_new_one(
+    contributor_client: Any, make_user: Any, sent: list[int], django_capture_on_commit_callbacks: Any, settings: Any
+) -> None:
+    """Re-queues count against the same per-user cap as first requests: a head start re-queued for
+    another user is refused past their cap with the same answer as a URL nobody read."""
+    from tests.conftest import CsrfClient
+
+    settings.EVIDENCE_PREFETCH_MAX_PENDING = 1
+    read = "https://www.cdc.gov/read-by-someone/"
+    _post(contributor_client, django_capture_on_commit_callbacks, read)
+    Prefetch.objects.filter(url=read).update(state=Prefetch.State.READY)
+    other = CsrfClient()
+    other.force_login(make_user("other-contributor", "Contributor"))
+    assert "Queued" in _post(other, django_capture_on_commit_callbacks, "https://a.example.org/own")
+    queued = len(sent)
+    capped = _post(other, django_capture_on_commit_callbacks, read)
+    assert "Not started: 1 of your links are already being read" in capped
+    assert capped.replace(read, "URL") == _post(
+        other, django_capture_on_commit_callbacks, "https://a.example.org/new"
+    ).replace("https://a.example.org/new", "URL")
+    assert len(sent) == queued
+    assert Prefetch.objects.get(url=read).state == Prefetch.State.READY
