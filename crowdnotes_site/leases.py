@@ -21,6 +21,8 @@ from django.db.models import F, Model, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from crowdnotes_site.transitions import transition_rows
+
 log = logging.getLogger(__name__)
 
 
@@ -54,8 +56,9 @@ def heartbeat(model: type[Model], pk: int, *, field: str = "lease_until") -> Ite
         thread.join(timeout=interval + 5)
 
 
-# --- Claimed runs (JudgeRun, AutomationRun, SupernoteRun, ScoringRun) ---------------------------
-# Such a model has `State` (QUEUED, RUNNING, DONE, FAILED), `claimed_until`, `attempts`,
+# --- Claimed runs (JudgeRun, AutomationRun, SupernoteRun, RevisionRun, ScoringRun) --------------
+# Such a model has `State` (QUEUED, RUNNING, DONE, FAILED) and its `TRANSITIONS` table (every state
+# change below goes through it: crowdnotes_site.transitions), `claimed_until`, `attempts`,
 # `started_at`, `finished_at` and `error`. A worker claims one stage (or slice) of the run with a
 # compare-and-set, holds `claimed_until` WORK_LEASE_S ahead with `heartbeat(model, pk,
 # field="claimed_until")` while it works, and hands the run back (QUEUED, claim cleared) with the
@@ -74,8 +77,9 @@ def run_claim(model: type[Model], *, run_id: int, lease_s: float | None = None) 
         lease_s = settings.WORK_LEASE_S
     claimable = Q(state=state.QUEUED) | Q(state=state.RUNNING, claimed_until__lt=now)
     return bool(
-        model._default_manager.filter(claimable, pk=run_id).update(
-            state=state.RUNNING,
+        transition_rows(
+            model._default_manager.filter(claimable, pk=run_id),
+            state.RUNNING,
             claimed_until=now + timedelta(seconds=lease_s),
             attempts=F("attempts") + 1,
             started_at=Coalesce(F("started_at"), now),
@@ -84,10 +88,14 @@ def run_claim(model: type[Model], *, run_id: int, lease_s: float | None = None) 
 
 
 def run_fail(model: type[Model], *, run_id: int, error: str) -> None:
-    """Visible failure: the run stops with its error (unless it already finished)."""
+    """Visible failure: the run stops with its error (unless it already ended: done, or failed before)."""
     state = model.State  # type: ignore[attr-defined]
-    model._default_manager.filter(pk=run_id).exclude(state=state.DONE).update(
-        state=state.FAILED, claimed_until=None, error=error[:2000], finished_at=timezone.now()
+    transition_rows(
+        model._default_manager.filter(pk=run_id),
+        state.FAILED,
+        claimed_until=None,
+        error=error[:2000],
+        finished_at=timezone.now(),
     )
 
 
@@ -101,9 +109,8 @@ def runs_sweep(model: type[Model], requeue: Callable[[int], object]) -> list[int
     swept: list[int] = []
     for pk in expired.values_list("pk", flat=True):
         with transaction.atomic():
-            if model._default_manager.filter(pk=pk, state=state.RUNNING, claimed_until__lt=now).update(
-                state=state.QUEUED, claimed_until=None
-            ):
+            expired_run = model._default_manager.filter(pk=pk, state=state.RUNNING, claimed_until__lt=now)
+            if transition_rows(expired_run, state.QUEUED, claimed_until=None):
                 requeue(pk)
                 swept.append(pk)
     if swept:

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from crowdnotes_site.lib.transitions import RUN_STEPS, Transitions
+from crowdnotes_site.transitions import Stateful
 from evidence.search.categories import CATEGORY_LABELS
 
 SOURCE_CATEGORIES = list(CATEGORY_LABELS.items())
@@ -195,7 +197,7 @@ class Snippet(models.Model):
         return parts[1] if parts else ""
 
 
-class AutomationRun(models.Model):
+class AutomationRun(Stateful, models.Model):
     """ "Find evidence for me": queries → search → pool → utility rounds → fetching, for one post.
 
     A Celery task runs one stage per delivery under a lease (claimed_until), like JudgeRun; the
@@ -215,6 +217,8 @@ class AutomationRun(models.Model):
         CHOOSING = "choosing", "Choosing sources"
         FETCHING = "fetching", "Fetching the chosen sources"
         DONE = "done", "Done"
+
+    TRANSITIONS: ClassVar[Transitions] = Transitions("search for evidence", RUN_STEPS)
 
     draft_job = models.ForeignKey(
         "notes.DraftJob", null=True, blank=True, on_delete=models.CASCADE, related_name="automation_runs"

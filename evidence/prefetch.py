@@ -133,7 +133,9 @@ def prefetch_limited(*, urls: list[str], paused: bool = False) -> list[PrefetchS
 
 def prefetch_request(*, user: User, urls: list[str]) -> list[PrefetchStatus]:
     """Start a head start for each URL (at most MAX_EVIDENCE_URLS): one queued task per URL
-    however often it is requested, none for a URL already read, none past the user's cap."""
+    however often it is requested, none past the user's cap. Only about the user's own head starts
+    does the answer say more than "Queued": a URL someone else read (or is reading) is answered as
+    one nobody read, and read again for this user (from the shared cache, so quickly)."""
     return [_request_one(user=user, url=url) for url in urls[: settings.MAX_EVIDENCE_URLS]]
 
 
@@ -144,25 +146,30 @@ def _request_one(*, user: User, url: str) -> PrefetchStatus:
     except FetchError as exc:
         return PrefetchStatus(url, Prefetch.State.FAILED, error_text(exc.error_code))
     key = services.url_hash(url)
-    _remember_asked(user, key)
     row = Prefetch.objects.select_for_update().filter(url_hash=key).first()
-    if row is not None and _is_pending(row):
-        return _status(row)
-    if services.source_embedded(url=url, model_label=services.configured_model_label()):
-        return PrefetchStatus(url, Prefetch.State.READY, TEXTS[Prefetch.State.READY])
-    if row is not None and row.state == Prefetch.State.FAILED and row.updated_at > timezone.now() - FAILED_HOLD:
-        return _status(row)
+    if key in _asked_by(user, [key]):  # this user's own head start: its status as it stands
+        if row is not None and _is_pending(row):
+            return _status(row)
+        if services.source_embedded(url=url, model_label=services.configured_model_label()):
+            return PrefetchStatus(url, Prefetch.State.READY, TEXTS[Prefetch.State.READY])
+        if row is not None and row.state == Prefetch.State.FAILED and row.updated_at > timezone.now() - FAILED_HOLD:
+            return _status(row)
+    # Otherwise the answer is the one a URL nobody has read gets (cap, then "Queued"): whether someone
+    # else read it, is reading it or failed to is not told. The head start is this user's own.
     mine = Prefetch.objects.filter(requested_by=user)
     pending = mine.filter(state__in=PENDING, updated_at__gte=_stale_before()).count()
     if pending >= settings.EVIDENCE_PREFETCH_MAX_PENDING:
         return PrefetchStatus(url, "capped", CAPPED.format(n=pending))
+    _remember_asked(user, key)
+    if row is not None and _is_pending(row):  # someone else's, on its way: it serves this user too
+        return PrefetchStatus(url, Prefetch.State.QUEUED, TEXTS[Prefetch.State.QUEUED])
     now = timezone.now()
     if row is None:
         try:
             with transaction.atomic():
                 row = Prefetch.objects.create(url=url, url_hash=key, requested_by=user, created_at=now, updated_at=now)
-        except IntegrityError:  # another request queued it a moment ago
-            return _status(Prefetch.objects.get(url_hash=key))
+        except IntegrityError:  # another request queued it a moment ago: it serves this user too
+            return PrefetchStatus(url, Prefetch.State.QUEUED, TEXTS[Prefetch.State.QUEUED])
     else:
         row.state, row.requested_by, row.updated_at = Prefetch.State.QUEUED, user, now
         row.error_code = row.error_message = ""

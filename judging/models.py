@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from crowdnotes_site.lib.transitions import RUN_STEPS, Transitions
+from crowdnotes_site.transitions import Stateful
 
 # An override's reason is read on the audit page: a paragraph, not a document (a 1 MB reason made a
 # 2 MB page). The form and judging.services.decision_override both refuse a longer one.
@@ -21,7 +26,7 @@ class JudgeKind(models.TextChoices):
     BASELINE = "baseline", "Offline baseline"
 
 
-class JudgeRun(models.Model):
+class JudgeRun(Stateful, models.Model):
     """One run of the judge chain on one version (content hash) of a note."""
 
     class State(models.TextChoices):
@@ -29,6 +34,10 @@ class JudgeRun(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+
+    # Claimed one stage at a time (crowdnotes_site.leases); a failed run may be queued again (an admin's
+    # retry, or once after an LLM outage).
+    TRANSITIONS: ClassVar[Transitions] = Transitions("judge run", {**RUN_STEPS, State.FAILED: {State.QUEUED}})
 
     note = models.ForeignKey("notes.Note", on_delete=models.CASCADE, related_name="judge_runs")
     content_hash = models.CharField(max_length=64)
@@ -118,7 +127,7 @@ class JudgeOverride(models.Model):
         return f"override of decision {self.decision_id}: {self.previous_verdict} -> {self.verdict}"
 
 
-class PreflightCheck(models.Model):
+class PreflightCheck(Stateful, models.Model):
     """A contributor's pre-flight: the judges' advice on a draft, computed by a worker (the judges
     load models and call the LLM, which a web request never does). Advice only: it decides nothing."""
 
@@ -127,6 +136,9 @@ class PreflightCheck(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+
+    # Advice asked once: a failed check is asked for again as a new one.
+    TRANSITIONS: ClassVar[Transitions] = Transitions("pre-flight", RUN_STEPS)
 
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     draft_job = models.ForeignKey("notes.DraftJob", null=True, blank=True, on_delete=models.CASCADE, related_name="+")

@@ -27,6 +27,7 @@ from crowdnotes_site.lib.llm.pipeline import JudgeInput, PipelineResult, StageRe
 from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.transitions import transition_rows
 from evidence.embedding import MINILM, cosine, encoder
 from judging.models import OVERRIDE_REASON_MAX_CHARS, JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
 from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
@@ -105,9 +106,10 @@ def judge_run_request(*, note: Note) -> JudgeRun:
 
 def judge_run_retry(*, run: JudgeRun) -> bool:
     """Put a failed run back in the queue (admin action). False if it was not failed."""
-    updated = JudgeRun.objects.filter(pk=run.pk, state=JudgeRun.State.FAILED).update(
-        state=JudgeRun.State.QUEUED, error="", attempts=0, claimed_until=None, finished_at=None
-    )
+    updated = transition_rows(
+        JudgeRun.objects.filter(pk=run.pk, state=JudgeRun.State.FAILED),
+        JudgeRun.State.QUEUED, error="", attempts=0, claimed_until=None, finished_at=None,
+    )  # fmt: skip
     if updated:
         _enqueue_after_commit(run.pk)
     return bool(updated)
@@ -132,9 +134,9 @@ def judge_runs_retry_after_outage(*, llm_answers: Callable[[], bool]) -> list[in
     now = timezone.now()
     for run_id in ids:
         with transaction.atomic():
-            if failed.filter(pk=run_id).update(
-                state=JudgeRun.State.QUEUED, attempts=0, claimed_until=None, finished_at=None, outage_retried_at=now,
-                error="",
+            if transition_rows(
+                failed.filter(pk=run_id), JudgeRun.State.QUEUED, attempts=0, claimed_until=None, finished_at=None,
+                outage_retried_at=now, error="",
             ):  # fmt: skip
                 _enqueue_after_commit(run_id)
                 retried.append(run_id)
@@ -173,9 +175,10 @@ def judge_run_claim(*, run_id: int) -> bool:
 
 def judge_run_release(*, run_id: int, error: str = "") -> None:
     """Give the claim back so a retry (or another worker) can take the run."""
-    JudgeRun.objects.filter(pk=run_id, state=JudgeRun.State.RUNNING).update(
-        state=JudgeRun.State.QUEUED, claimed_until=None, error=error
-    )
+    transition_rows(
+        JudgeRun.objects.filter(pk=run_id, state=JudgeRun.State.RUNNING),
+        JudgeRun.State.QUEUED, claimed_until=None, error=error,
+    )  # fmt: skip
 
 
 def judge_run_fail(*, run_id: int, error: str) -> None:
@@ -253,12 +256,15 @@ def _advance(run: JudgeRun) -> None:
     verdicts = [d.verdict for d in decisions_for_run(run)]
     nxt = pipeline.next_stage(verdicts)
     if nxt is not None:
-        JudgeRun.objects.filter(pk=run.pk).update(state=JudgeRun.State.QUEUED, stage=nxt, claimed_until=None, error="")
-        _enqueue_after_commit(run.pk)
+        if transition_rows(
+            JudgeRun.objects.filter(pk=run.pk), JudgeRun.State.QUEUED, stage=nxt, claimed_until=None, error=""
+        ):
+            _enqueue_after_commit(run.pk)
         return
     errored = [d for d in decisions_for_run(run) if d.verdict == JudgeDecision.Verdict.ERROR]
-    JudgeRun.objects.filter(pk=run.pk).update(
-        state=JudgeRun.State.FAILED if errored else JudgeRun.State.DONE,
+    transition_rows(
+        JudgeRun.objects.filter(pk=run.pk),
+        JudgeRun.State.FAILED if errored else JudgeRun.State.DONE,
         helpful=pipeline.helpful_from(verdicts),
         error=f"{errored[0].stage}: {errored[0].error}" if errored else "",
         claimed_until=None,
@@ -364,23 +370,30 @@ def preflight_prune(*, days: int) -> int:
     return deleted
 
 
+def preflight_fail(*, check_id: int, error: str) -> None:
+    """The pre-flight ends with its error shown to the contributor (unless it already ended)."""
+    transition_rows(
+        PreflightCheck.objects.filter(pk=check_id),
+        PreflightCheck.State.FAILED, claimed_until=None, error=error[:2000], finished_at=timezone.now(),
+    )  # fmt: skip
+
+
 def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
     """Run a queued pre-flight (in a worker). Claimed first, so a duplicate delivery does nothing;
     a claim older than the lease (a lost worker) may be taken again, JUDGE_MAX_CLAIMS times in all
     (then the check fails: a pre-flight that kills its worker is not retried for ever)."""
     now = timezone.now()
     claimable = Q(state=PreflightCheck.State.QUEUED) | Q(state=PreflightCheck.State.RUNNING, claimed_until__lt=now)
-    if not PreflightCheck.objects.filter(claimable, pk=check_id).update(
-        state=PreflightCheck.State.RUNNING, claimed_until=leases.lease_deadline(), attempts=F("attempts") + 1
-    ):
+    if not transition_rows(
+        PreflightCheck.objects.filter(claimable, pk=check_id),
+        PreflightCheck.State.RUNNING, claimed_until=leases.lease_deadline(), attempts=F("attempts") + 1,
+    ):  # fmt: skip
         return None
     check = PreflightCheck.objects.get(pk=check_id)
     if check.attempts > settings.JUDGE_MAX_CLAIMS:
-        PreflightCheck.objects.filter(pk=check_id).update(
-            state=PreflightCheck.State.FAILED,
-            claimed_until=None,
+        preflight_fail(
+            check_id=check_id,
             error=f"gave up after {check.attempts - 1} attempts (workers lost); ask for the check again",
-            finished_at=timezone.now(),
         )
         return None
     try:
@@ -393,9 +406,7 @@ def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
                 owner=check.requested_by_id,
             )
     except Exception as exc:
-        PreflightCheck.objects.filter(pk=check_id).update(
-            state=PreflightCheck.State.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000], finished_at=timezone.now()
-        )
+        preflight_fail(check_id=check_id, error=f"{type(exc).__name__}: {exc}")
         raise
     stages = [
         {
@@ -409,8 +420,9 @@ def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
         }
         for st in result.stages
     ]
-    PreflightCheck.objects.filter(pk=check_id).update(
-        state=PreflightCheck.State.DONE,
+    transition_rows(
+        PreflightCheck.objects.filter(pk=check_id),
+        PreflightCheck.State.DONE,
         result={"stages": stages, "helpful": result.helpful},
         claimed_until=None,
         finished_at=timezone.now(),

@@ -12,7 +12,6 @@ from django.conf import settings
 from crowdnotes_site.lib.llm.client import LLMPermanentError, LLMTransientError
 from judging import services
 from judging.benchmark import queued
-from judging.models import PreflightCheck
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
@@ -46,9 +45,7 @@ def preflight_check(check_id: int) -> None:
     try:
         services.preflight_check_run(check_id=check_id)
     except SoftTimeLimitExceeded:
-        PreflightCheck.objects.filter(pk=check_id).update(
-            state=PreflightCheck.State.FAILED, error="the judges took longer than the task time limit"
-        )
+        services.preflight_fail(check_id=check_id, error="the judges took longer than the task time limit")
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)

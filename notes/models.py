@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from django.conf import settings
 from django.db import models
@@ -10,6 +10,8 @@ from django.utils import timezone
 
 from crowdnotes_site.lib import status as note_status
 from crowdnotes_site.lib.llm.steps.common import Producer
+from crowdnotes_site.lib.transitions import RUN_STEPS, Transitions
+from crowdnotes_site.transitions import Stateful
 
 
 class Topic(models.TextChoices):
@@ -257,7 +259,7 @@ class NoteStatusChange(models.Model):
         return f"note {self.note_id} -> {self.status}"
 
 
-class ScoringRun(models.Model):
+class ScoringRun(Stateful, models.Model):
     """One run of the Community Notes scorer over the whole database (scheduled or asked for)."""
 
     class State(models.TextChoices):
@@ -271,6 +273,15 @@ class ScoringRun(models.Model):
         SCHEDULE = "schedule", "Schedule"
         ADMIN = "admin", "Admin (rescore now)"
         DEMO_LOAD = "demo_load", "Demo load (load_demo)"
+
+    # A failed run may be claimed again by its task's retry; a run that found another in progress is skipped.
+    TRANSITIONS: ClassVar[Transitions] = Transitions("scoring run", {
+        State.QUEUED: {State.RUNNING, State.FAILED},
+        State.RUNNING: {State.RUNNING, State.QUEUED, State.DONE, State.SKIPPED, State.FAILED},
+        State.FAILED: {State.RUNNING},
+        State.DONE: set(),
+        State.SKIPPED: set(),
+    })  # fmt: skip
 
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SCHEDULE)
     requested_by = models.ForeignKey(
@@ -369,7 +380,7 @@ class ImportCheckpoint(models.Model):
         return f"{self.key}: {self.lines_done} lines"
 
 
-class DraftJob(models.Model):
+class DraftJob(Stateful, models.Model):
     """A contributor's work on one note: evidence gathering, machine draft, edits, submission."""
 
     class Mode(models.TextChoices):
@@ -387,6 +398,16 @@ class DraftJob(models.Model):
 
     # No longer open: a new contribution on the same post starts a new draft job.
     CLOSED_STATES = (State.SUBMITTED, State.DISCARDED)
+    # The one place that says which state follows which (notes.services call `transition`): a draft
+    # may be (re)drafted, submitted or discarded until it is submitted or discarded; nothing follows those.
+    TRANSITIONS: ClassVar[Transitions] = Transitions("draft", {
+        State.COLLECTING: {State.DRAFTING, State.SUBMITTED, State.DISCARDED},
+        State.DRAFTING: {State.DRAFTED, State.FAILED, State.SUBMITTED, State.DISCARDED},
+        State.DRAFTED: {State.DRAFTING, State.SUBMITTED, State.DISCARDED},
+        State.FAILED: {State.DRAFTING, State.SUBMITTED, State.DISCARDED},
+        State.SUBMITTED: set(),
+        State.DISCARDED: set(),
+    })  # fmt: skip
 
     post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="draft_jobs")
     contributor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="draft_jobs")
@@ -435,7 +456,7 @@ class DraftJob(models.Model):
         return Producer.from_label(self.draft_method)
 
 
-class SupernoteRun(models.Model):
+class SupernoteRun(Stateful, models.Model):
     """One Supernote generation for a post: candidates, filters, jury and the selection outcome."""
 
     class State(models.TextChoices):
@@ -443,6 +464,9 @@ class SupernoteRun(models.Model):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
+
+    # Claimed one slice at a time (crowdnotes_site.leases); a failed run is not retried: start a new one.
+    TRANSITIONS: ClassVar[Transitions] = Transitions("Supernote run", RUN_STEPS)
 
     post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="supernote_runs")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
@@ -632,7 +656,7 @@ class SuggestionKind(models.TextChoices):
     OPINION = "opinion", "Policy or opinion"
 
 
-class RevisionRun(models.Model):
+class RevisionRun(Stateful, models.Model):
     """One revision attempt of a note: draft from the suggestions, judges, jury, decision.
     One active run per note (constraint); claimed and swept like the other runs (crowdnotes_site.leases)."""
 
@@ -645,6 +669,8 @@ class RevisionRun(models.Model):
     class Outcome(models.TextChoices):
         PUBLISHED = "published", "Published"
         REJECTED = "rejected", "Rejected"
+
+    TRANSITIONS: ClassVar[Transitions] = Transitions("revision run", RUN_STEPS)
 
     note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="revision_runs")
     base_version = models.ForeignKey(NoteVersion, on_delete=models.CASCADE, related_name="+")

@@ -25,6 +25,7 @@ from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.lib.scoring import scoring, scoring_explain
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.transitions import TransitionRefused, transition_rows
 from evidence import local_copies, snippets
 from evidence.models import Snippet
 from evidence.search.services import AutomationError, automation_run_start
@@ -143,6 +144,16 @@ def post_text_supply(*, post: Post, text: str) -> Post:
 
 class FlowError(Exception):
     """A contributor action that is not allowed in the current state; the message is for the user."""
+
+
+def _closed(job: DraftJob, doing: str) -> FlowError:
+    """Why `doing` is refused on a draft that is no longer open (DraftJob.TRANSITIONS: nothing
+    follows submitted or discarded)."""
+    if job.state == DraftJob.State.SUBMITTED:
+        return FlowError(f"This note was already submitted; it cannot be {doing}.")
+    if job.state == DraftJob.State.DISCARDED:
+        return FlowError(f"This draft was discarded; it cannot be {doing}.")
+    return FlowError(f"This draft is {job.get_state_display().lower()}; it cannot be {doing} now.")
 
 
 @dataclass(frozen=True)
@@ -282,9 +293,10 @@ def draft_job_discard(*, job: DraftJob) -> DraftJob:
     """The owner gives up on an unsubmitted draft (e.g. one orphaned by an outage): it leaves
     "My notes", its queued work is dropped, and a new contribution on the post starts afresh."""
     locked = DraftJob.objects.select_for_update().get(pk=job.pk)
-    if locked.state == DraftJob.State.SUBMITTED:
-        raise FlowError("This note was already submitted; it cannot be discarded.")
-    locked.state = DraftJob.State.DISCARDED
+    try:
+        locked.transition(DraftJob.State.DISCARDED)
+    except TransitionRefused as exc:
+        raise _closed(locked, "discarded") from exc
     locked.lease_until = None
     locked.save(update_fields=["state", "lease_until", "updated_at"])
     Snippet.objects.filter(draft_job=locked, state=Snippet.State.QUEUED).update(
@@ -295,8 +307,9 @@ def draft_job_discard(*, job: DraftJob) -> DraftJob:
 
 @transaction.atomic
 def draft_job_add_urls(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
-    if job.state in DraftJob.CLOSED_STATES:
-        raise FlowError(f"This note was already {job.state}.")
+    job = DraftJob.objects.select_for_update().get(pk=job.pk)
+    if DraftJob.TRANSITIONS.final(job.state):  # evidence changes only while the draft is open
+        raise _closed(job, "given more evidence")
     return snippets.snippets_add(job=job, urls=urls)
 
 
@@ -309,13 +322,12 @@ def draft_job_request_draft(*, job: DraftJob, seen_round: int | None = None) -> 
     gate = draft_gate(job=job)
     if not gate.can_draft:
         raise FlowError(" ".join(gate.reasons))
-    claimed = DraftJob.objects.filter(pk=job.pk).exclude(
-        state__in=[DraftJob.State.DRAFTING, DraftJob.State.SUBMITTED, DraftJob.State.DISCARDED]
-    )
+    claimed = DraftJob.objects.filter(pk=job.pk)
     if seen_round is not None:
         claimed = claimed.filter(draft_round=seen_round)
-    if not claimed.update(
-        state=DraftJob.State.DRAFTING,
+    if not transition_rows(  # not while a draft is being written, nor once the note was submitted or discarded
+        claimed,
+        DraftJob.State.DRAFTING,
         progress=0,
         error="",
         draft_round=F("draft_round") + 1,
@@ -369,13 +381,15 @@ def _draft_claimed(job: DraftJob) -> DraftJob:
         client = llm_client(owner=job.contributor_id)
         draft = drafting.draft_note(post=job.post.text, snippets=evidence, client=client)
     except drafting.DraftError as exc:
-        DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
-            state=DraftJob.State.FAILED, error=str(exc), lease_until=None, updated_at=timezone.now()
-        )
+        transition_rows(
+            DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING),
+            DraftJob.State.FAILED, error=str(exc), lease_until=None, updated_at=timezone.now(),
+        )  # fmt: skip
         job.refresh_from_db()
         return job
-    DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING).update(
-        state=DraftJob.State.DRAFTED,
+    transition_rows(
+        DraftJob.objects.filter(pk=job.pk, state=DraftJob.State.DRAFTING),
+        DraftJob.State.DRAFTED,
         draft_text=draft.text,
         # The contributor asked for this new draft: the editor shows it (their request replaced the text).
         edited_text="",
@@ -436,8 +450,8 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     Submitting queues the judges; nothing is published automatically.
     """
     job = DraftJob.objects.select_for_update().get(pk=job.pk)
-    if job.state == DraftJob.State.SUBMITTED:
-        raise FlowError("This note was already submitted.")
+    if not job.can_move_to(DraftJob.State.SUBMITTED):
+        raise _closed(job, "submitted again" if job.state == DraftJob.State.SUBMITTED else "submitted")
     gate = draft_gate(job=job)
     if not gate.can_draft:
         raise FlowError(" ".join(gate.reasons))
@@ -461,7 +475,7 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     )  # fmt: skip
     Note.objects.filter(pk=note.pk).update(current_version=version)
     note.current_version = version
-    job.state = DraftJob.State.SUBMITTED
+    job.transition(DraftJob.State.SUBMITTED)
     job.save(update_fields=["state", "updated_at"])
     NoteStatusChange.objects.create(note=note, status=note.status)
     if unjudgeable_reason(note) is None:  # a post imported without text is never judged
@@ -552,9 +566,9 @@ def scoring_run_execute(*, run_id: int | None = None) -> ScoringRun:
     claimable = Q(state__in=[ScoringRun.State.QUEUED, ScoringRun.State.FAILED]) | Q(
         state=ScoringRun.State.RUNNING, claimed_until__lt=now
     )
-    claimed = ScoringRun.objects.filter(claimable, pk=run_id).update(
-        state=ScoringRun.State.RUNNING, claimed_until=lease_deadline(), started_at=now, error="",
-        attempts=F("attempts") + 1,
+    claimed = transition_rows(
+        ScoringRun.objects.filter(claimable, pk=run_id),
+        ScoringRun.State.RUNNING, claimed_until=lease_deadline(), started_at=now, error="", attempts=F("attempts") + 1,
     )  # fmt: skip
     run = ScoringRun.objects.get(pk=run_id)
     if not claimed:
@@ -563,15 +577,11 @@ def scoring_run_execute(*, run_id: int | None = None) -> ScoringRun:
         try:
             summary = notes_rescore(now=run.started_at)  # its status changes carry the run's start time
         except Exception as exc:
-            run.state, run.error, run.finished_at, run.claimed_until = (
-                ScoringRun.State.FAILED,
-                f"{type(exc).__name__}: {exc}"[:2000],
-                timezone.now(),
-                None,
-            )
+            run.transition(ScoringRun.State.FAILED)
+            run.error, run.finished_at, run.claimed_until = f"{type(exc).__name__}: {exc}"[:2000], timezone.now(), None
             run.save(update_fields=["state", "error", "finished_at", "claimed_until"])
             raise
-    run.state = ScoringRun.State.SKIPPED if "skipped" in summary else ScoringRun.State.DONE
+    run.transition(ScoringRun.State.SKIPPED if "skipped" in summary else ScoringRun.State.DONE)
     run.summary, run.finished_at, run.claimed_until = summary, timezone.now(), None
     run.save(update_fields=["state", "summary", "finished_at", "claimed_until"])
     return run

@@ -255,3 +255,27 @@ def test_nothing_after_submission_changes_what_was_submitted(contributor_client:
     note.refresh_from_db()
     assert note.text == "Trials show vitamin C does not prevent flu."
     assert Note.objects.count() == 1
+
+
+def test_the_limits_tables_list_every_limited_entry_point_and_its_window(settings: Any) -> None:
+    """Done when: the limits table (README → docs/operations/limits.md, and the integrity page's) lists
+    every limited entry point, i.e. every rate group, with its variable and its default window."""
+    from pathlib import Path
+
+    from crowdnotes_site.limits import ACTIONS, parse_rate
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "operations"
+    limits_rows = [line for line in (docs / "limits.md").read_text().splitlines() if line.startswith("| ")]
+    integrity_rows = [line for line in (docs / "integrity.md").read_text().splitlines() if line.startswith("| ")]
+    words = {"s": "a second", "m": "a minute", "h": "an hour", "d": "a day"}
+    assert set(settings.RATE_LIMITS) == set(ACTIONS)
+    for group, rate in settings.RATE_LIMITS.items():
+        variable = f"`RATE_LIMIT_{group.upper()}`"
+        count, window = parse_rate(rate)
+        unit = {1: "s", 60: "m", 3600: "h", 86400: "d"}[int(window)]
+        in_limits = [row for row in limits_rows if variable in row]
+        assert in_limits and any(f"{count} {words[unit]}" in row for row in in_limits), (group, rate)
+        rows = [row for row in integrity_rows if f"`{group}` ({variable})" in row]
+        assert rows and all(f"| {count}/{unit} |" in row for row in rows), group
+    assert any("/django-admin/login/" in row for row in limits_rows)
+    assert any("/django-admin/login/" in row for row in integrity_rows)

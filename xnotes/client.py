@@ -61,8 +61,9 @@ class XTransientError(XApiError):
 
 
 class XBadAnswer(XApiError):
-    """X answered a read with success but a body that is not a JSON object (an HTML page, garbage,
-    a bare number): the message names the content type and the body's start."""
+    """X answered with success but a body that is not a JSON object (an HTML page, garbage, a bare
+    number): the message names the content type and the body's start. After a write (POST /2/notes)
+    whether X created the note is unknown: the proposal is left uncertain (checked before a resend)."""
 
 
 def missing_settings() -> list[str]:
@@ -163,7 +164,7 @@ class XClient:
             except ValueError:
                 body = None
             log.info("X API %s %s -> %d", method, path, response.status_code)
-            if method == "GET" and 200 <= response.status_code < 300 and not isinstance(body, dict):
+            if 200 <= response.status_code < 300 and not isinstance(body, dict):
                 sent = response.text[:120].replace("\n", " ")
                 kind = response.headers.get("Content-Type", "no content type")
                 what = "not JSON" if body is None else f"JSON {type(body).__name__}, not an object"

@@ -3,9 +3,14 @@ the notes X says this writer wrote, and the runs of "Fetch from X now". No crede
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from crowdnotes_site.lib.transitions import Transitions
+from crowdnotes_site.transitions import Stateful
 
 
 class XPost(models.Model):
@@ -55,7 +60,7 @@ class XEvaluation(models.Model):
         return f"X evaluation of post {self.post_id}: {self.claim_opinion_score}"
 
 
-class XProposal(models.Model):
+class XProposal(Stateful, models.Model):
     """A note proposed to X: one row per post (X takes one note per post per writer), written in
     the same transaction as its outbox message; the send is idempotent on this row."""
 
@@ -67,6 +72,17 @@ class XProposal(models.Model):
         SENT = "sent", "Proposed to X"
         DUPLICATE = "duplicate", "X already has a note by this writer on this post"
         FAILED = "failed", "Refused by X"
+
+    # Sent once (xnotes.services.proposal_send claims it); X's answer is final. A send that got no answer
+    # (uncertain) is checked with X before sending again; a claim whose sender was lost is taken over.
+    TRANSITIONS: ClassVar[Transitions] = Transitions("proposal to X", {
+        State.QUEUED: {State.SENDING},
+        State.UNCERTAIN: {State.SENDING},
+        State.SENDING: {State.SENDING, State.QUEUED, State.UNCERTAIN, State.SENT, State.DUPLICATE, State.FAILED},
+        State.SENT: set(),
+        State.DUPLICATE: set(),
+        State.FAILED: set(),
+    })  # fmt: skip
 
     post = models.OneToOneField("notes.Post", on_delete=models.CASCADE, related_name="x_proposal")
     note = models.OneToOneField("notes.Note", on_delete=models.CASCADE, related_name="x_proposal")
@@ -121,7 +137,7 @@ class XWrittenNote(models.Model):
         return f"X note {self.x_note_id}"
 
 
-class XFetchRun(models.Model):
+class XFetchRun(Stateful, models.Model):
     """One pull of posts_eligible_for_notes (beat, the admin button or the command), resumable
     across rate-limit waits: the next page token is kept."""
 
@@ -133,6 +149,14 @@ class XFetchRun(models.Model):
         FAILED = "failed", "Failed"
 
     ACTIVE = (State.QUEUED, State.RUNNING, State.WAITING)
+    # Waiting for a rate-limit reset, it resumes; running → running is a task delivered again.
+    TRANSITIONS: ClassVar[Transitions] = Transitions("pull from X", {
+        State.QUEUED: {State.RUNNING, State.FAILED},
+        State.RUNNING: {State.RUNNING, State.WAITING, State.DONE, State.FAILED},
+        State.WAITING: {State.RUNNING, State.FAILED},
+        State.DONE: set(),
+        State.FAILED: set(),
+    })  # fmt: skip
 
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)

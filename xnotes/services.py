@@ -18,6 +18,7 @@ from django.utils import timezone
 from crowdnotes_site.lib import text_rules, xids
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.transitions import transition_rows
 from evidence import local_copies
 from evidence.search.categories import HEALTH_AUTHORITY, RESEARCH, category_by_rules
 from evidence.snippets import snippet_is_confirmed
@@ -26,7 +27,7 @@ from notes.models import Note, Post
 from notes.services import post_create, post_text_supply
 from xnotes import rules
 from xnotes.budget import RateLimited
-from xnotes.client import LOOKUP_BATCH, XApiError, XClient, XTransientError
+from xnotes.client import LOOKUP_BATCH, XApiError, XBadAnswer, XClient, XTransientError
 from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XTaskRun, XWrittenNote
 
 if TYPE_CHECKING:
@@ -72,9 +73,10 @@ def fetch_runs_expire(*, now: dt.datetime | None = None) -> int:
     lost = Q(state__in=[XFetchRun.State.QUEUED, XFetchRun.State.RUNNING], updated_at__lt=stale) | Q(
         state=XFetchRun.State.WAITING, wait_until__lt=stale
     )
-    return XFetchRun.objects.filter(lost).update(
-        state=XFetchRun.State.FAILED, error="The worker was lost; the next fetch starts again.", finished_at=now
-    )
+    return transition_rows(
+        XFetchRun.objects.filter(lost),
+        XFetchRun.State.FAILED, error="The worker was lost; the next fetch starts again.", finished_at=now,
+    )  # fmt: skip
 
 
 @transaction.atomic
@@ -129,7 +131,7 @@ def fetch_eligible(
     On a 429 (or a spent budget): with `on_rate_limit` (the command) it is called (it sleeps until
     the reset) and the run goes on; without it the run is saved as WAITING and RateLimited is
     raised, so the task re-queues itself for the reset and resumes from the saved page token."""
-    run.state = XFetchRun.State.RUNNING
+    run.transition(XFetchRun.State.RUNNING)
     run.wait_until = None
     run.save(update_fields=["state", "wait_until"])
     start_requests = client.requests
@@ -145,7 +147,7 @@ def fetch_eligible(
                 run.requests += client.requests - start_requests
                 start_requests = client.requests
                 if on_rate_limit is None:
-                    run.state = XFetchRun.State.WAITING
+                    run.transition(XFetchRun.State.WAITING)
                     run.wait_until = dt.datetime.fromtimestamp(limited.reset_at, tz=dt.UTC)
                     run.save()
                     raise
@@ -173,12 +175,12 @@ def fetch_eligible(
         raise
     except (XApiError, rules.XShapeError) as exc:
         run.requests += client.requests - start_requests
-        run.state = XFetchRun.State.FAILED
+        run.transition(XFetchRun.State.FAILED)
         run.error = str(exc)
         run.finished_at = timezone.now()
         run.save()
         return run
-    run.state = XFetchRun.State.DONE
+    run.transition(XFetchRun.State.DONE)
     run.next_token = ""
     run.finished_at = timezone.now()
     run.save()
@@ -517,7 +519,7 @@ def proposal_send(*, proposal_id: int, client: XClient) -> XProposal:
         if proposal.state not in claimable and not lost:
             return proposal
         previous = XProposal.State.UNCERTAIN if lost else proposal.state
-        proposal.state = XProposal.State.SENDING
+        proposal.transition(XProposal.State.SENDING)
         proposal.claimed_until = now + dt.timedelta(seconds=PROPOSAL_LEASE_S)
         proposal.save(update_fields=["state", "claimed_until"])
     try:
@@ -540,7 +542,7 @@ def proposal_send(*, proposal_id: int, client: XClient) -> XProposal:
         _record(proposal, XProposal.State.QUEUED if proposal.attempts == 0 or previous == XProposal.State.QUEUED
                 else XProposal.State.UNCERTAIN, error="Waiting for X's rate limit to reset.", sent=False)  # fmt: skip
         raise
-    except XTransientError as exc:
+    except (XTransientError, XBadAnswer) as exc:  # no usable answer: X may have created the note
         _record(proposal, XProposal.State.UNCERTAIN, error=str(exc), sent=False)
         raise
     except XApiError as exc:
@@ -555,7 +557,7 @@ def proposal_send(*, proposal_id: int, client: XClient) -> XProposal:
 
 
 def _record(proposal: XProposal, state: str, *, x_note_id: str = "", error: str = "", sent: bool = True) -> XProposal:
-    proposal.state = state
+    proposal.transition(state)  # from SENDING, the claim this sender holds
     proposal.error = error[:2000]
     if x_note_id:
         proposal.x_note_id = x_note_id

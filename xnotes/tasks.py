@@ -10,10 +10,11 @@ from celery import shared_task
 from django.conf import settings
 
 from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.transitions import transition_rows
 from notes.models import Post
 from xnotes import services
 from xnotes.budget import RateLimited
-from xnotes.client import XApiError, XClient, XNotConfigured, XTransientError, is_configured
+from xnotes.client import XApiError, XBadAnswer, XClient, XNotConfigured, XTransientError, is_configured
 from xnotes.models import XFetchRun, XTaskRun
 from xnotes.rules import XShapeError
 
@@ -40,7 +41,7 @@ def x_fetch_eligible(self: Any, run_id: int | None = None) -> dict[str, Any] | N
     except RateLimited as limited:
         raise self.retry(args=[run_id], countdown=limited.wait_s()) from None
     except XTransientError as exc:
-        XFetchRun.objects.filter(pk=run_id).update(state=XFetchRun.State.FAILED, error=str(exc))
+        transition_rows(XFetchRun.objects.filter(pk=run_id), XFetchRun.State.FAILED, error=str(exc))
         return None
     return run.summary()
 
@@ -111,7 +112,7 @@ def x_propose_note(self: Any, proposal_id: int) -> str | None:
         return None
     except RateLimited as limited:
         raise self.retry(args=[proposal_id], countdown=limited.wait_s()) from None
-    except XTransientError:
+    except (XTransientError, XBadAnswer):
         # The row is UNCERTAIN: the retry asks notes_written before sending anything again.
         raise self.retry(
             args=[proposal_id], countdown=settings.X_API_BACKOFF_S * 2 ** min(self.request.retries, 6)

@@ -24,6 +24,7 @@ from crowdnotes_site.lib import lexical
 from crowdnotes_site.lib.llm.steps.common import Similarity
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.transitions import transition_rows
 from evidence import pipeline, services
 from evidence.embedding import encode
 from evidence.errors import ExtractionError, FetchError
@@ -247,8 +248,9 @@ class AutomationError(Exception):
 @transaction.atomic
 def automation_run_start(*, job: DraftJob, tau: int | None = None, cutoff: date | None = None) -> AutomationRun:
     """Start finding evidence for the draft's post (one run at a time per draft)."""
-    if job.state == job.State.SUBMITTED:
-        raise AutomationError("This note was already submitted.")
+    if job.TRANSITIONS.final(job.state):  # nothing follows a submitted or discarded draft (DraftJob.TRANSITIONS)
+        submitted = job.state == job.State.SUBMITTED
+        raise AutomationError("This note was already submitted." if submitted else "This draft was discarded.")
     missing = job.post.text_missing_reason()
     if missing:  # its placeholder would become the search query
         raise AutomationError(f"CrowdNotes cannot search for evidence: {missing}.")
@@ -287,9 +289,10 @@ def automation_run_claim(*, run_id: int) -> bool:
 
 def automation_run_release(*, run_id: int, error: str = "") -> None:
     """Give the lease back so a retry can take the run."""
-    AutomationRun.objects.filter(pk=run_id, state=AutomationRun.State.RUNNING).update(
-        state=AutomationRun.State.QUEUED, claimed_until=None, error=error[:2000]
-    )
+    transition_rows(
+        AutomationRun.objects.filter(pk=run_id, state=AutomationRun.State.RUNNING),
+        AutomationRun.State.QUEUED, claimed_until=None, error=error[:2000],
+    )  # fmt: skip
 
 
 def automation_run_fail(*, run_id: int, error: str) -> None:
@@ -352,15 +355,16 @@ def _advance(run: AutomationRun, state: flow.SearchState, following: str, new_ro
         skipped = snippets_propose(job=run.draft_job, run=run, proposals=proposals)
         for url in skipped:
             state.warnings.append(f"{url} is already in your evidence; it was not added twice.")
-    AutomationRun.objects.filter(pk=run.pk).update(
+    moved = transition_rows(
+        AutomationRun.objects.filter(pk=run.pk),
+        AutomationRun.State.DONE if done else AutomationRun.State.QUEUED,
         flow=state.to_json(),
         stage=following,
-        state=AutomationRun.State.DONE if done else AutomationRun.State.QUEUED,
         claimed_until=None,
         error="",
         finished_at=timezone.now() if done else None,
     )
-    if not done:
+    if moved and not done:
         _enqueue(run.pk, owner=run.draft_job.contributor_id if run.draft_job is not None else None)
 
 

@@ -28,6 +28,7 @@ from crowdnotes_site.lib.llm.steps import revision as revision_step
 from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.transitions import transition_rows
 from evidence import snippets as evidence_snippets
 from evidence.models import Snippet
 from evidence.search.services import AutomationError, automation_run_start
@@ -577,8 +578,8 @@ def _resolve(
 
 
 def _finish(run: RevisionRun, *, outcome: str, reasons: str) -> None:
-    RevisionRun.objects.filter(pk=run.pk).update(
-        state=RevisionRun.State.DONE, outcome=outcome, reasons=reasons, candidate_text=run.candidate_text,
+    transition_rows(
+        RevisionRun.objects.filter(pk=run.pk), RevisionRun.State.DONE, outcome=outcome, reasons=reasons, candidate_text=run.candidate_text,
         judge_log=run.judge_log, judges_passed=run.judges_passed, jury_current=run.jury_current,
         jury_candidate=run.jury_candidate, jury_margin=run.jury_margin, published_version=run.published_version,
         claimed_until=None, finished_at=timezone.now(),

@@ -19,6 +19,7 @@ from crowdnotes_site.lib.llm.steps import supernote as supernote_step
 from crowdnotes_site.lib.text_rules import find_urls
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
+from crowdnotes_site.transitions import transition_rows
 from evidence import embedding
 from evidence.errors import FetchError
 from evidence.fetch import fetch
@@ -332,8 +333,9 @@ def _candidates_slice(run: SupernoteRun, notes: list[cand.NoteSummary], subsets:
             row.passed = all(r.ok for r in results)
     with transaction.atomic():
         SupernoteCandidate.objects.bulk_create(rows, ignore_conflicts=True)
-        handed_back = SupernoteRun.objects.filter(pk=run.pk, state=SupernoteRun.State.RUNNING).update(
-            state=SupernoteRun.State.QUEUED, claimed_until=None, attempts=0, candidates_done=last,
+        handed_back = transition_rows(
+            SupernoteRun.objects.filter(pk=run.pk, state=SupernoteRun.State.RUNNING),
+            SupernoteRun.State.QUEUED, claimed_until=None, attempts=0, candidates_done=last,
             progress=int(80 * last / total), stage=f"Candidates written and checked: {last} of {total}",
         )  # fmt: skip
         if handed_back:
@@ -433,7 +435,8 @@ def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) 
 
 
 def _finish(run: SupernoteRun, outcome: str) -> None:
-    run.state, run.outcome, run.stage, run.progress = SupernoteRun.State.DONE, outcome, "Done", 100
+    run.transition(SupernoteRun.State.DONE)
+    run.outcome, run.stage, run.progress = outcome, "Done", 100
     run.finished_at, run.claimed_until = timezone.now(), None
     run.save(update_fields=[
         "state", "outcome", "stage", "progress", "finished_at", "claimed_until", "best_existing_note",

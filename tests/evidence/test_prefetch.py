@@ -5,12 +5,13 @@ is not fetched again on submit and its snippet is the exhaustive pick."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from crowdnotes_site.models import OutboxMessage
 from evidence.errors import ERROR_TEXTS
-from evidence.models import Passage, Prefetch, Snippet
+from evidence.models import EvidenceSource, Passage, Prefetch, Snippet
 from tests.conftest import wait_for
 from tests.support.sent_tasks import record_sent
 from tests.support.web_server import WebServer
@@ -172,3 +173,76 @@ def test_the_status_answers_only_about_the_asking_users_own_head_starts(
     assert url in mine and ERROR_TEXTS["http_error"] in mine
     _post(other, django_capture_on_commit_callbacks, url)
     assert url in other.get("/evidence/prefetch/", {"url": url}).content.decode()
+
+
+@pytest.mark.django_db
+def test_a_post_for_a_url_someone_else_read_answers_as_for_an_unknown_url(
+    contributor_client: Any, make_user: Any, sent: list[int], django_capture_on_commit_callbacks: Any
+) -> None:
+    """Issue 37: the head start answers only about the asking user's own head starts. A POST for a
+    URL another contributor read (ready), is reading, or failed to read just now answered "Ready",
+    "Fetching…" or the error: it now answers "Queued", as for a URL nobody read, and starts this
+    user's own head start (read from the shared cache)."""
+    from evidence import services
+    from tests.conftest import CsrfClient
+
+    label = services.configured_model_label()
+    urls = {state: f"https://www.cdc.gov/{state}/" for state in ("ready", "running", "failed")}
+    for url in urls.values():
+        assert "Queued" in _post(contributor_client, django_capture_on_commit_callbacks, url)
+    source = EvidenceSource.objects.create(
+        url=urls["ready"], url_hash=services.url_hash(urls["ready"]), cleaned_text="Measles text."
+    )
+    Passage.objects.create(
+        source=source, embedding_model=label, chunk_index=0, text="Measles text.", char_start=0, char_end=13,
+        embedding=b"\x00" * 16,
+    )  # fmt: skip
+    for state, url in urls.items():
+        Prefetch.objects.filter(url=url).update(state=state, error_code="http_error" if state == "failed" else "")
+    assert services.source_embedded(url=urls["ready"], model_label=label) is not None
+    mine = _post(contributor_client, django_capture_on_commit_callbacks, urls["ready"])
+    assert "Ready" in mine  # the reader's own head start still says so
+    other_user = make_user("other-contributor", "Contributor")
+    other = CsrfClient()
+    other.force_login(other_user)
+
+    def unnamed(html: str, url: str) -> str:  # the fragment with its URL (as typed and as in the poll link) left out
+        return html.replace(url, "URL").replace(quote(url, safe=""), "URL")
+
+    never_read = "https://www.who.int/never-read/"
+    unknown = unnamed(_post(other, django_capture_on_commit_callbacks, never_read), never_read)
+    queued_before = len(sent)
+    for state, url in urls.items():
+        html = _post(other, django_capture_on_commit_callbacks, url)
+        assert unnamed(html, url) == unknown, state
+        assert "Ready" not in html and "Fetching" not in html and ERROR_TEXTS["http_error"] not in html
+    # The finished ones became the asking user's own head starts (queued for them); the one
+    # still being read serves them as it is.
+    assert len(sent) == queued_before + 2
+    assert Prefetch.objects.get(url=urls["ready"]).requested_by_id == other_user.pk
+    assert Prefetch.objects.get(url=urls["running"]).requested_by_id != other_user.pk
+
+
+@pytest.mark.django_db
+def test_a_url_someone_else_read_counts_against_the_askers_cap_like_a_new_one(
+    contributor_client: Any, make_user: Any, sent: list[int], django_capture_on_commit_callbacks: Any, settings: Any
+) -> None:
+    """Re-queues count against the same per-user cap as first requests: a head start re-queued for
+    another user is refused past their cap with the same answer as a URL nobody read."""
+    from tests.conftest import CsrfClient
+
+    settings.EVIDENCE_PREFETCH_MAX_PENDING = 1
+    read = "https://www.cdc.gov/read-by-someone/"
+    _post(contributor_client, django_capture_on_commit_callbacks, read)
+    Prefetch.objects.filter(url=read).update(state=Prefetch.State.READY)
+    other = CsrfClient()
+    other.force_login(make_user("other-contributor", "Contributor"))
+    assert "Queued" in _post(other, django_capture_on_commit_callbacks, "https://a.example.org/own")
+    queued = len(sent)
+    capped = _post(other, django_capture_on_commit_callbacks, read)
+    assert "Not started: 1 of your links are already being read" in capped
+    assert capped.replace(read, "URL") == _post(
+        other, django_capture_on_commit_callbacks, "https://a.example.org/new"
+    ).replace("https://a.example.org/new", "URL")
+    assert len(sent) == queued
+    assert Prefetch.objects.get(url=read).state == Prefetch.State.READY

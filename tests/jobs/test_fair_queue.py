@@ -5,7 +5,6 @@ refine is queued again by the sweeper and completes once). Real worker, Redis, P
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -132,28 +131,44 @@ def test_a_users_messages_on_another_queue_do_not_push_back_their_llm_turn(contr
     assert fair_priority(contributor.pk, "judging.tasks.preflight_check") == 0  # the llm queue's first
 
 
+def _call(request: dict[str, Any]) -> tuple[str, str]:
+    """(whose, what) of an LLM call: a run's candidate writing or principle check, or B's judge."""
+    who = _whose(request)
+    if who == "B":
+        return who, "judge"
+    return who, "write" if "consensus Community Notes" in str(request["messages"][0]["content"]) else "check"
+
+
 @pytest.mark.worker
 def test_a_preflight_goes_before_a_second_supernote_run_of_an_admin_as_in_issue_37(
-    worker_factory: Any, llm_server: Any, tmp_path: Any
+    worker_factory: Any, llm_server: Any, tmp_path: Any, settings: Any
 ) -> None:
-    """Issue 37 finding 5, as measured: an admin starts runs 5 and 6; another contributor, who has
-    just queued evidence pages on the CPU queue (as a contributor writing a note does), asks for a
-    pre-flight shortly after. Their pre-flight must reach the LLM before run 6's first slice.
-    Counted across queues, those evidence pages put the pre-flight behind run 6 and more slices."""
+    """Issue 37 finding 5, with its set-up: an admin starts two Supernote runs (5 and 6 there; slices
+    of the default SUPERNOTE_SLICE_CANDIDATES = 5); another contributor, who has just queued evidence
+    pages on the CPU queue (as a contributor writing a note does), asks for a pre-flight while run 5's
+    first slice is on the LLM (2.4 s after the start there; here its first call is held until the
+    pre-flight is queued, so the order does not depend on timing). The LLM then saw the rest of run 5's
+    slice, two principle checks, run 6's first slice (5 calls), two more checks, and only then the
+    pre-flight. Now: run 5's first slice (5 candidates written, the 2 checks of its one distinct
+    text), then the pre-flight's 3 judges, then run 6's first slice. The seconds:
+    bench/bench_fairness.py."""
+    assert settings.SUPERNOTE_SLICE_CANDIDATES == 5
     starter, other = _make_user("ann", ADMIN), _make_user("bea", CONTRIBUTOR)
     alpha = _plain_stuck_post("Alpha claim: vaccines cause autism.")
     bravo = _plain_stuck_post("Bravo claim: vaccines cause autism.")
+    job = make_job(other)
     purge_broker()
     held = threading.Event()
-    llm_server.script(Reply(content="Alpha: no link between vaccines and autism was found.", hold=held))
+    # Held, the first candidate's answer is the text the others get too: one distinct text per run.
+    llm_server.script(Reply(content=_llm_answer([{"content": "consensus Community Notes"}, {"content": "Alpha"}]),
+                            hold=held))  # fmt: skip
     llm_server.respond_with(_llm_answer)
-    env = {"SUPERNOTE_SLICE_CANDIDATES": "2", "PHM_DIR": str(tmp_path / "no-phm")}
-    worker = worker_factory(queues="llm", extra_env=env)
-    runs = [supernotes.supernote_run_start(post=p, user=starter, n_candidates=4, jury_size=10) for p in (alpha, bravo)]
+    worker = worker_factory(queues="llm", extra_env={"PHM_DIR": str(tmp_path / "no-phm")})  # no jury
+    for post in (alpha, bravo):
+        supernotes.supernote_run_start(post=post, user=starter, n_candidates=10, jury_size=10)
     wait_for(lambda: llm_server.requests, timeout=60)  # run 5's first slice holds the worker
     # The contributor's evidence pages wait on the CPU queue (no CPU worker in this test).
-    snippets.snippets_add(job=make_job(other), urls=[f"https://example.org/page{i}" for i in range(5)])
-    asked = time.monotonic()
+    snippets.snippets_add(job=job, urls=[f"https://example.org/page{i}" for i in range(5)])
     check = judging_services.preflight_request(
         user=other, post_text="Garlic cures flu.", note_text="Trials found garlic does not cure flu.",
         snippets=["Trials found that garlic does not prevent or cure flu."],
@@ -161,17 +176,14 @@ def test_a_preflight_goes_before_a_second_supernote_run_of_an_admin_as_in_issue_
     wait_for(lambda: not OutboxMessage.objects.filter(delivered_at__isnull=True).exists(), timeout=10)
     held.set()
     wait_for(lambda: PreflightCheck.objects.filter(pk=check.pk, state__in=("done", "failed")).exists(), timeout=120)
-    done_after = time.monotonic() - asked
-    wait_for(lambda: SupernoteRun.objects.filter(state__in=("done", "failed")).count() == 2, timeout=180)
+    wait_for(lambda: sum(_whose(r) == "A2" for r in llm_server.requests) >= 7, timeout=120)
     check.refresh_from_db()
     assert check.state == PreflightCheck.State.DONE, (check.error, worker.output())
-    order = [_whose(r) for r in llm_server.requests]
-    b_calls = [k for k, who in enumerate(order) if who == "B"]
-    assert b_calls and set(order[: b_calls[0]]) == {"A1"}, order  # only the rest of run 5's slice before it
-    assert "A2" in order and order.index("A2") > b_calls[-1], order  # run 6's first slice after it
-    print(f"issue 37 finding 5: LLM call order {''.join(w[-1] if w != 'B' else 'B' for w in order)}; "
-          f"pre-flight done {done_after:.1f} s after it was asked")  # fmt: skip
-    assert len(runs) == 2
+    calls = [_call(r) for r in llm_server.requests]
+    first_slice = [("A1", "write")] * 5 + [("A1", "check")] * 2
+    second_runs_slice = [("A2", "write")] * 5 + [("A2", "check")] * 2
+    assert calls[:17] == first_slice + [("B", "judge")] * 3 + second_runs_slice, calls
+    print(f"issue 37 finding 5: LLM call order {''.join(w[-1] for w, _ in calls)} (B = the pre-flight)")
 
 
 @pytest.mark.worker
