@@ -231,12 +231,34 @@ def import_status_history(path: str | Path, report: ImportReport) -> None:
 
 # ---------------------------------------------------------------- bulk path (PostgreSQL COPY)
 
+
+@dataclass
+class Pace:
+    """Progress of a whole-folder import against the bytes of all its files: what is done (by
+    this run and, for a resumed import, by earlier ones) and an estimate of the time left from
+    this run's own pace."""
+
+    total_bytes: int
+    done_bytes: int = 0
+    run_bytes: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def advance(self, n_bytes: int) -> str:
+        """Count `n_bytes` more done; the line that says where the folder stands."""
+        self.done_bytes += n_bytes
+        self.run_bytes += n_bytes
+        elapsed = time.perf_counter() - self.started
+        left = max(self.total_bytes - self.done_bytes, 0) * elapsed / max(self.run_bytes, 1)
+        share = 100 * self.done_bytes / max(self.total_bytes, 1)
+        return f"folder {share:.1f}% done, about {left:,.0f} s left"
+
+
 COPY_CHUNK_LINES = 250_000
 
 
-def _checkpoint_key(file: Path) -> str:
+def _checkpoint_key(file: Path, kind: str = "ratings") -> str:
     st = file.stat()
-    return f"ratings:{file.resolve()}:{st.st_size}:{st.st_mtime_ns}"[:512]
+    return f"{kind}:{file.resolve()}:{st.st_size}:{st.st_mtime_ns}"[:512]
 
 
 def _ident(name: str) -> str:
@@ -249,13 +271,15 @@ def _literal(text: str) -> str:
 
 
 def import_ratings_copy(
-    path: str | Path,
+    path: str | Path | list[Path],
     report: ImportReport,
     *,
     chunk_lines: int = COPY_CHUNK_LINES,
     progress: Callable[[str], None] | None = None,
     stop_after_chunks: int | None = None,
     exclusive: bool = True,
+    pace: Pace | None = None,
+    keep_finished: bool = False,
 ) -> None:
     """Ratings into PostgreSQL at bulk speed, memory flat in the file size.
 
@@ -264,9 +288,12 @@ def import_ratings_copy(
     general path instead: text COPY into a staging table, parsed and checked in SQL (`_copy_chunk`).
     Both give the same rows and outcomes as `import_ratings` (a later row for the same note and
     rater wins; ratings of notes not imported are skipped and counted). Resumable: each chunk
-    commits together with an ImportCheckpoint of the lines done, so a rerun after an
-    interruption continues after the last committed chunk. `stop_after_chunks` simulates an
-    interruption (tests).
+    commits together with an ImportCheckpoint of the lines and bytes done, so a rerun after an
+    interruption continues after the last committed chunk (it seeks to that byte). `path`: a
+    file, a folder of TSVs, or a list of files (a download's shards). `stop_after_chunks`
+    simulates an interruption (tests). `pace` (a whole-folder import): progress against the
+    folder's bytes; `keep_finished`: a finished file's checkpoint stays, marked finished, so a
+    rerun skips the file (`import_folder` deletes them when the folder is done).
 
     `exclusive` (the default) trades concurrency for speed: each chunk's transaction locks the
     ratings table (readers wait for the chunk) and writes the chunk without a foreign-key check
@@ -278,25 +305,30 @@ def import_ratings_copy(
     """
     say = progress or (lambda _line: None)
     chunks_done = 0
-    touched = False
+    touched = keep_finished  # a resumed folder import may have written rows in an earlier run
     if exclusive:
         _defer_rating_indexes()
     else:
         _restore_rating_key_constraints(report)  # an interrupted bulk load left them out
     bulk = bool(_missing_rating_key_constraints())
     ids = _IdCache() if exclusive else None
-    for file in cio.tsv_files(path):
+    files = path if isinstance(path, list) else cio.tsv_files(path)
+    for file in files:
         with file.open("rb") as fh:
-            header = fh.readline().decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
+            header_line = fh.readline()
+            header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
             if header == [""]:
                 continue
             key = _checkpoint_key(file)
             checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
-            skip = checkpoint.lines_done
+            if checkpoint.finished:
+                say(f"{file.name}: imported by an earlier run of this import, skipped")
+                continue
+            skip, offset = _resume(fh, checkpoint, len(header_line))
             if skip:
-                say(f"{file.name}: resuming after {skip:,} lines")
-                for _ in islice(fh, skip):
-                    pass
+                say(f"{file.name}: resuming after {skip:,} lines (byte {offset:,})")
+            if pace is not None:
+                pace.done_bytes += offset - len(header_line)
             done = skip
             started = time.perf_counter()
             for n_lines, block, parsed in _read_ahead(fh, header, chunk_lines):
@@ -310,19 +342,44 @@ def import_ratings_copy(
                     else:
                         _copy_chunk(header, _text_lines(block), report, exclusive=exclusive, bulk=bulk)
                     done += n_lines
-                    ImportCheckpoint.objects.filter(key=key).update(lines_done=done)
+                    offset += len(block)
+                    ImportCheckpoint.objects.filter(key=key).update(lines_done=done, bytes_done=offset)
                 touched = True
                 rate = (done - skip) / max(time.perf_counter() - started, 1e-9)
-                say(f"{file.name}: {done:,} lines, {report.counts['ratings upserted']:,} ratings, {rate:,.0f} lines/s")
+                where = f"; {pace.advance(len(block))}" if pace is not None else ""
+                say(
+                    f"{file.name}: {done:,} lines, {report.counts['ratings upserted']:,} ratings, "
+                    f"{rate:,.0f} lines/s{where}"
+                )
                 chunks_done += 1
                 if stop_after_chunks is not None and chunks_done >= stop_after_chunks:
                     return
-            ImportCheckpoint.objects.filter(key=key).delete()
+            _finish(key, keep_finished)
     _restore_rating_key_constraints(report)
     if touched:
         _refresh_num_ratings()
     _validate_rating_foreign_keys(report)
     _restore_rating_read_indexes()
+
+
+def _resume(fh: BinaryIO, checkpoint: ImportCheckpoint, header_bytes: int) -> tuple[int, int]:
+    """Position `fh` (just past its header) after the lines a checkpoint counts: at its byte
+    offset, or (a checkpoint written before offsets were kept) by skipping its lines. Returns
+    (lines done, byte offset)."""
+    if checkpoint.bytes_done:
+        fh.seek(checkpoint.bytes_done)
+        return checkpoint.lines_done, checkpoint.bytes_done
+    offset = header_bytes
+    for line in islice(fh, checkpoint.lines_done):
+        offset += len(line)
+    return checkpoint.lines_done, offset
+
+
+def _finish(key: str, keep: bool) -> None:
+    if keep:
+        ImportCheckpoint.objects.filter(key=key).update(finished=True)
+    else:
+        ImportCheckpoint.objects.filter(key=key).delete()
 
 
 def _read_ahead(
