@@ -10,17 +10,21 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from crowdnotes_site.lib.scoring import download_synth
+from crowdnotes_site.lib.scoring import download_synth, scoring
+from notes import selectors, services
 from notes.models import (
     ImportCheckpoint,
     ImportedNoteHistory,
     Note,
+    NoteStatus,
     NoteStatusChange,
     Participant,
     Post,
@@ -241,3 +245,48 @@ def test_a_folder_without_a_notes_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "ratings-00000.tsv").write_text("noteId\traterParticipantId\tcreatedAtMillis\thelpfulnessLevel\n")
     with pytest.raises(CommandError, match="no notes-"):
         _import(str(tmp_path))
+
+
+def _sorted_ratings(r: scoring.Ratings) -> list[tuple[object, ...]]:
+    cols = (r.note, r.rater, r.value, r.created_at_ms, r.incorrect_tag, r.any_not_helpful_tag, r.not_helpful_tags)
+    return sorted(zip(*(np.asarray(c).tolist() for c in cols), strict=True))
+
+
+@pytest.mark.django_db
+def test_rescoring_an_imported_download_reads_by_binary_copy_what_the_orm_reads(
+    download: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rescoring's binary COPY readers (notes, participants, ratings into compact arrays)
+    give the arrays of the ORM queries, and the statuses it writes are the scorer's on those."""
+    _import(str(download))
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    lock = services.APP_SCORING_CONFIG.lock_after_days
+    by_copy = selectors.scoring_inputs(now=now, lock_after_days=lock, binary=True)
+    by_orm = selectors.scoring_inputs(now=now, lock_after_days=lock, binary=False)
+    assert by_copy.ratings.value.dtype == np.float32 and by_copy.ratings.rater.dtype == np.int32
+    assert len(by_copy.ratings.value) == Rating.objects.count() > 80_000
+    assert _sorted_ratings(by_copy.ratings) == _sorted_ratings(by_orm.ratings)
+    for name in ("note_pks", "participant_pks", "previous_status", "previous_num_ratings", "previous_sides",
+                 "previous_explanation_md5"):  # fmt: skip
+        assert np.array_equal(getattr(by_copy, name), getattr(by_orm, name)), name
+    for name in ("not_misleading", "created_at_ms", "author", "previous_status", "last_non_nmr_status_ms",
+                 "locked_status"):  # fmt: skip
+        assert np.array_equal(getattr(by_copy.meta, name), getattr(by_orm.meta, name)), name
+    expected = scoring.score(
+        by_orm.ratings, by_orm.meta, len(by_orm.participant_pks), services.APP_SCORING_CONFIG,
+        now_ms=int(now.timestamp() * 1000),
+    )  # fmt: skip
+    monkeypatch.setattr(services, "_UPDATE_BY_COPY_ROWS", 100)  # the writes go by COPY + UPDATE … FROM
+    summary = services.notes_rescore(now=now)
+    assert summary["ratings"] == len(by_orm.ratings.value) and summary["notes_updated"] > 0
+    written = dict(Note.objects.values_list("pk", "status"))
+    names = [scoring.STATUS_NAMES[s] for s in expected.status.tolist()]
+    assert [written[pk] for pk in by_orm.note_pks.tolist()] == names
+    assert {NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL, NoteStatus.NEEDS_MORE_RATINGS} <= set(names)
+    # The notes are from 2023-2024: from the second run on their statuses are locked (older than
+    # the lock age), which changes their explanation once; the third run writes nothing.
+    services.notes_rescore(now=now)
+    assert services.notes_rescore(now=now)["notes_updated"] == 0
+    assert [written[pk] for pk in by_orm.note_pks.tolist()] == list(
+        Note.objects.order_by("pk").values_list("status", flat=True)
+    )
