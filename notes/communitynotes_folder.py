@@ -74,14 +74,20 @@ def import_folder(
     for f in files.not_imported:
         say(f"{f.name}: not imported (the app has no table for it; research_download converts it)")
         report.counts[f"files not imported ({f.name.split('-')[0]})"] += 1
+    t0 = time.perf_counter()
     for f in files.notes:
         _import_lines(f, "notes", _notes_chunk, report, note_chunk_lines, say, pace)
+    t1 = time.perf_counter()
+    say(f"phase notes (posts, authors, notes): {t1 - t0:.1f} s")
     cni.import_ratings_copy(
         files.ratings, report, chunk_lines=chunk_lines, progress=say, exclusive=exclusive, pace=pace,
         keep_finished=True,
     )  # fmt: skip
+    t2 = time.perf_counter()
+    say(f"phase ratings (raters, ratings, keys and indexes): {t2 - t1:.1f} s")
     for f in files.status:
         _import_lines(f, "status", _status_chunk, report, note_chunk_lines, say, pace)
+    say(f"phase status history: {time.perf_counter() - t2:.1f} s")
     # Every file is in: the checkpoints of this folder's files go (a rerun imports it again,
     # idempotently: the same rows, nothing duplicated).
     ImportCheckpoint.objects.filter(key__in=[_key(f) for f in every]).delete()
