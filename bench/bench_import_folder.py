@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -70,8 +71,8 @@ def _db_size(db: str) -> float:
         return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**30  # type: ignore[index]
 
 
-def _import(folder: Path, db: str, log: Path, kill_at: str | None) -> list[dict[str, object]]:
-    runs = []
+def _import(folder: Path, db: str, log: Path, kill_at: str | None, min_free_gb: float) -> list[dict[str, object]]:
+    runs: list[dict[str, object]] = []
     for attempt in range(2 if kill_at else 1):
         t0 = time.perf_counter()
         with log.open("a") as err:
@@ -79,34 +80,43 @@ def _import(folder: Path, db: str, log: Path, kill_at: str | None) -> list[dict[
                 [PY, "manage.py", "import_communitynotes", str(folder)], cwd=ROOT, env=_env(db),
                 stdout=err, stderr=err,
             )  # fmt: skip
-            killed, ended = (_kill_when(proc, db, kill_at) if kill_at and attempt == 0 else (None, None))
-            code, peak = ended or _wait(proc)  # type: ignore[misc]
+            why, (code, peak), lowest = _watch(proc, db, kill_at if attempt == 0 else None, min_free_gb)
         wall = time.perf_counter() - t0
-        runs.append({"run": "killed" if killed else "import", "wall": wall, "peak": peak, "code": code,
-                     "killed_at": killed, "free_gb": _free_gb()})  # fmt: skip
+        runs.append({"run": "killed" if why else "import", "wall": wall, "peak": peak, "code": code,
+                     "note": why or "", "free_gb": lowest})  # fmt: skip
         if code not in (0, -signal.SIGKILL):
             raise SystemExit(f"import failed ({code}); see {log}")
-        if not killed:
+        if not why or why.startswith("stopped"):
             break
     return runs
 
 
-def _kill_when(proc: subprocess.Popen[bytes], db: str, shard: str) -> tuple[str | None, tuple[int, float] | None]:
-    """SIGKILL the import once `shard`'s checkpoint has advanced: what it had committed (or None,
-    and its exit status and peak, if it ended first)."""
+def _watch(
+    proc: subprocess.Popen[bytes], db: str, shard: str | None, min_free_gb: float
+) -> tuple[str | None, tuple[int, float], float]:
+    """Wait for the import; SIGKILL it once `shard`'s checkpoint has advanced (a kill to resume
+    from), or when the free disk falls below `min_free_gb` (stopped). Returns why it was killed
+    (None: it ended by itself), its exit status and peak RSS, and the lowest free disk seen."""
+    lowest = _free_gb()
+    why = None
     with psycopg.connect(f"{PG}/{db}", autocommit=True) as conn:
         while (ended := _wait(proc, block=False)) is None:
-            row = conn.execute(
-                "SELECT lines_done, bytes_done FROM notes_importcheckpoint "
-                "WHERE key LIKE %s AND lines_done > 0 AND NOT finished",
-                [f"ratings:%/{shard}:%"],
-            ).fetchone()
-            if row:
-                time.sleep(3)  # a few more chunks, so the kill lands mid-chunk
+            lowest = min(lowest, _free_gb())
+            if why is None and lowest < min_free_gb:
+                why = f"stopped: free disk {lowest:.1f} GiB < {min_free_gb} GiB"
                 proc.send_signal(signal.SIGKILL)
-                return f"{shard} after >= {row[0]:,} lines (byte {row[1]:,})", None
+            elif why is None and shard:
+                row = conn.execute(
+                    "SELECT lines_done, bytes_done FROM notes_importcheckpoint "
+                    "WHERE key LIKE %s AND lines_done > 0 AND NOT finished",
+                    [f"ratings:%/{shard}:%"],
+                ).fetchone()
+                if row:
+                    time.sleep(3)  # a few more chunks, so the kill lands mid-chunk
+                    proc.send_signal(signal.SIGKILL)
+                    why = f"killed in {shard} after >= {row[0]:,} lines (byte {row[1]:,}) were committed"
             time.sleep(0.5)
-    return None, ended
+    return why, ended, lowest
 
 
 def _phases(log: Path) -> dict[str, float]:
@@ -130,10 +140,12 @@ def _raw_copy(db: str, work: Path, ratings_rows: int | None) -> list[tuple[str, 
                 ).fetchone()[0]  # type: ignore[index]
                 where = f" WHERE id <= {int(top)}"
             dump = work / f"raw-{table}.txt"
-            with dump.open("wb") as fh, conn.cursor().copy(f"COPY (SELECT * FROM {table}{where}) TO STDOUT") as cp:
+            # Table names are this module's constants (TABLES); the row limit an int.
+            dump_sql = f"COPY (SELECT * FROM {table}{where}) TO STDOUT"  # noqa: S608
+            with dump.open("wb") as fh, conn.cursor().copy(dump_sql) as cp:
                 for block in cp:
                     fh.write(block)
-            rows = conn.execute(f"SELECT count(*) FROM {table}{where}").fetchone()[0]  # type: ignore[index]
+            rows = conn.execute(f"SELECT count(*) FROM {table}{where}").fetchone()[0]  # type: ignore[index]  # noqa: S608
             fks = conn.execute(
                 "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f'",
                 [table],
@@ -184,9 +196,11 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help="where to generate it (deleted at the end unless --keep-data)")
     parser.add_argument("--folder", type=Path, help="an existing download folder (read only)")
     parser.add_argument("--db", default="cn_import_bench")
+    parser.add_argument("--work", type=Path, help="for the log and the raw COPY's dump (default: beside --data)")
     parser.add_argument("--kill-at", help="kill the import once this ratings shard is under way, then resume")
     parser.add_argument("--raw-ratings-rows", type=int, help="raw COPY only the first N ratings (full shape)")
     parser.add_argument("--rescore", action="store_true")
+    parser.add_argument("--min-free-gb", type=float, default=6.0, help="stop the import below this much free disk")
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--keep-data", action="store_true")
     parser.add_argument("--child-rescore", action="store_true", help=argparse.SUPPRESS)
@@ -197,7 +211,7 @@ def main() -> None:
     folder = args.folder or args.data
     if folder is None:
         raise SystemExit("--folder or --data (with --scale)")
-    work = (args.data or Path("/tmp")).parent if args.folder is None else Path("/tmp")
+    work = args.work or (args.data.parent if args.data else Path(tempfile.gettempdir()))
     load = [" ".join(f"{x:.2f}" for x in os.getloadavg())]
     gen_s = 0.0
     if args.folder is None and not (folder / "notes-00000.tsv").exists():
@@ -213,12 +227,12 @@ def main() -> None:
     log = work / f"{args.db}-import.log"
     log.unlink(missing_ok=True)
     try:
-        runs = _import(folder, args.db, log, args.kill_at)
+        runs = _import(folder, args.db, log, args.kill_at, args.min_free_gb)
         phases = _phases(log)
         load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
         db_gb = _db_size(args.db)
         with psycopg.connect(f"{PG}/{args.db}") as conn:
-            counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]
+            counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]  # noqa: S608
         raw = _raw_copy(args.db, work, args.raw_ratings_rows)
         load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
         rescore = None
@@ -248,7 +262,9 @@ def _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, loa
     print("\n| run | wall s | peak RSS MiB | note |")
     print("|---|---:|---:|---|")
     for r in runs:
-        print(f"| {r['run']} | {r['wall']:.1f} | {r['peak']:.0f} | {r['killed_at'] or ''} (free disk {r['free_gb']:.1f} GiB) |")
+        print(
+            f"| {r['run']} | {r['wall']:.1f} | {r['peak']:.0f} | {r['note']} (lowest free disk {r['free_gb']:.1f} GiB) |"
+        )
     ours = sum(float(r["wall"]) for r in runs)
     print("phases (import runs together): " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
     print("\n| rows | raw COPY, keys + indexes s | raw COPY, bare s | ours s | ours / raw (keys) | ours / raw (bare) |")
@@ -267,13 +283,17 @@ def _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, loa
             rk = ratings_raw[0][2] + sum(r[2] for r in raw if r[0] == "notes_participant")
             rb = ratings_raw[0][3] + sum(r[3] for r in raw if r[0] == "notes_participant")
             o = phases.get("ratings", 0.0)
-            print(f"| ratings phase (ratings + participants) | {rk:.1f} | {rb:.1f} | {o:.1f} | {o / rk:.2f}x | {o / rb:.2f}x |")
+            print(
+                f"| ratings phase (ratings + participants) | {rk:.1f} | {rb:.1f} | {o:.1f} | {o / rk:.2f}x | {o / rb:.2f}x |"
+            )
         print(f"| whole folder (every table) | {keys_all:.1f} | {bare_all:.1f} | {ours:.1f} | {ours / keys_all:.2f}x "
               f"| {ours / bare_all:.2f}x |")  # fmt: skip
     if rescore:
         result, peak = rescore
         base = result["base"]
-        print("\n| rescoring | wall s | ratings | notes written | peak RSS MiB | B/rating all in | B/rating above base |")
+        print(
+            "\n| rescoring | wall s | ratings | notes written | peak RSS MiB | B/rating all in | B/rating above base |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|")
         for label, wall, ratings, written, at_peak in result["runs"]:
             print(f"| {label} | {wall:.1f} | {ratings:,} | {written:,} | {at_peak:.0f} | "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
@@ -161,7 +161,7 @@ def _insert_sql(model: type[models.Model], given: dict[str, str], source: str) -
     for f in model._meta.concrete_fields:
         if f.primary_key:
             continue
-        columns.append(quote(f.column))
+        columns.append(quote(str(f.column)))
         if f.name in given:
             values.append(given[f.name])
         elif getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
@@ -174,9 +174,7 @@ def _insert_sql(model: type[models.Model], given: dict[str, str], source: str) -
     return sql, params
 
 
-def _stage(
-    cursor: CursorWrapper, name: str, columns: str, rows: Iterator[tuple[Any, ...]] | list[tuple[Any, ...]]
-) -> None:
+def _stage(cursor: CursorWrapper, name: str, columns: str, rows: Iterable[tuple[Any, ...]]) -> None:
     cursor.execute(f"CREATE TEMP TABLE {name} ({columns}) ON COMMIT DROP")
     with cursor.copy(f"COPY {name} FROM STDIN") as copy:  # type: ignore[attr-defined]
         for row in rows:

@@ -506,6 +506,18 @@ def _typed_chunk(
         # Tags: each row points into the chunk's distinct tag lists, sent once as one JSON array.
         masks, tagset = np.unique(rows.tags[keep], return_inverse=True)
         tag_lists = [[t for k, t in enumerate(rows.tag_names) if m >> k & 1] for m in masks.tolist()]
+        if bulk:
+            changed = _append_ratings(
+                cursor, note_pk[keep], rater_pk[rows.rater_code[keep]], rows.level[keep], tagset.ravel(), tag_lists,
+                rows.created_at_ms[keep],
+            )  # fmt: skip
+            if foreign_keys:
+                _add_rating_foreign_keys(cursor, foreign_keys)
+            report.skipped["ratings: note not imported"] += len(rows.note_id) - len(known)
+            report.counts["ratings replaced by a later row"] += len(known) - len(keep)
+            report.counts["ratings upserted"] += len(keep)
+            report.counts["ratings inserted or changed"] += changed
+            return
         out = pgcopy.empty_rows(_TYPED_COLUMNS, len(keep))
         out["note"] = note_pk[keep]
         out["rater"] = rater_pk[rows.rater_code[keep]]
@@ -533,6 +545,62 @@ def _typed_chunk(
     report.counts["ratings replaced by a later row"] += len(known) - len(keep)
     report.counts["ratings upserted"] += len(keep)
     report.counts["ratings inserted or changed"] += changed
+
+
+_PG_EPOCH_MS = 946_684_800_000  # 2000-01-01 UTC: binary timestamps count microseconds from it
+
+
+def _append_ratings(
+    cursor: CursorWrapper,
+    note: np.ndarray,
+    rater: np.ndarray,
+    level: np.ndarray,
+    tagset: np.ndarray,
+    tag_lists: list[list[str]],
+    created_ms: np.ndarray,
+) -> int:
+    """A bulk load's chunk (one row per pair, see `_write_rows`) straight into notes_rating by
+    one binary COPY, without a staging table: rows are laid out by numpy, one group per (level,
+    tag list) so that every row of a group has the same width (the level's text and the tags'
+    JSONB are constants of the group). The order of rows inside a chunk does not matter (its
+    pairs are distinct); chunks still append in file order, so the later of a pair repeated in
+    a later chunk keeps the higher id (`_restore_rating_key_constraints`)."""
+    combo = level.astype(np.int64) * max(len(tag_lists), 1) + tagset
+    now_us = int((time.time() * 1000 - _PG_EPOCH_MS) * 1000)
+    columns = "note_id, rater_id, level, tags, created_at, updated_at"
+    with cursor.copy(f"COPY notes_rating ({columns}) FROM STDIN (FORMAT binary)") as copy:  # type: ignore[attr-defined]
+        copy.write(pgcopy.HEADER)
+        order = np.argsort(combo, kind="stable")
+        bounds = np.flatnonzero(np.diff(combo[order])) + 1
+        for group in np.split(order, bounds):
+            if not len(group):
+                continue
+            code = int(combo[group[0]])
+            word = cio.IMPORT_LEVELS[code // max(len(tag_lists), 1)].encode()
+            tags = b"\x01" + json.dumps(tag_lists[code % max(len(tag_lists), 1)]).encode()
+            rows = np.zeros(len(group), dtype=_bulk_row(len(word), len(tags)))
+            rows["fields"] = 6
+            for name, width in (("note", 8), ("rater", 8), ("level", len(word)), ("tags", len(tags)),
+                                ("created", 8), ("updated", 8)):  # fmt: skip
+                rows[f"{name}_len"] = width
+            rows["note"] = note[group]
+            rows["rater"] = rater[group]
+            rows["level"] = word
+            rows["tags"] = tags
+            rows["created"] = (created_ms[group] - _PG_EPOCH_MS) * 1000
+            rows["updated"] = now_us
+            copy.write(rows.tobytes())
+        copy.write(pgcopy.TRAILER)
+    return len(note)
+
+
+def _bulk_row(level_bytes: int, tags_bytes: int) -> np.dtype:
+    """One binary COPY row of _append_ratings' columns (big-endian, no NULL)."""
+    return np.dtype(
+        [("fields", ">i2"), ("note_len", ">i4"), ("note", ">i8"), ("rater_len", ">i4"), ("rater", ">i8"),
+         ("level_len", ">i4"), ("level", f"S{level_bytes}"), ("tags_len", ">i4"), ("tags", f"S{tags_bytes}"),
+         ("created_len", ">i4"), ("created", ">i8"), ("updated_len", ">i4"), ("updated", ">i8")]
+    )  # fmt: skip
 
 
 def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, exclusive: bool, bulk: bool) -> None:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -472,12 +472,10 @@ def _floor_millis(value: datetime) -> int:
 
 def _values_dtype(row: np.dtype) -> np.dtype:
     """The value fields of a binary COPY row layout, in native byte order (no counts, no lengths)."""
+    fields: Mapping[str, Any] = row.fields or {}
+    names = row.names or ()
     return np.dtype(
-        [
-            (name, row.fields[name][0].newbyteorder("="))
-            for name in row.names
-            if name != "fields" and not name.endswith("_len")
-        ]
+        [(name, fields[name][0].newbyteorder("=")) for name in names if name != "fields" and not name.endswith("_len")]
     )
 
 
@@ -546,7 +544,7 @@ def _ratings_copy_sql() -> str:
 
 
 # The scorer's columns of a rating, as held (24 bytes per rating).
-_RATING_COLUMNS = {
+_RATING_COLUMNS: dict[str, type[np.generic]] = {
     "rater": np.int32, "note": np.int32, "value": np.float32, "created_at_ms": np.int64,
     "incorrect_tag": np.bool_, "any_not_helpful_tag": np.bool_, "not_helpful_tags": np.uint16,
 }  # fmt: skip
@@ -572,7 +570,7 @@ def _rating_arrays_copy(participant_pks: np.ndarray, note_pks: np.ndarray) -> sc
     slices to concatenate. Ratings of a note or participant not in the pk arrays (created
     after they were read) are left out."""
     capacity = int(_rating_count_estimate() * 1.02) + 1024
-    cols = {name: np.empty(capacity, dtype=kind) for name, kind in _RATING_COLUMNS.items()}
+    cols: dict[str, np.ndarray] = {name: np.empty(capacity, dtype=kind) for name, kind in _RATING_COLUMNS.items()}
     n = 0
     for rows in _copy_slices(_ratings_copy_sql(), _COPY_ROW):
         part = _decode_rating_rows(rows, participant_pks, note_pks)

@@ -53,11 +53,11 @@ def _tsv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-def _expected_ratings(folder: Path) -> set[tuple[str, str, str, int, tuple[str, ...]]]:
+def _expected_ratings(folder: Path) -> set[tuple[object, ...]]:
     """The ratings an import must hold, read with the csv module alone: rows of notes in the
     notes file, with a level, the later row of a repeated (note, rater) pair winning."""
     notes = {r["noteId"] for r in _tsv(folder / "notes-00000.tsv")}
-    latest: dict[tuple[str, str], tuple[str, str, str, int, tuple[str, ...]]] = {}
+    latest: dict[tuple[str, str], tuple[object, ...]] = {}
     for shard in sorted(folder.glob("ratings-*.tsv")):
         for r in _tsv(shard):
             level = r["helpfulnessLevel"]
@@ -70,7 +70,7 @@ def _expected_ratings(folder: Path) -> set[tuple[str, str, str, int, tuple[str, 
     return set(latest.values())
 
 
-def _ratings() -> set[tuple[str, str, str, int, tuple[str, ...]]]:
+def _ratings() -> set[tuple[object, ...]]:
     rows = Rating.objects.values_list("note__external_id", "rater__external_id", "level", "created_at", "tags")
     return {(n, u, lv, int(at.timestamp() * 1000 + 0.5), tuple(sorted(tags))) for n, u, lv, at, tags in rows}
 
@@ -88,7 +88,7 @@ def _tables() -> dict[str, set[tuple[object, ...]]]:
         "posts": set(
             Post.objects.values_list("external_id", "text", "text_hash", "source_url", "posted_at", "text_available")
         ),
-        "participants": set(Participant.objects.values_list("external_id", flat=True)),
+        "participants": {(p,) for p in Participant.objects.values_list("external_id", flat=True)},
         "changes": set(
             NoteStatusChange.objects.values_list("note__external_id", "previous_status", "status", "changed_at")
         ),
