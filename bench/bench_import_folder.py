@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -71,16 +72,31 @@ def _db_size(db: str) -> float:
         return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**30  # type: ignore[index]
 
 
-def _import(folder: Path, db: str, log: Path, kill_at: str | None, min_free_gb: float) -> list[dict[str, object]]:
+def _import(
+    folder: Path,
+    db: str,
+    log: Path,
+    kill_at: str | None,
+    min_free_gb: float,
+    budget_s: float | None = None,
+    between: Callable[[], None] | None = None,
+) -> list[dict[str, object]]:
+    """The import (and, with `kill_at`, its kill and its resumption; `between` runs in between).
+    `budget_s`: the resumed (or only) run is stopped after that many seconds."""
     runs: list[dict[str, object]] = []
     for attempt in range(2 if kill_at else 1):
+        if attempt and between is not None:
+            between()
         t0 = time.perf_counter()
         with log.open("a") as err:
             proc = subprocess.Popen(
                 [PY, "manage.py", "import_communitynotes", str(folder)], cwd=ROOT, env=_env(db),
                 stdout=err, stderr=err,
             )  # fmt: skip
-            why, (code, peak), lowest = _watch(proc, db, kill_at if attempt == 0 else None, min_free_gb)
+            last = attempt == (1 if kill_at else 0)
+            why, (code, peak), lowest = _watch(
+                proc, db, kill_at if attempt == 0 else None, min_free_gb, budget_s if last else None
+            )
         wall = time.perf_counter() - t0
         runs.append({"run": "killed" if why else "import", "wall": wall, "peak": peak, "code": code,
                      "note": why or "", "free_gb": lowest})  # fmt: skip
@@ -92,17 +108,21 @@ def _import(folder: Path, db: str, log: Path, kill_at: str | None, min_free_gb: 
 
 
 def _watch(
-    proc: subprocess.Popen[bytes], db: str, shard: str | None, min_free_gb: float
+    proc: subprocess.Popen[bytes], db: str, shard: str | None, min_free_gb: float, budget_s: float | None = None
 ) -> tuple[str | None, tuple[int, float], float]:
     """Wait for the import; SIGKILL it once `shard`'s checkpoint has advanced (a kill to resume
     from), or when the free disk falls below `min_free_gb` (stopped). Returns why it was killed
     (None: it ended by itself), its exit status and peak RSS, and the lowest free disk seen."""
     lowest = _free_gb()
     why = None
+    t0 = time.perf_counter()
     with psycopg.connect(f"{PG}/{db}", autocommit=True) as conn:
         while (ended := _wait(proc, block=False)) is None:
             lowest = min(lowest, _free_gb())
-            if why is None and lowest < min_free_gb:
+            if why is None and budget_s is not None and time.perf_counter() - t0 > budget_s:
+                why = f"stopped: time budget of {budget_s:.0f} s"
+                proc.send_signal(signal.SIGKILL)
+            elif why is None and lowest < min_free_gb:
                 why = f"stopped: free disk {lowest:.1f} GiB < {min_free_gb} GiB"
                 proc.send_signal(signal.SIGKILL)
             elif why is None and shard:
@@ -117,6 +137,43 @@ def _watch(
                     why = f"killed in {shard} after >= {row[0]:,} lines (byte {row[1]:,}) were committed"
             time.sleep(0.5)
     return why, ended, lowest
+
+
+def _checksum(db: str) -> dict[str, object]:
+    """Row counts of every table, and a content checksum of the ratings and the notes by their
+    public ids (database ids differ between two imports): equal for two imports of one folder."""
+    with psycopg.connect(f"{PG}/{db}") as conn:
+        out: dict[str, object] = {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]  # noqa: S608
+            for t in TABLES
+        }
+        digest = "sum(('x' || substr(md5({}), 1, 15))::bit(60)::bigint)"
+        rating = "n.external_id || ':' || p.external_id || ':' || r.level || ':' || r.tags::text || ':' || r.created_at"
+        ratings_sql = (
+            f"SELECT {digest.format(rating)} FROM notes_rating r JOIN notes_note n ON n.id = r.note_id "  # noqa: S608
+            "JOIN notes_participant p ON p.id = r.rater_id"
+        )
+        note = "n.external_id || ':' || s.external_id || ':' || n.text || ':' || n.status || ':' || n.num_ratings"
+        notes_sql = f"SELECT {digest.format(note)} FROM notes_note n JOIN notes_post s ON s.id = n.post_id"  # noqa: S608
+        for name, sql in (("ratings checksum", ratings_sql), ("notes checksum", notes_sql)):
+            row = conn.execute(sql).fetchone()
+            out[name] = str(row[0] if row else None)
+    return out
+
+
+def _fresh(db: str) -> None:
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.execute(f"CREATE DATABASE {db}")
+    subprocess.run([PY, "manage.py", "migrate", "-v0"], cwd=ROOT, env=_env(db), check=True)
+
+
+def _shard_ratings(log: Path, shard: str) -> tuple[int, float]:
+    """(ratings the import wrote from `shard`, its seconds of chunk work) from the progress log."""
+    text = log.read_text()
+    counts = re.findall(rf"{re.escape(shard)}: [\d,]+ lines, ([\d,]+) ratings", text)
+    done = re.findall(rf"{re.escape(shard)}: done, [\d,]+ lines in ([\d.]+) s", text)
+    return (int(counts[-1].replace(",", "")) if counts else 0), (float(done[-1]) if done else 0.0)
 
 
 def _phases(log: Path) -> dict[str, float]:
@@ -182,7 +239,7 @@ def child_rescore() -> None:
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     runs = []
-    for label in ("first rescoring", "second rescoring"):
+    for label in ("first rescoring", "second rescoring")[: int(os.environ.get("BENCH_RESCORE_RUNS", "2"))]:
         t0 = time.perf_counter()
         summary = services.notes_rescore()
         runs.append((label, time.perf_counter() - t0, summary.get("ratings", 0), summary.get("notes_updated", 0),
@@ -200,6 +257,8 @@ def main() -> None:
     parser.add_argument("--kill-at", help="kill the import once this ratings shard is under way, then resume")
     parser.add_argument("--raw-ratings-rows", type=int, help="raw COPY only the first N ratings (full shape)")
     parser.add_argument("--rescore", action="store_true")
+    parser.add_argument("--rescore-runs", type=int, default=2)
+    parser.add_argument("--budget-s", type=float, help="full shape: stop the resumed import after this many seconds")
     parser.add_argument("--min-free-gb", type=float, default=6.0, help="stop the import below this much free disk")
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--keep-data", action="store_true")
@@ -220,41 +279,72 @@ def main() -> None:
                         str(args.scale), "--seed", "0"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         gen_s = time.perf_counter() - t0
     tsv_gb = sum(f.stat().st_size for f in folder.glob("*.tsv")) / 2**30
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {args.db}")
-        conn.execute(f"CREATE DATABASE {args.db}")
-    subprocess.run([PY, "manage.py", "migrate", "-v0"], cwd=ROOT, env=_env(args.db), check=True)
     log = work / f"{args.db}-import.log"
     log.unlink(missing_ok=True)
+    full = args.raw_ratings_rows is not None
+    raw: list[tuple[str, int, float, float]] = []
+    kill_runs: list[dict[str, object]] = []
+    same = None
     try:
-        runs = _import(folder, args.db, log, args.kill_at, args.min_free_gb)
+        _fresh(args.db)
+        if full:
+            # The full shape: killed inside a shard, the raw COPY of the first shard's rows (while
+            # the disk still has room for its copies), resumed within the time budget.
+            def raw_now() -> None:
+                rows = args.raw_ratings_rows or _shard_ratings(log, "ratings-00000.tsv")[0]
+                raw.extend(_raw_copy(args.db, work, rows))
+
+            runs = _import(folder, args.db, log, args.kill_at, args.min_free_gb, args.budget_s, raw_now)
+        else:
+            runs = _import(folder, args.db, log, None, args.min_free_gb)
         phases = _phases(log)
         load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
         db_gb = _db_size(args.db)
+        clean = _checksum(args.db) if not full else None
         with psycopg.connect(f"{PG}/{args.db}") as conn:
             counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]  # noqa: S608
-        raw = _raw_copy(args.db, work, args.raw_ratings_rows)
+        if not full:
+            raw = _raw_copy(args.db, work, None)
         load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
         rescore = None
         if args.rescore:
+            env = {**_env(args.db), "BENCH_RESCORE_RUNS": str(args.rescore_runs)}
             proc = subprocess.Popen([PY, str(Path(__file__).resolve()), "--child-rescore"], cwd=ROOT,
-                                    env=_env(args.db), stdout=subprocess.PIPE)  # fmt: skip
+                                    env=env, stdout=subprocess.PIPE)  # fmt: skip
             out = proc.stdout.read() if proc.stdout else b""
             code, peak = _wait(proc)  # type: ignore[misc]
             if code:
                 raise SystemExit(f"rescoring failed ({code})")
             rescore = (json.loads(out.decode().strip().splitlines()[-1]), peak)
+        if args.kill_at and not full:
+            # The same folder again into a fresh database, killed inside a shard and resumed:
+            # the same rows as the uninterrupted import (counts and content checksums).
+            _fresh(args.db)
+            kill_log = work / f"{args.db}-kill.log"
+            kill_log.unlink(missing_ok=True)
+            kill_runs = _import(folder, args.db, kill_log, args.kill_at, args.min_free_gb)
+            resumed = _checksum(args.db)
+            same = (clean == resumed, clean, resumed)
     finally:
         if not args.keep_db:
             with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
                 conn.execute(f"DROP DATABASE IF EXISTS {args.db}")
         if args.data is not None and args.folder is None and not args.keep_data:
             shutil.rmtree(args.data, ignore_errors=True)
-    _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, load, args.raw_ratings_rows)
+    _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, load, args.raw_ratings_rows, log)
+    if kill_runs:
+        print("\nkilled and resumed, into a fresh database:")
+        print("| run | wall s | peak RSS MiB | note |")
+        print("|---|---:|---:|---|")
+        for r in kill_runs:
+            print(f"| {r['run']} | {r['wall']:.1f} | {r['peak']:.0f} | {r['note']} |")
+        if same is not None:
+            print(f"same rows as the uninterrupted import: {same[0]}; {same[2]}")
+            if not same[0]:
+                print(f"uninterrupted: {same[1]}")
 
 
-def _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, load, partial) -> None:  # type: ignore[no-untyped-def]
-    n_ratings = counts["notes_rating"]
+def _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, load, partial, log) -> None:  # type: ignore[no-untyped-def]
     print(f"folder {folder}: {tsv_gb:.2f} GiB of TSVs" + (f", generated in {gen_s:.1f} s" if gen_s else ""))
     print("rows: " + ", ".join(f"{t.removeprefix('notes_')} {n:,}" for t, n in counts.items()))
     print(f"database after the import: {db_gb:.2f} GiB; load average before / after import / after raw COPY: "
@@ -270,11 +360,11 @@ def _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, loa
     print("\n| rows | raw COPY, keys + indexes s | raw COPY, bare s | ours s | ours / raw (keys) | ours / raw (bare) |")
     print("|---|---:|---:|---:|---:|---:|")
     ratings_raw = [r for r in raw if r[0] == "notes_rating"]
-    if partial and ratings_raw:
+    if partial is not None and ratings_raw:
         _, rows, keys, bare = ratings_raw[0]
-        ours_r = phases.get("ratings", 0.0) * rows / max(n_ratings, 1)
-        print(f"| ratings (first {rows:,} of {n_ratings:,}; ours pro rata) | {keys:.1f} | {bare:.1f} | {ours_r:.1f} "
-              f"| {ours_r / keys:.2f}x | {ours_r / bare:.2f}x |")  # fmt: skip
+        written, ours_r = _shard_ratings(log, "ratings-00000.tsv")
+        print(f"| ratings-00000.tsv: {rows:,} rows (ours: {written:,} ratings, its chunks only, no end steps) "
+              f"| {keys:.1f} | {bare:.1f} | {ours_r:.1f} | {ours_r / keys:.2f}x | {ours_r / bare:.2f}x |")  # fmt: skip
     else:
         for table, rows, keys, bare in raw:
             print(f"| {table} {rows:,} | {keys:.1f} | {bare:.1f} | | | |")

@@ -323,6 +323,8 @@ def import_ratings_copy(
             checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
             if checkpoint.finished:
                 say(f"{file.name}: imported by an earlier run of this import, skipped")
+                if pace is not None:
+                    pace.done_bytes += file.stat().st_size - len(header_line)
                 continue
             skip, offset = _resume(fh, checkpoint, len(header_line))
             if skip:
@@ -355,6 +357,7 @@ def import_ratings_copy(
                 if stop_after_chunks is not None and chunks_done >= stop_after_chunks:
                     return
             _finish(key, keep_finished)
+            say(f"{file.name}: done, {done - skip:,} lines in {time.perf_counter() - started:.1f} s")
     _restore_rating_key_constraints(report)
     if touched:
         _refresh_num_ratings()
