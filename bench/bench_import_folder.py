@@ -308,6 +308,10 @@ def main() -> None:
         load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
         rescore = None
         if args.rescore:
+            with psycopg.connect(f"{PG}/{args.db}", autocommit=True) as conn:
+                # What a finished import ends with (a stopped one did not get there): the
+                # rescoring sizes its arrays from the planner's row estimate.
+                conn.execute("ANALYZE notes_rating, notes_note, notes_participant")
             env = {**_env(args.db), "BENCH_RESCORE_RUNS": str(args.rescore_runs)}
             proc = subprocess.Popen([PY, str(Path(__file__).resolve()), "--child-rescore"], cwd=ROOT,
                                     env=env, stdout=subprocess.PIPE)  # fmt: skip
