@@ -214,7 +214,9 @@ def _raw_copy(db: str, work: Path, ratings_rows: int | None) -> list[tuple[str, 
                 if kind == "keys":
                     conn.execute(f"CREATE TABLE {copy_table} (LIKE {table} INCLUDING ALL)")
                     for (definition,) in fks:
-                        conn.execute(f"ALTER TABLE {copy_table} ADD {definition}")
+                        conn.execute(f"ALTER TABLE {copy_table} ADD {definition.removesuffix(' NOT VALID')}")
+                    if table == "notes_rating":
+                        _rating_keys(conn, copy_table)
                 else:
                     conn.execute(f"CREATE TABLE {copy_table} (LIKE {table} INCLUDING DEFAULTS)")
                 t0 = time.perf_counter()
@@ -227,6 +229,19 @@ def _raw_copy(db: str, work: Path, ratings_rows: int | None) -> list[tuple[str, 
             dump.unlink()
             out.append((table, int(rows), timings[0], timings[1]))
     return out
+
+
+def _rating_keys(conn: psycopg.Connection, table: str) -> None:
+    """The ratings table's primary key, unique (note, rater) and rater index, as the migrations
+    make them, on `table` where missing (a stopped bulk load leaves them out of notes_rating,
+    so LIKE … INCLUDING ALL would not copy them)."""
+    names = {row[0] for row in conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = %s", [table])}
+    if not any("(id)" in d for d in names):
+        conn.execute(f"ALTER TABLE {table} ADD PRIMARY KEY (id)")
+    if not any("(note_id, rater_id)" in d for d in names):
+        conn.execute(f"CREATE UNIQUE INDEX ON {table} (note_id, rater_id)")
+    if not any("(rater_id)" in d for d in names):
+        conn.execute(f"CREATE INDEX ON {table} (rater_id)")
 
 
 def child_rescore() -> None:
@@ -364,7 +379,9 @@ def _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, loa
     print("\n| rows | raw COPY, keys + indexes s | raw COPY, bare s | ours s | ours / raw (keys) | ours / raw (bare) |")
     print("|---|---:|---:|---:|---:|---:|")
     ratings_raw = [r for r in raw if r[0] == "notes_rating"]
-    if partial is not None and ratings_raw:
+    if partial is not None and not ratings_raw:
+        print("| (no raw COPY: the import was not killed inside a shard) | | | | | |")
+    elif partial is not None and ratings_raw:
         _, rows, keys, bare = ratings_raw[0]
         written, shard_s = _shard_ratings(log, "ratings-00000.tsv")
         ours_r = shard_s * rows / max(written, 1)  # ours pro rata for the rows copied raw
@@ -374,7 +391,7 @@ def _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, loa
     else:
         for table, rows, keys, bare in raw:
             print(f"| {table} {rows:,} | {keys:.1f} | {bare:.1f} | | | |")
-        keys_all, bare_all = sum(r[2] for r in raw), sum(r[3] for r in raw)
+        keys_all, bare_all = max(sum(r[2] for r in raw), 1e-9), max(sum(r[3] for r in raw), 1e-9)
         if ratings_raw:
             rk = ratings_raw[0][2] + sum(r[2] for r in raw if r[0] == "notes_participant")
             rb = ratings_raw[0][3] + sum(r[3] for r in raw if r[0] == "notes_participant")
