@@ -94,8 +94,11 @@ def _import(
                 stdout=err, stderr=err,
             )  # fmt: skip
             last = attempt == (1 if kill_at else 0)
+            budget = budget_s
+            if budget is not None and budget > 1e9:  # an epoch time: stop at that time
+                budget = max(budget - time.time(), 1.0)
             why, (code, peak), lowest = _watch(
-                proc, db, kill_at if attempt == 0 else None, min_free_gb, budget_s if last else None
+                proc, db, kill_at if attempt == 0 else None, min_free_gb, budget if last else None
             )
         wall = time.perf_counter() - t0
         runs.append({"run": "killed" if why else "import", "wall": wall, "peak": peak, "code": code,
@@ -273,7 +276,11 @@ def main() -> None:
     parser.add_argument("--raw-ratings-rows", type=int, help="raw COPY only the first N ratings (full shape)")
     parser.add_argument("--rescore", action="store_true")
     parser.add_argument("--rescore-runs", type=int, default=2)
-    parser.add_argument("--budget-s", type=float, help="full shape: stop the resumed import after this many seconds")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        help="full shape: stop the resumed import after this many seconds (or, above 1e9, at this epoch time)",
+    )
     parser.add_argument("--min-free-gb", type=float, default=6.0, help="stop the import below this much free disk")
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--keep-data", action="store_true")
