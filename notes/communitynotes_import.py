@@ -231,12 +231,34 @@ def import_status_history(path: str | Path, report: ImportReport) -> None:
 
 # ---------------------------------------------------------------- bulk path (PostgreSQL COPY)
 
+
+@dataclass
+class Pace:
+    """Progress of a whole-folder import against the bytes of all its files: what is done (by
+    this run and, for a resumed import, by earlier ones) and an estimate of the time left from
+    this run's own pace."""
+
+    total_bytes: int
+    done_bytes: int = 0
+    run_bytes: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def advance(self, n_bytes: int) -> str:
+        """Count `n_bytes` more done; the line that says where the folder stands."""
+        self.done_bytes += n_bytes
+        self.run_bytes += n_bytes
+        elapsed = time.perf_counter() - self.started
+        left = max(self.total_bytes - self.done_bytes, 0) * elapsed / max(self.run_bytes, 1)
+        share = 100 * self.done_bytes / max(self.total_bytes, 1)
+        return f"folder {share:.1f}% done, about {left:,.0f} s left"
+
+
 COPY_CHUNK_LINES = 250_000
 
 
-def _checkpoint_key(file: Path) -> str:
+def _checkpoint_key(file: Path, kind: str = "ratings") -> str:
     st = file.stat()
-    return f"ratings:{file.resolve()}:{st.st_size}:{st.st_mtime_ns}"[:512]
+    return f"{kind}:{file.resolve()}:{st.st_size}:{st.st_mtime_ns}"[:512]
 
 
 def _ident(name: str) -> str:
@@ -249,13 +271,15 @@ def _literal(text: str) -> str:
 
 
 def import_ratings_copy(
-    path: str | Path,
+    path: str | Path | list[Path],
     report: ImportReport,
     *,
     chunk_lines: int = COPY_CHUNK_LINES,
     progress: Callable[[str], None] | None = None,
     stop_after_chunks: int | None = None,
     exclusive: bool = True,
+    pace: Pace | None = None,
+    keep_finished: bool = False,
 ) -> None:
     """Ratings into PostgreSQL at bulk speed, memory flat in the file size.
 
@@ -264,9 +288,12 @@ def import_ratings_copy(
     general path instead: text COPY into a staging table, parsed and checked in SQL (`_copy_chunk`).
     Both give the same rows and outcomes as `import_ratings` (a later row for the same note and
     rater wins; ratings of notes not imported are skipped and counted). Resumable: each chunk
-    commits together with an ImportCheckpoint of the lines done, so a rerun after an
-    interruption continues after the last committed chunk. `stop_after_chunks` simulates an
-    interruption (tests).
+    commits together with an ImportCheckpoint of the lines and bytes done, so a rerun after an
+    interruption continues after the last committed chunk (it seeks to that byte). `path`: a
+    file, a folder of TSVs, or a list of files (a download's shards). `stop_after_chunks`
+    simulates an interruption (tests). `pace` (a whole-folder import): progress against the
+    folder's bytes; `keep_finished`: a finished file's checkpoint stays, marked finished, so a
+    rerun skips the file (`import_folder` deletes them when the folder is done).
 
     `exclusive` (the default) trades concurrency for speed: each chunk's transaction locks the
     ratings table (readers wait for the chunk) and writes the chunk without a foreign-key check
@@ -278,25 +305,32 @@ def import_ratings_copy(
     """
     say = progress or (lambda _line: None)
     chunks_done = 0
-    touched = False
+    touched = keep_finished  # a resumed folder import may have written rows in an earlier run
     if exclusive:
         _defer_rating_indexes()
     else:
         _restore_rating_key_constraints(report)  # an interrupted bulk load left them out
     bulk = bool(_missing_rating_key_constraints())
     ids = _IdCache() if exclusive else None
-    for file in cio.tsv_files(path):
+    files = path if isinstance(path, list) else cio.tsv_files(path)
+    for file in files:
         with file.open("rb") as fh:
-            header = fh.readline().decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
+            header_line = fh.readline()
+            header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
             if header == [""]:
                 continue
             key = _checkpoint_key(file)
             checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
-            skip = checkpoint.lines_done
+            if checkpoint.finished:
+                say(f"{file.name}: imported by an earlier run of this import, skipped")
+                if pace is not None:
+                    pace.done_bytes += file.stat().st_size - len(header_line)
+                continue
+            skip, offset = _resume(fh, checkpoint, len(header_line))
             if skip:
-                say(f"{file.name}: resuming after {skip:,} lines")
-                for _ in islice(fh, skip):
-                    pass
+                say(f"{file.name}: resuming after {skip:,} lines (byte {offset:,})")
+            if pace is not None:
+                pace.done_bytes += offset - len(header_line)
             done = skip
             started = time.perf_counter()
             for n_lines, block, parsed in _read_ahead(fh, header, chunk_lines):
@@ -310,19 +344,45 @@ def import_ratings_copy(
                     else:
                         _copy_chunk(header, _text_lines(block), report, exclusive=exclusive, bulk=bulk)
                     done += n_lines
-                    ImportCheckpoint.objects.filter(key=key).update(lines_done=done)
+                    offset += len(block)
+                    ImportCheckpoint.objects.filter(key=key).update(lines_done=done, bytes_done=offset)
                 touched = True
                 rate = (done - skip) / max(time.perf_counter() - started, 1e-9)
-                say(f"{file.name}: {done:,} lines, {report.counts['ratings upserted']:,} ratings, {rate:,.0f} lines/s")
+                where = f"; {pace.advance(len(block))}" if pace is not None else ""
+                say(
+                    f"{file.name}: {done:,} lines, {report.counts['ratings upserted']:,} ratings, "
+                    f"{rate:,.0f} lines/s{where}"
+                )
                 chunks_done += 1
                 if stop_after_chunks is not None and chunks_done >= stop_after_chunks:
                     return
-            ImportCheckpoint.objects.filter(key=key).delete()
+            _finish(key, keep_finished)
+            say(f"{file.name}: done, {done - skip:,} lines in {time.perf_counter() - started:.1f} s")
     _restore_rating_key_constraints(report)
     if touched:
         _refresh_num_ratings()
     _validate_rating_foreign_keys(report)
     _restore_rating_read_indexes()
+
+
+def _resume(fh: BinaryIO, checkpoint: ImportCheckpoint, header_bytes: int) -> tuple[int, int]:
+    """Position `fh` (just past its header) after the lines a checkpoint counts: at its byte
+    offset, or (a checkpoint written before offsets were kept) by skipping its lines. Returns
+    (lines done, byte offset)."""
+    if checkpoint.bytes_done:
+        fh.seek(checkpoint.bytes_done)
+        return checkpoint.lines_done, checkpoint.bytes_done
+    offset = header_bytes
+    for line in islice(fh, checkpoint.lines_done):
+        offset += len(line)
+    return checkpoint.lines_done, offset
+
+
+def _finish(key: str, keep: bool) -> None:
+    if keep:
+        ImportCheckpoint.objects.filter(key=key).update(finished=True)
+    else:
+        ImportCheckpoint.objects.filter(key=key).delete()
 
 
 def _read_ahead(
@@ -449,6 +509,18 @@ def _typed_chunk(
         # Tags: each row points into the chunk's distinct tag lists, sent once as one JSON array.
         masks, tagset = np.unique(rows.tags[keep], return_inverse=True)
         tag_lists = [[t for k, t in enumerate(rows.tag_names) if m >> k & 1] for m in masks.tolist()]
+        if bulk:
+            changed = _append_ratings(
+                cursor, note_pk[keep], rater_pk[rows.rater_code[keep]], rows.level[keep], tagset.ravel(), tag_lists,
+                rows.created_at_ms[keep],
+            )  # fmt: skip
+            if foreign_keys:
+                _add_rating_foreign_keys(cursor, foreign_keys)
+            report.skipped["ratings: note not imported"] += len(rows.note_id) - len(known)
+            report.counts["ratings replaced by a later row"] += len(known) - len(keep)
+            report.counts["ratings upserted"] += len(keep)
+            report.counts["ratings inserted or changed"] += changed
+            return
         out = pgcopy.empty_rows(_TYPED_COLUMNS, len(keep))
         out["note"] = note_pk[keep]
         out["rater"] = rater_pk[rows.rater_code[keep]]
@@ -476,6 +548,62 @@ def _typed_chunk(
     report.counts["ratings replaced by a later row"] += len(known) - len(keep)
     report.counts["ratings upserted"] += len(keep)
     report.counts["ratings inserted or changed"] += changed
+
+
+_PG_EPOCH_MS = 946_684_800_000  # 2000-01-01 UTC: binary timestamps count microseconds from it
+
+
+def _append_ratings(
+    cursor: CursorWrapper,
+    note: np.ndarray,
+    rater: np.ndarray,
+    level: np.ndarray,
+    tagset: np.ndarray,
+    tag_lists: list[list[str]],
+    created_ms: np.ndarray,
+) -> int:
+    """A bulk load's chunk (one row per pair, see `_write_rows`) straight into notes_rating by
+    one binary COPY, without a staging table: rows are laid out by numpy, one group per (level,
+    tag list) so that every row of a group has the same width (the level's text and the tags'
+    JSONB are constants of the group). The order of rows inside a chunk does not matter (its
+    pairs are distinct); chunks still append in file order, so the later of a pair repeated in
+    a later chunk keeps the higher id (`_restore_rating_key_constraints`)."""
+    combo = level.astype(np.int64) * max(len(tag_lists), 1) + tagset
+    now_us = int((time.time() * 1000 - _PG_EPOCH_MS) * 1000)
+    columns = "note_id, rater_id, level, tags, created_at, updated_at"
+    with cursor.copy(f"COPY notes_rating ({columns}) FROM STDIN (FORMAT binary)") as copy:  # type: ignore[attr-defined]
+        copy.write(pgcopy.HEADER)
+        order = np.argsort(combo, kind="stable")
+        bounds = np.flatnonzero(np.diff(combo[order])) + 1
+        for group in np.split(order, bounds):
+            if not len(group):
+                continue
+            code = int(combo[group[0]])
+            word = cio.IMPORT_LEVELS[code // max(len(tag_lists), 1)].encode()
+            tags = b"\x01" + json.dumps(tag_lists[code % max(len(tag_lists), 1)]).encode()
+            rows = np.zeros(len(group), dtype=_bulk_row(len(word), len(tags)))
+            rows["fields"] = 6
+            for name, width in (("note", 8), ("rater", 8), ("level", len(word)), ("tags", len(tags)),
+                                ("created", 8), ("updated", 8)):  # fmt: skip
+                rows[f"{name}_len"] = width
+            rows["note"] = note[group]
+            rows["rater"] = rater[group]
+            rows["level"] = word
+            rows["tags"] = tags
+            rows["created"] = (created_ms[group] - _PG_EPOCH_MS) * 1000
+            rows["updated"] = now_us
+            copy.write(rows.tobytes())
+        copy.write(pgcopy.TRAILER)
+    return len(note)
+
+
+def _bulk_row(level_bytes: int, tags_bytes: int) -> np.dtype:
+    """One binary COPY row of _append_ratings' columns (big-endian, no NULL)."""
+    return np.dtype(
+        [("fields", ">i2"), ("note_len", ">i4"), ("note", ">i8"), ("rater_len", ">i4"), ("rater", ">i8"),
+         ("level_len", ">i4"), ("level", f"S{level_bytes}"), ("tags_len", ">i4"), ("tags", f"S{tags_bytes}"),
+         ("created_len", ">i4"), ("created", ">i8"), ("updated_len", ">i4"), ("updated", ">i8")]
+    )  # fmt: skip
 
 
 def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, exclusive: bool, bulk: bool) -> None:

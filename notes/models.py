@@ -367,13 +367,17 @@ class Rating(models.Model):
 
 
 class ImportCheckpoint(models.Model):
-    """How far an interrupted bulk import of one ratings file got (deleted when the file is done).
+    """How far an interrupted bulk import of one file got (deleted when the file is done, or, in
+    a whole-folder import, marked finished until the folder is done).
 
     Written in the same transaction as the rows it counts, so a resumed import starts exactly
     after the last committed chunk (notes/communitynotes_import.py)."""
 
-    key = models.CharField(max_length=512, unique=True)  # file path, size and mtime
+    key = models.CharField(max_length=512, unique=True)  # file kind, path, size and mtime
     lines_done = models.BigIntegerField(default=0)
+    # The byte offset of line lines_done + 1 (0: unknown, an older checkpoint: skip by lines).
+    bytes_done = models.BigIntegerField(default=0)
+    finished = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

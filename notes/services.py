@@ -593,23 +593,46 @@ def scoring_runs_sweep() -> list[int]:
 
 
 def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """UPDATE ... WHERE id = %s for many rows in one pipelined executemany (bulk_update's CASE
+    """UPDATE the rows (each: the `fields`' values, then the id). Many rows on PostgreSQL: COPY
+    into a temporary table and one UPDATE … FROM (a first rescoring of a whole download
+    rewrites millions of notes); a few: one pipelined executemany (bulk_update's CASE
     expressions take ~1 ms per row at this size)."""
     if not rows:
         return
     quote = connection.ops.quote_name
     columns = {f.name: str(f.column) for f in model._meta.concrete_fields}
-    sets = ", ".join(f"{quote(columns[f])} = %s" for f in fields)
+    table = quote(model._meta.db_table)
     # Table and column names come from the model, never from input.
-    sql = f"UPDATE {quote(model._meta.db_table)} SET {sets} WHERE id = %s"  # noqa: S608
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        if connection.vendor != "postgresql" or len(rows) < _UPDATE_BY_COPY_ROWS:
+            sets = ", ".join(f"{quote(columns[f])} = %s" for f in fields)
+            cursor.executemany(f"UPDATE {table} SET {sets} WHERE id = %s", rows)  # noqa: S608
+            return
+        names = [quote(columns[f]) for f in fields]
+        cursor.execute(
+            f"CREATE TEMP TABLE cn_rescore_rows AS SELECT {', '.join(names)}, id FROM {table} WITH NO DATA"  # noqa: S608
+        )
+        with cursor.copy("COPY cn_rescore_rows FROM STDIN") as copy:  # type: ignore[attr-defined]
+            for row in rows:
+                copy.write_row(row)
+        sets = ", ".join(f"{name} = u.{name}" for name in names)
+        cursor.execute(f"UPDATE {table} t SET {sets} FROM cn_rescore_rows u WHERE t.id = u.id")  # noqa: S608
+        cursor.execute("DROP TABLE cn_rescore_rows")
 
 
-def _changed(old: float | None, new: float | None) -> bool:
-    if old is None or new is None:
-        return (old is None) != (new is None)
-    return abs(old - new) > 1e-9
+_UPDATE_BY_COPY_ROWS = 2000
+RESCORE_WRITE_BATCH = 50_000  # notes explained, compared and written at a time
+
+
+def _differs(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Per element: one is NaN (none) and the other not, or both numbers more than 1e-9 apart."""
+    old_none, new_none = np.isnan(old), np.isnan(new)
+    with np.errstate(invalid="ignore"):
+        return (old_none != new_none) | (~old_none & ~new_none & (np.abs(old - new) > 1e-9))
+
+
+def _number(value: float) -> float | None:
+    return None if value != value else float(value)
 
 
 @transaction.atomic
@@ -618,6 +641,9 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
 
     Writes intercept/factor/status/num_ratings to changed notes, rater parameters to participants,
     and a NoteStatusChange row for every status change. Runs once at a time (advisory lock).
+    Memory: the ratings are read into the scorer's compact arrays (selectors.scoring_inputs)
+    and let go once scored; the notes are then explained, compared and written in batches of
+    RESCORE_WRITE_BATCH, so no Python object per note is held for all notes at once.
     """
     cfg = config or APP_SCORING_CONFIG
     now = now or timezone.now()
@@ -628,63 +654,71 @@ def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig 
             if not cursor.fetchone()[0]:
                 return {"skipped": "another rescoring is running"}
     inputs = selectors.scoring_inputs(now=now, lock_after_days=cfg.lock_after_days)
+    n_ratings = len(inputs.ratings.value)
     result = scoring.score(
         inputs.ratings, inputs.meta, len(inputs.participant_pks), cfg, now_ms=int(now.timestamp() * 1000)
     )
-    note_rows: list[tuple[Any, ...]] = []
-    changes: list[NoteStatusChange] = []
-    whys = scoring_explain.why_rows(result)
-    for i, pk in enumerate(inputs.note_pks.tolist()):
-        why = whys[i]
-        intercept, factor, status, count = why.intercept, why.factor, why.status, why.num_ratings
-        explanation = scoring_explain.explain(why, cfg)
-        old_status = inputs.previous_status[i]
-        if (
-            status == old_status
-            and count == inputs.previous_num_ratings[i]
-            and (why.neg_count, why.pos_count) == inputs.previous_sides[i]
-            and not _changed(inputs.previous_intercept[i], intercept)
-            and not _changed(inputs.previous_factor[i], factor)
-            and hashlib.md5(explanation.encode(), usedforsecurity=False).hexdigest()
-            == inputs.previous_explanation_md5[i]
-        ):
-            continue
-        note_rows.append(
-            (status, intercept, factor, count, now, json.dumps(list(why.rules)), why.intercept_max, why.neg_count,
-             why.pos_count, explanation, pk)
-        )  # fmt: skip
-        if status != old_status:
-            changes.append(
-                NoteStatusChange(
-                    note_id=pk, previous_status=old_status, status=status, intercept=intercept, factor=factor,
-                    changed_at=now,
-                )
+    empty = np.zeros(0, dtype=np.int32)
+    inputs.ratings = scoring.Ratings(rater=empty, note=empty, value=empty.astype(np.float32))  # scored: let go
+    assert result.explanation is not None
+    ex = result.explanation
+    # What can be compared without the explanation's text, for all notes at once.
+    differs = (
+        (result.status != inputs.previous_status)
+        | (result.num_ratings != inputs.previous_num_ratings)
+        | (ex.neg_count != inputs.previous_sides[:, 0])
+        | (ex.pos_count != inputs.previous_sides[:, 1])
+        | _differs(inputs.previous_intercept, result.note_intercept)
+        | _differs(inputs.previous_factor, result.note_factor)
+    )
+    notes_updated = status_changes = 0
+    update_fields = ["status", "intercept", "factor", "num_ratings", "scored_at", "score_rules", "intercept_max",
+                     "neg_side_ratings", "pos_side_ratings", "score_explanation"]  # fmt: skip
+    for start in range(0, len(inputs.note_pks), RESCORE_WRITE_BATCH):
+        at = list(range(start, min(start + RESCORE_WRITE_BATCH, len(inputs.note_pks))))
+        note_rows: list[tuple[Any, ...]] = []
+        changes: list[NoteStatusChange] = []
+        for i, why in zip(at, scoring_explain.why_rows(result, at), strict=True):
+            explanation = scoring_explain.explain(why, cfg)
+            digest = hashlib.md5(explanation.encode(), usedforsecurity=False).digest()
+            if not differs[i] and digest == inputs.previous_explanation_md5[i].tobytes():
+                continue
+            pk = int(inputs.note_pks[i])
+            note_rows.append(
+                (why.status, why.intercept, why.factor, why.num_ratings, now, json.dumps(list(why.rules)),
+                 why.intercept_max, why.neg_count, why.pos_count, explanation, pk)
             )  # fmt: skip
-    _update_rows(
-        Note,
-        ["status", "intercept", "factor", "num_ratings", "scored_at", "score_rules", "intercept_max",
-         "neg_side_ratings", "pos_side_ratings", "score_explanation"],
-        note_rows,
-    )  # fmt: skip
-    NoteStatusChange.objects.bulk_create(changes, batch_size=2000)
-    if len(note_rows) >= max(RESCORE_ANALYZE_MIN_ROWS, len(inputs.note_pks) // 10):
+            old_code = int(inputs.previous_status[i])
+            if int(result.status[i]) != old_code:
+                changes.append(
+                    NoteStatusChange(
+                        note_id=pk, previous_status=scoring.STATUS_NAMES.get(old_code, ""), status=why.status,
+                        intercept=why.intercept, factor=why.factor, changed_at=now,
+                    )
+                )  # fmt: skip
+        _update_rows(Note, update_fields, note_rows)
+        NoteStatusChange.objects.bulk_create(changes, batch_size=2000)
+        notes_updated += len(note_rows)
+        status_changes += len(changes)
+    if notes_updated >= max(RESCORE_ANALYZE_MIN_ROWS, len(inputs.note_pks) // 10):
         # Most statuses were rewritten (a first scoring, an import): the rating queue and the audit
         # pages filter on status, so their plans need the new counts now, not at the next autovacuum.
         refresh_planner_statistics(Note)
-    rater_rows: list[tuple[Any, ...]] = []
-    for u, pk in enumerate(inputs.participant_pks.tolist()):
-        ri = None if np.isnan(result.rater_intercept[u]) else float(result.rater_intercept[u])
-        rf = None if np.isnan(result.rater_factor[u]) else float(result.rater_factor[u])
-        old_i, old_f = inputs.previous_rater[pk]
-        if _changed(old_i, ri) or _changed(old_f, rf):
-            rater_rows.append((ri, rf, now, pk))
+    raters = np.flatnonzero(
+        _differs(inputs.previous_rater_intercept, result.rater_intercept)
+        | _differs(inputs.previous_rater_factor, result.rater_factor)
+    )
+    rater_rows = [
+        (_number(result.rater_intercept[u]), _number(result.rater_factor[u]), now, int(inputs.participant_pks[u]))
+        for u in raters.tolist()
+    ]
     _update_rows(Participant, ["rater_intercept", "rater_factor", "scored_at"], rater_rows)
     counts = np.bincount(result.status, minlength=3)
     return {
         "notes": len(inputs.note_pks),
-        "ratings": len(inputs.ratings.value),
-        "notes_updated": len(note_rows),
-        "status_changes": len(changes),
+        "ratings": n_ratings,
+        "notes_updated": notes_updated,
+        "status_changes": status_changes,
         "raters_updated": len(rater_rows),
         "helpful": int(counts[scoring.CURRENTLY_RATED_HELPFUL]),
         "not_helpful": int(counts[scoring.CURRENTLY_RATED_NOT_HELPFUL]),

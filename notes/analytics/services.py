@@ -20,6 +20,19 @@ def _dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
+def imported_history(h: cio.StatusHistoryRow, source_file: str) -> dict[str, object]:
+    """The ImportedNoteHistory fields of one status-history row (besides its id)."""
+    verdict = h.first_non_nmr_status in VERDICTS
+    return {
+        "note_external_id": str(h.note_id),
+        "created_at": _dt(note_time_ms(h.note_id, h.created_at_ms)),
+        "first_verdict_at": _dt(h.first_non_nmr_ms) if h.first_non_nmr_ms and verdict else None,
+        "first_verdict_status": h.first_non_nmr_status if verdict else "",
+        "current_status": h.current_status,
+        "source_file": source_file,
+    }
+
+
 def status_history_store(path: str | Path) -> tuple[int, dict[str, int]]:
     """Store every row of a noteStatusHistory file (file or folder) as ImportedNoteHistory,
     replacing earlier rows of the same notes (idempotent). Returns (rows stored, skipped by reason)."""
@@ -27,19 +40,7 @@ def status_history_store(path: str | Path) -> tuple[int, dict[str, int]]:
     rows = read.rows(cio.read_status_history(path))
     stored = 0
     while batch := list(islice(rows, BATCH)):
-        objs = [
-            ImportedNoteHistory(
-                note_external_id=str(h.note_id),
-                created_at=_dt(note_time_ms(h.note_id, h.created_at_ms)),
-                first_verdict_at=_dt(h.first_non_nmr_ms)
-                if h.first_non_nmr_ms and h.first_non_nmr_status in VERDICTS
-                else None,
-                first_verdict_status=h.first_non_nmr_status if h.first_non_nmr_status in VERDICTS else "",
-                current_status=h.current_status,
-                source_file=Path(path).name,
-            )
-            for h in batch
-        ]
+        objs = [ImportedNoteHistory(**imported_history(h, Path(path).name)) for h in batch]
         with transaction.atomic():
             ImportedNoteHistory.objects.bulk_create(
                 objs,

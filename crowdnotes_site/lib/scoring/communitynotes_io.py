@@ -136,15 +136,27 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, str] | None]]:
         header = next(reader, None)
         if header is None:
             return
-        header = [h.strip().lstrip("\ufeff") for h in header]
-        width = len(header)
-        for line_no, fields in enumerate(reader, start=2):
-            if not fields:
-                continue
-            if len(fields) != width:
-                yield line_no, None
-                continue
-            yield line_no, dict(zip(header, fields, strict=True))
+        yield from _keyed(reader, header, 2)
+
+
+def _keyed(
+    reader: Iterator[list[str]], header: list[str], first_line: int
+) -> Iterator[tuple[int, dict[str, str] | None]]:
+    header = [h.strip().lstrip("\ufeff") for h in header]
+    width = len(header)
+    for line_no, fields in enumerate(reader, start=first_line):
+        if not fields:
+            continue
+        if len(fields) != width:
+            yield line_no, None
+            continue
+        yield line_no, dict(zip(header, fields, strict=True))
+
+
+def _text_records(text: str, header: list[str], first_line: int) -> Iterator[tuple[int, dict[str, str] | None]]:
+    """_records of a block of whole data lines (a file's text after its header, in parts)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    yield from _keyed(reader, header, first_line)
 
 
 def _int(value: str | None) -> int | None:
@@ -185,19 +197,40 @@ class _Record:
 def _note_records(path: str | Path) -> Iterator[_Record | Skipped]:
     """Every data row of the file(s) at `path`; Skipped for a wrong field count or a bad noteId."""
     for file in tsv_files(path):
-        for line, rec in _records(file):
-            if rec is None:
-                yield Skipped(str(file), line, "wrong number of fields")
-                continue
-            note_id = _int(rec.get("noteId"))
-            if note_id is None:
-                yield Skipped(str(file), line, "bad noteId")
-                continue
-            yield _Record(str(file), line, rec, note_id)
+        yield from _with_note_id(str(file), _records(file))
+
+
+def _with_note_id(file: str, records: Iterable[tuple[int, dict[str, str] | None]]) -> Iterator[_Record | Skipped]:
+    for line, rec in records:
+        if rec is None:
+            yield Skipped(file, line, "wrong number of fields")
+            continue
+        note_id = _int(rec.get("noteId"))
+        if note_id is None:
+            yield Skipped(file, line, "bad noteId")
+            continue
+        yield _Record(file, line, rec, note_id)
+
+
+def read_notes_text(file: str, header: list[str], text: str, first_line: int) -> Iterator[NoteRow | Skipped]:
+    """read_notes of a block of whole lines of `file` (its header given; the block's first line
+    is line `first_line`): the same rows and skips, so a large file can be read in parts."""
+    return _notes_of(_with_note_id(file, _text_records(text, header, first_line)))
+
+
+def read_status_history_text(
+    file: str, header: list[str], text: str, first_line: int
+) -> Iterator[StatusHistoryRow | Skipped]:
+    """read_status_history of a block of whole lines (see read_notes_text)."""
+    return _status_of(_with_note_id(file, _text_records(text, header, first_line)))
 
 
 def read_notes(path: str | Path) -> Iterator[NoteRow | Skipped]:
-    for r in _note_records(path):
+    return _notes_of(_note_records(path))
+
+
+def _notes_of(records: Iterable[_Record | Skipped]) -> Iterator[NoteRow | Skipped]:
+    for r in records:
         if isinstance(r, Skipped):
             yield r
             continue
@@ -728,7 +761,11 @@ def _blocks_line_by_line(
 
 
 def read_status_history(path: str | Path) -> Iterator[StatusHistoryRow | Skipped]:
-    for r in _note_records(path):
+    return _status_of(_note_records(path))
+
+
+def _status_of(records: Iterable[_Record | Skipped]) -> Iterator[StatusHistoryRow | Skipped]:
+    for r in records:
         if isinstance(r, Skipped):
             yield r
             continue
