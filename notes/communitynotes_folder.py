@@ -70,7 +70,12 @@ def import_folder(
     say = progress or (lambda _line: None)
     files = folder_files(folder)
     every = files.notes + files.ratings + files.status
-    pace = cni.Pace(total_bytes=sum(_data_bytes(f) for f in every))
+    pace = cni.Pace(
+        total={
+            kind: sum(_data_bytes(f) for f in group)
+            for kind, group in (("notes", files.notes), ("ratings", files.ratings), ("status", files.status))
+        }
+    )
     for f in files.not_imported:
         say(f"{f.name}: not imported (the app has no table for it; research_download converts it)")
         report.counts[f"files not imported ({f.name.split('-')[0]})"] += 1
@@ -125,12 +130,12 @@ def _import_lines(
         checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
         if checkpoint.finished:
             say(f"{file.name}: imported by an earlier run of this import, skipped")
-            pace.done_bytes += file.stat().st_size - len(header_line)
+            pace.skip(kind, file.stat().st_size - len(header_line))
             return
         done, offset = cni._resume(fh, checkpoint, len(header_line))
         if done:
             say(f"{file.name}: resuming after {done:,} lines (byte {offset:,})")
-        pace.done_bytes += offset - len(header_line)
+        pace.skip(kind, offset - len(header_line))
         started, first = time.perf_counter(), done
         while lines := list(islice(fh, chunk_lines)):
             block = b"".join(lines)
@@ -140,7 +145,7 @@ def _import_lines(
                 offset += len(block)
                 ImportCheckpoint.objects.filter(key=key).update(lines_done=done, bytes_done=offset)
             rate = (done - first) / max(time.perf_counter() - started, 1e-9)
-            say(f"{file.name}: {done:,} lines, {rate:,.0f} lines/s; {pace.advance(len(block))}")
+            say(f"{file.name}: {done:,} lines, {rate:,.0f} lines/s; {pace.advance(kind, len(block))}")
         ImportCheckpoint.objects.filter(key=key).update(finished=True)
 
 
