@@ -42,6 +42,11 @@ WRITER_LEFT_OUT = (
     "notes (a by-time pass over the scored notes), not done here"
 )
 BUCKETS = 1 << 16
+RATER_COLUMNS = {
+    "raterParticipantId": pa.string(),
+    "coreRaterIntercept": pa.float64(),
+    "coreRaterFactor1": pa.float64(),
+}
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -51,8 +56,8 @@ class DownloadError(ValueError):
 
 @dataclass(frozen=True)
 class SampleRule:
-    max_notes: int = 200_000
-    max_ratings: int = 4_000_000
+    max_notes: int = 500_000
+    max_ratings: int = 20_000_000
     seed: int = 0
 
     def describe(self) -> str:
@@ -153,11 +158,7 @@ def read_rater_parameters(path: Path) -> tuple[pa.Array, np.ndarray, np.ndarray]
     table = pacsv.read_csv(
         path,
         parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
-        convert_options=pacsv.ConvertOptions(
-            column_types={"raterParticipantId": pa.string(), "coreRaterIntercept": pa.float64(),
-                          "coreRaterFactor1": pa.float64()},  # fmt: skip
-            include_columns=["raterParticipantId", "coreRaterIntercept", "coreRaterFactor1"],
-        ),
+        convert_options=pacsv.ConvertOptions(column_types=RATER_COLUMNS, include_columns=list(RATER_COLUMNS)),
     )
     ok = pc.and_(pc.is_valid(table["coreRaterIntercept"]), pc.is_valid(table["coreRaterFactor1"]))
     table = table.filter(ok)

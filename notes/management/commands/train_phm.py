@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -45,7 +44,8 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps({"version": m.version, "auc": m.auc, "trained_on": m.trained_on,
                                           "n_ratings": m.n_ratings, "holdout_ratings": m.holdout_ratings,
-                                          "train_seconds": m.train_seconds, "calibration": m.calibration}))  # fmt: skip
+                                          "train_seconds": m.train_seconds, "calibration": m.calibration,
+                                          "training_data": m.extra.get("training_data")}))  # fmt: skip
             return
         self.stdout.write(f"PHM {m.version} ({m.embedder}) trained on {m.trained_on}")
         if "training_data" in m.extra:

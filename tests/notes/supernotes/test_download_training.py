@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +37,16 @@ def test_the_command_trains_and_saves_a_model_that_states_its_sample(folder: Pat
     assert "400 notes" in described["sample_rule"] and "3,000" in described["sample_rule"]
     assert counts["notes_kept"] == 400 < counts["notes_with_text"]
     assert 0 < counts["ratings_kept"] <= 3000
-    assert counts["ratings_kept"] + counts["ratings_rater_without_factor"] + counts["ratings_over_the_cut"] == (
-        counts["ratings_of_kept_notes"]
+    assert (
+        counts["ratings_kept"] + counts["ratings_rater_without_factor"] + counts["ratings_over_the_cut"]
+        == (counts["ratings_of_kept_notes"])
     )
-    assert counts["ratings_read"] == sum(
-        counts[k] for k in ("ratings_of_kept_notes", "ratings_of_notes_not_sampled",
-                            "ratings_of_notes_not_in_notes_file_or_without_text")  # fmt: skip
+    parts = (
+        "ratings_of_kept_notes",
+        "ratings_of_notes_not_sampled",
+        "ratings_of_notes_not_in_notes_file_or_without_text",
     )
+    assert counts["ratings_read"] == sum(counts[k] for k in parts)
     # phm.train's split: the held-out notes' ratings are scored, the rest trained on.
     assert model.meta.n_ratings + model.meta.holdout_ratings == counts["ratings_kept"]
     assert 0.0 <= model.meta.auc <= 1.0 and model.meta.calibration
