@@ -61,6 +61,12 @@ def test_the_sample_is_deterministic_and_keeps_to_its_caps(folder: Path) -> None
     assert len(a.note_id) == 300 and a.counts.ratings_kept <= 2000
     assert np.array_equal(a.note_id, b.note_id) and np.array_equal(a.note, b.note)
     assert np.array_equal(a.label, b.label) and np.array_equal(a.rater_factor, b.rater_factor)
+    # Each row group alone, or two row groups (two rater dictionaries, unified) per span: the
+    # same sample as all row groups in one span.
+    for span in (1, 15_000):
+        other_span = dt.read_sample(folder, rule, span_rows=span)
+        assert np.array_equal(other_span.note, a.note) and np.array_equal(other_span.rater_factor, a.rater_factor)
+        assert np.array_equal(other_span.label, a.label) and other_span.counts == a.counts
     other = dt.read_sample(folder, dt.SampleRule(max_notes=300, max_ratings=2000, seed=6))
     assert not np.array_equal(a.note_id, other.note_id)
     # Every kept rating's label is a level of value2 and its note is a kept note.
