@@ -32,6 +32,7 @@ from torch import nn
 
 HIDDEN = 32
 CALIBRATION_BINS = 10
+EVAL_ROWS = 65_536  # held-out ratings per forward pass when measuring AUC
 # Version 2: the note features (and their standardisation) joined the inputs. A model saved in
 # another format has other inputs: `load` refuses it.
 FORMAT = 2
@@ -267,8 +268,11 @@ def train(
         net.load_state_dict(best[2])
     net.eval()
     test_idx = np.flatnonzero(test)
-    with torch.no_grad():
-        probs = torch.softmax(forward(torch.as_tensor(test_idx, device=device)), -1).cpu().numpy()
+    with torch.no_grad():  # in slices: the held-out share of millions of ratings at once would not fit
+        probs = np.concatenate([
+            torch.softmax(forward(torch.as_tensor(test_idx[s : s + EVAL_ROWS], device=device)), -1).cpu().numpy()
+            for s in range(0, len(test_idx), EVAL_ROWS)
+        ] or [np.zeros((0, 3), np.float32)])  # fmt: skip
     labels = data.label[test_idx]
     binary = labels != 1
     a = auc(probs[binary, 0], labels[binary] == 0)
