@@ -21,14 +21,23 @@ procs_run() {
   "$@" &
   local pid=$! start=$SECONDS last=$SECONDS
   PROCS_PIDS+=("$pid")
+  # The one-second tick is a builtin `read -t` on a FIFO nobody writes, not a waited `sleep` child:
+  # when SIGINT came while bash waited for such a child (which ignores SIGINT, being in the
+  # background), bash could take the child's normal exit to mean the child handled Ctrl-C and drop
+  # the signal, so the trap never ran (tests/jobs/test_demo_processes.py, intermittently).
+  local tick
+  tick=$(mktemp -u)
+  mkfifo "$tick"
+  exec {PROCS_TICK_FD}<>"$tick"
+  rm -f "$tick"
   while kill -0 "$pid" 2>/dev/null; do
-    sleep 1 &
-    wait "$!" || true
+    read -r -t 1 -u "$PROCS_TICK_FD" || true
     if kill -0 "$pid" 2>/dev/null && ((SECONDS - last >= ${PROCS_TICK_S:-10})); then
       last=$SECONDS
       echo "   … still running after $((SECONDS - start)) s: ${*:1:4}" >&2
     fi
   done
+  exec {PROCS_TICK_FD}<&-
   wait "$pid"
 }
 
