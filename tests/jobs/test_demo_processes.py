@@ -27,6 +27,10 @@ procs_run sleep {m}4
 """
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _alive(marker: str) -> list[int]:
     """The processes whose command line carries the marker (our sleeps), excluding zombies."""
     found = []
@@ -49,7 +53,14 @@ def test_a_signal_stops_the_script_and_everything_it_started(tmp_path: Path, sig
     script = tmp_path / "demo-like.sh"
     script.write_text(SCRIPT.format(m=marker))
     proc = subprocess.Popen(
-        ["/bin/bash", str(script)], cwd=ROOT, env={**os.environ, "LOGDIR": str(tmp_path)}, start_new_session=True
+        ["/bin/bash", str(script)],
+        cwd=ROOT,
+        env={**os.environ, "LOGDIR": str(tmp_path)},
+        start_new_session=True,
+        # As from a terminal: SIGINT at its default. A test run started in the background of a
+        # non-interactive shell inherits SIGINT ignored, and bash cannot trap a signal ignored on
+        # entry, so Ctrl-C would then be tested on a script that can never receive it.
+        preexec_fn=_sigint_default,
     )
     try:
         wait_for(lambda: (tmp_path / "started").exists() and len(_alive(marker)) == 5, timeout=20)  # 4 sleeps + bash -c
