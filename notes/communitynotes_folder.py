@@ -1,13 +1,15 @@
 """The whole public download folder into the database in one streaming, resumable import.
 
 `import_folder(FOLDER)` takes the folder as X publishes it (notes-*, ratings-* shards,
-noteStatusHistory-*, userEnrollment-*, noteRequests-*): every file is checked first (today's
-schema, no truncated last row: `columnar.check_file`), so a bad file stops the run before anything
-is written. Then notes (with their posts and authors), the rating shards and the status history
+noteStatusHistory-*, userEnrollment-*, noteRequests-*), each file a TSV or X's zip of it
+(`download_file.open_data` streams the zip's member): every file is checked first (today's
+schema, no truncated last row, a zip read whole for its CRC: `columnar.check_file`), so a bad
+file stops the run before anything is written. Then notes (with their posts and authors), the rating shards and the status history
 go in by chunks: each chunk is sent by COPY into temporary staging tables and written by
 set-based statements (INSERT … SELECT … ON CONFLICT, UPDATE … FROM), never row by row. Each
 chunk commits with its file's ImportCheckpoint (lines and byte offset), so a killed run resumes
-at the file and byte it stopped at, with nothing written twice or lost; a file done stays marked
+at the file and byte it stopped at (in a zip, the byte of its TSV, reached by reading up to
+it), with nothing written twice or lost; a file done stays marked
 finished until the whole folder is done. Enrollment and note requests are not imported: the app
 has no table for them (the research path converts them to Parquet); they are listed.
 """
@@ -26,7 +28,7 @@ from typing import Any
 from django.db import connection, models, transaction
 from django.db.backends.utils import CursorWrapper
 
-from crowdnotes_site.lib.scoring import columnar
+from crowdnotes_site.lib.scoring import columnar, download_file
 from crowdnotes_site.lib.scoring import communitynotes_io as cio
 from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS, cap_text, find_urls
 from crowdnotes_site.lib.xids import snowflake_time
@@ -105,8 +107,8 @@ def _key(file: Path) -> str:
 
 
 def _data_bytes(file: Path) -> int:
-    with file.open("rb") as fh:
-        return file.stat().st_size - len(fh.readline())
+    with download_file.open_data(file) as fh:
+        return download_file.data_size(file) - len(fh.readline())
 
 
 Chunk = Callable[[str, list[str], str, int, cni.ImportReport], None]
@@ -124,17 +126,15 @@ def _import_lines(
     """Feed `file` to `chunk` in blocks of whole lines, each block in one transaction with the
     file's checkpoint (resumed at its byte offset)."""
     key = cni._checkpoint_key(file, kind)
-    with file.open("rb") as fh:
+    with download_file.open_data(file) as fh:
         header_line = fh.readline()
         header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
         checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
         if checkpoint.finished:
             say(f"{file.name}: imported by an earlier run of this import, skipped")
-            pace.skip(kind, file.stat().st_size - len(header_line))
+            pace.skip(kind, download_file.data_size(file) - len(header_line))
             return
-        done, offset = cni._resume(fh, checkpoint, len(header_line))
-        if done:
-            say(f"{file.name}: resuming after {done:,} lines (byte {offset:,})")
+        done, offset = cni._resume(fh, checkpoint, len(header_line), file, say)
         pace.skip(kind, offset - len(header_line))
         started, first = time.perf_counter(), done
         while lines := list(islice(fh, chunk_lines)):
@@ -277,7 +277,7 @@ def _status_chunk(file: str, header: list[str], text: str, first_line: int, repo
     statuses: list[tuple[str, str]] = []
     events: list[tuple[int, str, str, str, datetime]] = []
     history: list[tuple[Any, ...]] = []
-    source = Path(file).name
+    source = download_file.data_name(Path(file))  # the TSV's name, zipped or not
     for h in latest.values():
         ext = str(h.note_id)
         previous = NoteStatus.NEEDS_MORE_RATINGS.value

@@ -27,7 +27,7 @@ from django.db.models import Count, OuterRef, Subquery, UniqueConstraint
 from django.db.models.functions import Coalesce
 
 from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from crowdnotes_site.lib.scoring import pgcopy
+from crowdnotes_site.lib.scoring import download_file, pgcopy
 from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS, cap_text, find_urls
 from crowdnotes_site.lib.xids import snowflake_time
 from notes.analytics.delays import note_time_ms
@@ -331,7 +331,7 @@ def import_ratings_copy(
     ids = _IdCache() if exclusive else None
     files = path if isinstance(path, list) else cio.tsv_files(path)
     for file in files:
-        with file.open("rb") as fh:
+        with download_file.open_data(file) as fh:
             header_line = fh.readline()
             header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
             if header == [""]:
@@ -341,11 +341,9 @@ def import_ratings_copy(
             if checkpoint.finished:
                 say(f"{file.name}: imported by an earlier run of this import, skipped")
                 if pace is not None:
-                    pace.skip("ratings", file.stat().st_size - len(header_line))
+                    pace.skip("ratings", download_file.data_size(file) - len(header_line))
                 continue
-            skip, offset = _resume(fh, checkpoint, len(header_line))
-            if skip:
-                say(f"{file.name}: resuming after {skip:,} lines (byte {offset:,})")
+            skip, offset = _resume(fh, checkpoint, len(header_line), file, say)
             if pace is not None:
                 pace.skip("ratings", offset - len(header_line))
             done = skip
@@ -382,16 +380,26 @@ def import_ratings_copy(
     _restore_rating_read_indexes()
 
 
-def _resume(fh: BinaryIO, checkpoint: ImportCheckpoint, header_bytes: int) -> tuple[int, int]:
+def _resume(
+    fh: BinaryIO, checkpoint: ImportCheckpoint, header_bytes: int, file: Path, say: Callable[[str], None]
+) -> tuple[int, int]:
     """Position `fh` (just past its header) after the lines a checkpoint counts: at its byte
-    offset, or (a checkpoint written before offsets were kept) by skipping its lines. Returns
-    (lines done, byte offset)."""
+    offset (a zip's member cannot seek: its bytes up to there are read and discarded), or (a
+    checkpoint written before offsets were kept) by skipping its lines. Says where it resumes;
+    returns (lines done, byte offset)."""
     if checkpoint.bytes_done:
-        fh.seek(checkpoint.bytes_done)
+        how = "" if fh.seekable() else " (a zip cannot seek: its bytes before that are read and discarded)"
+        say(f"{file.name}: resuming after {checkpoint.lines_done:,} lines (byte {checkpoint.bytes_done:,}){how}")
+        started = time.perf_counter()
+        download_file.skip_to(fh, header_bytes, checkpoint.bytes_done)
+        if how:
+            say(f"{file.name}: skipped to byte {checkpoint.bytes_done:,} in {time.perf_counter() - started:.1f} s")
         return checkpoint.lines_done, checkpoint.bytes_done
     offset = header_bytes
     for line in islice(fh, checkpoint.lines_done):
         offset += len(line)
+    if checkpoint.lines_done:
+        say(f"{file.name}: resuming after {checkpoint.lines_done:,} lines (byte {offset:,})")
     return checkpoint.lines_done, offset
 
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -40,6 +41,24 @@ def download(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("download")
     download_synth.main([str(folder), "--scale", str(SCALE), "--seed", "0"])
     return folder
+
+
+@pytest.fixture(scope="module")
+def zipped(download: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same download as X publishes it: each TSV alone in a zip of its name."""
+    return _zip_folder(download, tmp_path_factory.mktemp("zipped"))
+
+
+def _zip_folder(download: Path, to: Path) -> Path:
+    to.mkdir(exist_ok=True)
+    for f in download.glob("*.tsv"):
+        _write_zip(to / f"{f.stem}.zip", f"2025/06/16/{f.stem}/{f.name}", f.read_bytes())
+    return to
+
+
+def _write_zip(path: Path, member: str, data: bytes) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        zf.writestr(member, data)
 
 
 def _import(*args: str) -> str:
@@ -154,9 +173,13 @@ def _run_import(folder: Path, *extra: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("form", ["tsv", "zip"])
 @pytest.mark.django_db(transaction=True)
-def test_an_import_killed_mid_shard_resumes_with_nothing_duplicated_or_lost(download: Path) -> None:
-    proc = _run_import(download, "--chunk-lines", "500")
+def test_an_import_killed_mid_shard_resumes_with_nothing_duplicated_or_lost(
+    download: Path, zipped: Path, form: str
+) -> None:
+    folder = zipped if form == "zip" else download
+    proc = _run_import(folder, "--chunk-lines", "500")
     deadline = time.monotonic() + 60
     mid_shard = None
     while time.monotonic() < deadline and proc.poll() is None:
@@ -171,15 +194,20 @@ def test_an_import_killed_mid_shard_resumes_with_nothing_duplicated_or_lost(down
     assert mid_shard is not None
     # Killed inside shard 2: shards 0 and 1 are marked done, shard 2 has a committed offset.
     left = {c.key.split(":")[1].rsplit("/", 1)[-1]: c for c in ImportCheckpoint.objects.all()}
-    assert left["ratings-00000.tsv"].finished and left["ratings-00001.tsv"].finished
-    assert not left["ratings-00002.tsv"].finished and left["ratings-00002.tsv"].bytes_done > 0
+    assert left[f"ratings-00000.{form}"].finished and left[f"ratings-00001.{form}"].finished
+    stopped = left[f"ratings-00002.{form}"]
+    assert not stopped.finished and stopped.bytes_done > 0
     partial = Rating.objects.count()
     expected = _expected_ratings(download)
     assert 0 < partial < len(expected)
     progress = io.StringIO()
-    call_command("import_communitynotes", str(download), "--chunk-lines", "500", stdout=io.StringIO(), stderr=progress)
-    assert "ratings-00000.tsv: imported by an earlier run of this import, skipped" in progress.getvalue()
-    assert "ratings-00002.tsv: resuming after " in progress.getvalue()
+    call_command("import_communitynotes", str(folder), "--chunk-lines", "500", stdout=io.StringIO(), stderr=progress)
+    said = progress.getvalue()
+    assert f"ratings-00000.{form}: imported by an earlier run of this import, skipped" in said
+    resumed = f"ratings-00002.{form}: resuming after {stopped.lines_done:,} lines (byte {stopped.bytes_done:,})"
+    assert resumed in said
+    # A zip's member cannot seek: the resume reads up to the offset, and says so.
+    assert ("a zip cannot seek: its bytes before that are read and discarded" in said) == (form == "zip")
     assert _ratings() == expected  # exactly the rows of an uninterrupted import
     assert Rating.objects.count() == len(expected)
     assert Note.objects.filter(num_ratings__gt=0).count() == len({r[0] for r in expected})
@@ -239,6 +267,91 @@ def test_nul_bytes_and_bad_rows_in_the_folder_are_counted_skips(download: Path, 
     assert "skipped (status history: bad noteId): 1" in output
     assert Note.objects.count() == len(notes) - 2
     assert Rating.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_zipped_folder_imports_exactly_what_its_tsvs_import(download: Path, zipped: Path) -> None:
+    from_tsvs = _import(str(download))
+    tables = _tables()
+    assert Rating.objects.count() == len(_expected_ratings(download))
+    _empty_tables()
+    from_zips = _import(str(zipped))
+    assert from_zips == from_tsvs  # every count and skip of the report
+    assert _tables() == tables  # every row (the kept history names the TSV, zipped or not)
+    assert not ImportCheckpoint.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bad_files_in_zips_are_refused_as_in_tsvs_before_anything_is_written(download: Path, tmp_path: Path) -> None:
+    folder = _zip_folder(download, tmp_path / "bad")
+    data = (download / "ratings-00005.tsv").read_bytes()
+    shard = folder / "ratings-00005.zip"
+    _write_zip(shard, "ratings-00005.tsv", data[: data.rindex(b"\n", 0, len(data) - 1) + 20])  # cut in a row
+    lines = data.count(b"\n")
+    with pytest.raises(CommandError, match=rf"ratings-00005.zip:{lines}: the file ends inside a row"):
+        _import(str(folder))
+    text = (download / "noteStatusHistory-00000.tsv").read_text()
+    _write_zip(shard, "ratings-00005.tsv", data)
+    status = folder / "noteStatusHistory-00000.zip"
+    _write_zip(status, "noteStatusHistory-00000.tsv", text.replace("firstNonNMRStatus", "firstStatus", 1).encode())
+    with pytest.raises(CommandError, match=r"noteStatusHistory-00000.zip:1: the header lacks firstNonNMRStatus"):
+        _import(str(folder))
+    assert not Note.objects.exists() and not Rating.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_corrupt_or_cut_zip_is_refused_naming_it_and_imports_once_fetched_again(
+    download: Path, tmp_path: Path
+) -> None:
+    folder = _zip_folder(download, tmp_path / "corrupt")
+    shard = folder / "ratings-00003.zip"
+    good = shard.read_bytes()
+    with zipfile.ZipFile(shard) as zf:
+        (info,) = zf.infolist()
+    start = info.header_offset + 30 + len(info.filename.encode())  # the deflate data
+    middle = start + info.compress_size // 2
+    shard.write_bytes(good[:middle] + bytes([good[middle] ^ 0xFF]) + good[middle + 1 :])  # one byte flipped
+    with pytest.raises(
+        CommandError, match=r"ratings-00003.zip: the zip is corrupt or truncated \(.+\); fetch it again"
+    ):
+        _import(str(folder))
+    assert not Note.objects.exists() and not Rating.objects.exists() and not ImportCheckpoint.objects.exists()
+    shard.write_bytes(good[:middle] + good[middle + 1000 :])  # bytes lost inside: the directory points amiss
+    with pytest.raises(CommandError, match=r"ratings-00003.zip: cannot read its member .+: a corrupt or truncated zip"):
+        _import(str(folder))
+    shard.write_bytes(good[: len(good) // 2])  # a download cut short: no zip directory
+    with pytest.raises(CommandError, match=r"ratings-00003.zip: not a readable zip"):
+        _import(str(folder))
+    assert not Note.objects.exists() and not Rating.objects.exists()
+    shard.write_bytes(good)  # fetched again: the import runs
+    assert f"ratings upserted: {len(_expected_ratings(download))}" in _import(str(folder))
+
+
+def test_a_zip_must_hold_the_one_tsv_of_its_name_and_a_file_only_one_form(download: Path, tmp_path: Path) -> None:
+    folder = _zip_folder(download, tmp_path / "forms")
+    shard = folder / "ratings-00001.zip"
+    data = (download / "ratings-00001.tsv").read_bytes()
+    with zipfile.ZipFile(shard, "w") as zf:
+        zf.writestr("ratings-00001.tsv", data)
+        zf.writestr("extra/ratings-00009.tsv", data)
+    with pytest.raises(
+        CommandError, match=r"ratings-00001.zip: the zip holds 2 TSVs \(ratings-00001.tsv, extra/ratings-00009.tsv\); "
+        r"a download zip holds exactly one, ratings-00001.tsv",
+    ):  # fmt: skip
+        _import(str(folder))
+    with zipfile.ZipFile(shard, "w") as zf:
+        zf.writestr("README.txt", "no data")
+    with pytest.raises(CommandError, match=r"ratings-00001.zip: the zip holds no TSV"):
+        _import(str(folder))
+    _write_zip(shard, "ratings-00002.tsv", data)
+    with pytest.raises(
+        CommandError, match=r"ratings-00001.zip: the zip holds ratings-00002.tsv, not ratings-00001.tsv"
+    ):
+        _import(str(folder))
+    _write_zip(shard, "ratings-00001.tsv", data)
+    (folder / "ratings-00001.tsv").write_bytes(data)
+    with pytest.raises(CommandError, match=r"ratings-00001.tsv and ratings-00001.zip are the same file twice"):
+        _import(str(folder))
 
 
 def test_a_folder_without_a_notes_file_is_refused(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from crowdnotes_site.lib.scoring import scoring
+from crowdnotes_site.lib.scoring import download_file, scoring
 from crowdnotes_site.lib.scoring import scoring_tsv as stsv
 
 FORMAT_VERSION = 1  # bump when the columnar layout changes: every shard converts again
@@ -48,8 +48,7 @@ REQUIRED_NOTE_COLUMNS = ("noteId", "noteAuthorParticipantId", "createdAtMillis",
 REQUIRED_STATUS_COLUMNS = ("noteId", "createdAtMillis", "timestampMillisOfFirstNonNMRStatus", "firstNonNMRStatus")
 
 
-class DownloadError(ValueError):
-    """A download file the research path refuses, with the file and line it names."""
+DownloadError = download_file.DownloadError
 
 
 @dataclass
@@ -75,33 +74,36 @@ def kind_of(name: str) -> str | None:
         ("userEnrollment-", "enrollment"),
         ("noteRequests-", "requests"),
     ):
-        if name.startswith(prefix) and name.endswith(".tsv"):
+        if name.startswith(prefix) and name.endswith(download_file.SUFFIXES):
             return kind
     return None
 
 
 def download_files(folder: Path) -> dict[str, list[Path]]:
+    """The download's files by kind, each a `.tsv` or X's `.zip` of it (download_file)."""
     files: dict[str, list[Path]] = {k: [] for k in ("notes", "ratings", "status", "enrollment", "requests")}
-    for f in sorted(folder.iterdir()):
+    for f in download_file.data_files(folder):
         kind = kind_of(f.name)
-        if kind and f.is_file():
+        if kind:
             files[kind].append(f)
     if not files["notes"]:
-        raise DownloadError(f"{folder}: no notes-*.tsv (ratings name notes; without the notes file none can be scored)")
+        raise DownloadError(
+            f"{folder}: no notes-*.tsv or .zip (ratings name notes; without the notes file none can be scored)"
+        )
     if not files["ratings"]:
-        raise DownloadError(f"{folder}: no ratings-*.tsv")
+        raise DownloadError(f"{folder}: no ratings-*.tsv or .zip")
     return files
 
 
 def _header(path: Path) -> list[str]:
-    with path.open("rb") as fh:
+    with download_file.open_data(path) as fh:
         line = fh.readline()
     return line.decode("utf-8", errors="replace").rstrip("\r\n").lstrip("\ufeff").split("\t")
 
 
 def _line_count(path: Path) -> int:
     n = 0
-    with path.open("rb") as fh:
+    with download_file.open_data(path) as fh:
         while chunk := fh.read(16 << 20):
             n += chunk.count(b"\n")
     return n
@@ -119,12 +121,11 @@ def check_file(path: Path, kind: str) -> list[str]:
             f"{path}:1: the header lacks {', '.join(missing)}: not today's {kind} schema "
             f"(a file of another year's layout?); header starts {header[:6]}"
         )
-    size = path.stat().st_size
-    if size:
-        with path.open("rb") as fh:
-            fh.seek(max(size - (1 << 16), 0))
-            tail = fh.read()
-        if not tail.endswith(b"\n"):
+    size = download_file.data_size(path)
+    if size or download_file.is_zip(path):
+        with download_file.open_data(path) as fh:
+            tail = download_file.read_tail(fh, size)  # a zip's member: read whole, its CRC checked
+        if tail and not tail.endswith(b"\n"):
             last = tail.rsplit(b"\n", 1)[-1]
             fields = len(last.split(b"\t"))
             if fields != len(header):

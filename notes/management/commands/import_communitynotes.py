@@ -21,7 +21,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "folder", nargs="?", help="the download folder (notes-*, ratings-*, noteStatusHistory-*, ... .tsv)"
+            "folder",
+            nargs="?",
+            help="the download folder (notes-*, ratings-*, noteStatusHistory-*, ...: each a .tsv or X's .zip of it)",
         )
         parser.add_argument("--notes", help="notes TSV")
         parser.add_argument("--ratings", help="ratings TSV or a folder of TSVs")
