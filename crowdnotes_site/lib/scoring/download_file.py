@@ -7,7 +7,7 @@ decompressed as it is read, never extracted to disk. A member cannot seek (`skip
 discards up to an offset); its CRC is checked when it is read to its end, and a corrupt or cut
 zip raises DownloadError naming the zip. `data_name` and `data_size` are the TSV's name and its
 uncompressed size; `data_files` lists a folder's download files, refusing a stem present both
-as `.tsv` and `.zip`.
+as `.tsv` and `.zip`. `write_data` writes a file in either form (the synthetic download).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import IO, BinaryIO
 
 BUFFER_BYTES = 1 << 20
 SUFFIXES = (".tsv", ".zip")
+ZIP_LEVEL = 1  # deflate level of the zips written here: fast (X's own zips may use another)
 
 
 class DownloadError(ValueError):
@@ -146,3 +147,23 @@ def read_tail(fh: BinaryIO, size: int, n_bytes: int = 1 << 16) -> bytes:
     while chunk := fh.read(16 << 20):
         tail = (tail + chunk[-n_bytes:])[-n_bytes:]
     return tail
+
+
+@contextmanager
+def write_data(tsv: Path, *, zipped: bool = False) -> Iterator[IO[bytes]]:
+    """A binary stream that writes the TSV `tsv` (`.../name.tsv`), or with `zipped` X's form of
+    it, `name.zip` holding `name.tsv` (deflate at ZIP_LEVEL; zip64 headers, so a member may pass
+    4 GB), compressed as it is written: no TSV on disk. The file appears under its name only when
+    complete (written as `.part`, then renamed)."""
+    path = tsv.with_suffix(".zip") if zipped else tsv
+    tmp = path.with_name(path.name + ".part")
+    if zipped:
+        with (
+            zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=ZIP_LEVEL) as zf,
+            zf.open(tsv.name, "w", force_zip64=True) as fh,
+        ):
+            yield fh
+    else:
+        with tmp.open("wb") as fh:
+            yield fh
+    tmp.replace(path)

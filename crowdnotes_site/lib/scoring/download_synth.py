@@ -25,11 +25,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
+from crowdnotes_site.lib.scoring import download_file
 from crowdnotes_site.lib.xids import X_EPOCH_MS
 
 FULL = {
@@ -147,12 +150,11 @@ def _join_rows(columns: list[np.ndarray]) -> bytes:
     return flat[flat != 0].tobytes()
 
 
-def _write_atomic_text(path: Path, header: tuple[str, ...], rows: list[str]) -> None:
-    tmp = path.with_name(path.name + ".part")
-    with tmp.open("w", encoding="utf-8", newline="") as fh:
-        fh.write("\t".join(header) + "\n")
-        fh.writelines(rows)
-    tmp.replace(path)
+def _write_atomic_text(path: Path, header: tuple[str, ...], rows: list[str], zipped: bool) -> None:
+    with download_file.write_data(path, zipped=zipped) as fh:
+        fh.write(("\t".join(header) + "\n").encode())
+        for lo in range(0, len(rows), 10_000):
+            fh.write("".join(rows[lo : lo + 10_000]).encode())
 
 
 def snowflake(ms: np.ndarray, seq: np.ndarray) -> np.ndarray:
@@ -167,8 +169,10 @@ def generate(
     seed: int = 0,
     note_chunk: int = 10_000,
     progress: Callable[[str], None] | None = None,
+    zipped: bool = False,
 ) -> dict[str, object]:
-    """Write the download's files into outdir; returns (and writes) the planted truth."""
+    """Write the download's files into outdir, each as a TSV or (`zipped`) as X publishes it, a
+    zip holding that TSV (the same bytes); returns (and writes) the planted truth."""
     t0 = time.perf_counter()
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -247,7 +251,7 @@ def generate(
             f"{flags}{'1' if nm else '0'}\t0\t0\t0\t0\t1\t"
             f"Synthetic note {i} on the {word}: context and sources https://example.org/n/{i}\t0\n"
         )
-    _write_atomic_text(out / "notes-00000.tsv", NOTE_COLUMNS, rows)
+    _write_atomic_text(out / "notes-00000.tsv", NOTE_COLUMNS, rows, zipped)
     del rows
 
     # ---- status history: every note, listed or deleted
@@ -261,7 +265,7 @@ def generate(
             f"{note_id[i]}\t{hex_rows[author[i]]}\t{note_ms[i]}\t{v}\t{first}\t{v if v > 0 else note_ms[i]}\t"
             f"{current}\t{v}\t{first}\t-1\t\t-1\t{current}\t\t\t{'CoreModel' if first else ''}\t\n"
         )
-    _write_atomic_text(out / "noteStatusHistory-00000.tsv", STATUS_COLUMNS, rows)
+    _write_atomic_text(out / "noteStatusHistory-00000.tsv", STATUS_COLUMNS, rows, zipped)
     del rows
 
     # ---- enrollment and note requests
@@ -273,6 +277,7 @@ def generate(
         out / "userEnrollment-00000.tsv",
         ENROLLMENT_COLUMNS,
         [f"{hex_rows[u]}\t{states[state[u]]}\t5\t{changed[u]}\t1\tCORE\t{1 + camp[u]}\t0\n" for u in range(n_raters)],
+        zipped,
     )
     say(f"noteRequests: {c.note_requests:,} rows")
     req_post = rng.integers(0, n_posts, c.note_requests)
@@ -286,12 +291,13 @@ def generate(
                 rng.integers(0, n_raters, c.note_requests).tolist(), req_post.tolist(), req_ms.tolist(), strict=True
             )
         ],
+        zipped,
     )
 
     # ---- ratings, by chunks of notes, each rating to a random shard
     written = _write_ratings(
         out, rng, c, n_all, note_id, note_ms, tweet_id[post_of_note], n_ratings, note_intercept, note_factor,
-        cum_activity, rater_factor, rater_intercept, rater_id, note_chunk, say,
+        cum_activity, rater_factor, rater_intercept, rater_id, note_chunk, say, zipped,
     )  # fmt: skip
 
     listed = np.arange(n_all) < c.notes
@@ -341,10 +347,37 @@ def _write_ratings(
     rater_id: np.ndarray,
     note_chunk: int,
     say: Callable[[str], None],
+    zipped: bool,
 ) -> dict[str, int]:
-    paths = [out / f"ratings-{k:05d}.tsv" for k in range(RATING_SHARDS)]
-    tmps = [p.with_name(p.name + ".part") for p in paths]
-    handles = [t.open("wb") for t in tmps]
+    with ExitStack() as files:
+        handles = [
+            files.enter_context(download_file.write_data(out / f"ratings-{k:05d}.tsv", zipped=zipped))
+            for k in range(RATING_SHARDS)
+        ]
+        return _write_rating_rows(
+            handles, rng, c, n_all, note_id, note_ms, post_id, n_ratings, note_intercept, note_factor,
+            cum_activity, rater_factor, rater_intercept, rater_id, note_chunk, say,
+        )  # fmt: skip
+
+
+def _write_rating_rows(
+    handles: list[IO[bytes]],
+    rng: np.random.Generator,
+    c: Counts,
+    n_all: int,
+    note_id: np.ndarray,
+    note_ms: np.ndarray,
+    post_id: np.ndarray,
+    n_ratings: np.ndarray,
+    note_intercept: np.ndarray,
+    note_factor: np.ndarray,
+    cum_activity: np.ndarray,
+    rater_factor: np.ndarray,
+    rater_intercept: np.ndarray,
+    rater_id: np.ndarray,
+    note_chunk: int,
+    say: Callable[[str], None],
+) -> dict[str, int]:
     header = ("\t".join(RATING_COLUMNS) + "\n").encode()
     for fh in handles:
         fh.write(header)
@@ -398,10 +431,6 @@ def _write_ratings(
             rate = total / max(time.perf_counter() - t0, 1e-9)
             eta = (c.ratings - total) / max(rate, 1.0)
             say(f"ratings: {total:,} written ({rate:,.0f}/s, about {max(eta, 0):,.0f} s left)")
-    for fh in handles:
-        fh.close()
-    for tmp, path in zip(tmps, paths, strict=True):
-        tmp.replace(path)
     return {"ratings": total, "unknown": unknown}
 
 
@@ -440,8 +469,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("outdir")
     parser.add_argument("--scale", type=float, default=0.05, help="1.0 = the full March 2026 download's shape")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--zip",
+        action="store_true",
+        help="write each file as X publishes it: ratings-00000.zip holding ratings-00000.tsv (no TSV on disk)",
+    )
     args = parser.parse_args(argv)
-    truth = generate(args.outdir, scale=args.scale, seed=args.seed, progress=print)
+    truth = generate(args.outdir, scale=args.scale, seed=args.seed, progress=print, zipped=args.zip)
     print(json.dumps(truth, indent=1))
     return 0
 

@@ -7,6 +7,7 @@ import csv
 import hashlib
 import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +98,26 @@ def test_generator_is_deterministic_from_its_seed(download: Path, tmp_path: Path
     synth.generate(tmp_path / "other", scale=SCALE, seed=4)
     assert _digest(tmp_path / "same") == _digest(download)
     assert _digest(tmp_path / "other") != _digest(download)
+
+
+def test_generator_zip_writes_xs_zips_holding_the_same_tsvs(download: Path, tmp_path: Path) -> None:
+    tiny = 0.0002
+    synth.main([str(tmp_path / "tsv"), "--scale", str(tiny), "--seed", "5"])
+    synth.main([str(tmp_path / "zip"), "--scale", str(tiny), "--seed", "5", "--zip"])
+    tsvs = sorted((tmp_path / "tsv").glob("*.tsv"))
+    zips = sorted((tmp_path / "zip").iterdir())
+    # Only zips (and the truth files) are left: no TSV or part file on disk.
+    assert [f.name for f in zips] == sorted(
+        [f"{f.stem}.zip" for f in tsvs] + ["synthetic-kind.npy", "synthetic-truth.json"]
+    )
+    for f in tsvs:
+        with zipfile.ZipFile(tmp_path / "zip" / f"{f.stem}.zip") as zf:
+            (info,) = zf.infolist()  # one member: the TSV of the zip's name, deflated
+            assert info.filename == f.name and info.compress_type == zipfile.ZIP_DEFLATED
+            assert zf.read(info) == f.read_bytes() and info.compress_size < info.file_size
+    assert np.array_equal(
+        np.load(tmp_path / "zip" / "synthetic-kind.npy"), np.load(tmp_path / "tsv" / "synthetic-kind.npy")
+    )
 
 
 # ---------------------------------------------------------------- scoring from the columnar form
