@@ -4,8 +4,9 @@
 
 Steps, each resumable (its outputs are written to temporary names and renamed, then a step
 record; a rerun skips a step whose record names the same inputs):
-1. convert: the TSVs to Parquet in FOLDER/columnar (crowdnotes_site.lib.scoring.columnar; only
-   the files whose size or mtime changed);
+1. convert: the TSVs (each a .tsv, or X's .zip of it, read from the zip) to Parquet in
+   FOLDER/columnar (crowdnotes_site.lib.scoring.columnar; only the files whose size or mtime
+   changed);
 2. score: the core scorer (the same statuses as score_communitynotes) -> scored_notes.tsv,
    helpfulness_scores.tsv;
 3. delays: the CrowdNotes+ delay table (post -> first note, note -> first verdict, note -> first
@@ -337,7 +338,10 @@ def run(folder: str | Path, *, out: str | Path | None = None, only: tuple[str, .
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", help="the download folder (notes-*.tsv, ratings-*.tsv, noteStatusHistory-*.tsv, ...)")
+    parser.add_argument(
+        "folder",
+        help="the download folder (notes-*, ratings-*, noteStatusHistory-*, ...: each a .tsv or X's .zip of it)",
+    )
     parser.add_argument("--out", help="outputs (default FOLDER/research)")
     parser.add_argument("--only", nargs="+", choices=STEPS, default=list(STEPS), help="run only these steps")
     args = parser.parse_args(argv)

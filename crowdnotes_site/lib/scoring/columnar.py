@@ -257,18 +257,19 @@ def _convert_status(source: Path, tmp: Path) -> tuple[int, cio.ReadReport]:
 def _convert_plain(source: Path, tmp: Path) -> tuple[int, cio.ReadReport]:
     """Enrollment and note requests: every column as text, streamed by pyarrow's CSV reader."""
     rows = 0
-    reader = pacsv.open_csv(
-        source,
-        parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
-        convert_options=pacsv.ConvertOptions(
-            column_types={name: pa.string() for name in _header(source)}, strings_can_be_null=False
-        ),
-        read_options=pacsv.ReadOptions(block_size=16 << 20),
-    )
-    with pq.ParquetWriter(tmp, reader.schema, compression="zstd") as writer:
-        for batch in reader:
-            writer.write_batch(batch)
-            rows += batch.num_rows
+    with download_file.open_data(source) as fh:
+        reader = pacsv.open_csv(
+            fh,
+            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={name: pa.string() for name in _header(source)}, strings_can_be_null=False
+            ),
+            read_options=pacsv.ReadOptions(block_size=16 << 20),
+        )
+        with pq.ParquetWriter(tmp, reader.schema, compression="zstd") as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+                rows += batch.num_rows
     return rows, cio.ReadReport(read=rows)
 
 
@@ -281,7 +282,7 @@ class _Progress:
     ) -> None:
         self.say, self.source, self.t0, self.t_start, self.done, self.total = say, source, t0, t_start, done, total
         self.last = t0
-        with source.open("rb") as fh:
+        with download_file.open_data(source) as fh:
             sample = fh.read(1 << 16).split(b"\n")[1:-1]
         self.row_bytes = sum(len(r) + 1 for r in sample) / max(len(sample), 1)
 
@@ -299,7 +300,8 @@ class _Progress:
 
 
 def convert(folder: str | Path, say: Callable[[str], None] | None = None) -> list[Converted]:
-    """Convert every TSV of the download folder whose columnar form is missing or stale."""
+    """Convert every file of the download folder (a TSV or X's zip of it) whose columnar form is
+    missing or stale (the file's size or mtime changed: the zip's, for a zip)."""
     src = Path(folder)
     out = src / "columnar"
     out.mkdir(exist_ok=True)
@@ -308,13 +310,13 @@ def convert(folder: str | Path, say: Callable[[str], None] | None = None) -> lis
     order = [(k, f) for k in ("notes", "status", "ratings", "enrollment", "requests") for f in files[k]]
     # Every file is checked before any is converted: a bad shard fails the run at once.
     unknown = {f: check_file(f, k) for k, f in order}
-    total_bytes = sum(f.stat().st_size for _k, f in order)
+    total_bytes = sum(download_file.data_size(f) for _k, f in order)  # a zip's: its TSV's
     done_bytes = 0
     t_start = time.perf_counter()
     results: list[Converted] = []
     for kind, source in order:
         target = out / (source.stem + ".parquet")
-        size = source.stat().st_size
+        size = download_file.data_size(source)
         earlier = _current(source, target)
         if earlier is not None:
             say(f"convert {source.name}: unchanged since its conversion ({earlier.rows:,} rows), kept")

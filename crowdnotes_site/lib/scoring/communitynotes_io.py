@@ -23,6 +23,7 @@ from typing import IO, TypeVar
 import numpy as np
 
 from crowdnotes_site.lib import status as names
+from crowdnotes_site.lib.scoring import download_file
 from crowdnotes_site.lib.scoring.scoring import NOT_HELPFUL_TAGS as NOT_HELPFUL_TAG_COLUMNS
 
 csv.field_size_limit(sys.maxsize)
@@ -130,8 +131,9 @@ def tsv_files(path: str | Path) -> list[Path]:
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, str] | None]]:
-    """(line number, {header: value}) per data row; None when the field count is wrong."""
-    with path.open(newline="", encoding="utf-8") as fh:
+    """(line number, {header: value}) per data row; None when the field count is wrong. `path`:
+    a TSV or X's zip of it (download_file)."""
+    with download_file.open_data(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None:
@@ -425,7 +427,7 @@ def iter_rating_columns(path: str | Path, report: ReadReport, chunk_rows: int = 
     chunk into compact arrays and memory stays flat in the file size."""
     cols = RatingColumns()
     for file in tsv_files(path):
-        with file.open(encoding="utf-8", newline="") as fh:
+        with download_file.open_data(file) as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as fh:
             lay = _read_header(fh)
             if lay is None:
                 continue
@@ -682,14 +684,14 @@ def iter_rating_arrays(
     createdAtMillis, is read line by line from there on instead (the exact same rules)."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for file in tsv_files(path):
-            with file.open("rb") as raw:
+            with download_file.open_data(file) as raw:
                 header_line = raw.readline()
                 if b"\r" in header_line.rstrip(b"\r\n"):  # a lone CR ends the header line
-                    raw.seek(0)
-                    text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-                    lay = _read_header(text)
-                    if lay is not None:
-                        yield from _blocks_line_by_line(text, lay, str(file), 2, report)
+                    with download_file.reopened_at(file, raw, 0) as again:
+                        text = io.TextIOWrapper(again, encoding="utf-8", newline="")
+                        lay = _read_header(text)
+                        if lay is not None:
+                            yield from _blocks_line_by_line(text, lay, str(file), 2, report)
                     continue
                 header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
                 if header == [""]:
@@ -725,10 +727,10 @@ def iter_rating_arrays(
                 while pending:
                     yield from _finished(pending, report)
                 if not vectorised:
-                    raw.seek(offset)
-                    yield from _blocks_line_by_line(
-                        io.TextIOWrapper(raw, encoding="utf-8", newline=""), lay, str(file), line_no, report
-                    )
+                    with download_file.reopened_at(file, raw, offset) as rest:
+                        yield from _blocks_line_by_line(
+                            io.TextIOWrapper(rest, encoding="utf-8", newline=""), lay, str(file), line_no, report
+                        )
 
 
 def _finished(pending: deque[tuple[Future[RatingArrays], ReadReport]], report: ReadReport) -> Iterator[RatingArrays]:

@@ -137,6 +137,19 @@ def skip_to(fh: BinaryIO, at: int, offset: int) -> None:
         left -= got
 
 
+@contextmanager
+def reopened_at(path: Path, fh: BinaryIO, offset: int) -> Iterator[BinaryIO]:
+    """`fh` (the data of `path`) moved to byte `offset`, backwards too: a seek, or for a zip's
+    member (which cannot go back) the data opened again and read up to there."""
+    if fh.seekable():
+        fh.seek(offset)
+        yield fh
+        return
+    with open_data(path) as again:
+        skip_to(again, 0, offset)
+        yield again
+
+
 def read_tail(fh: BinaryIO, size: int, n_bytes: int = 1 << 16) -> bytes:
     """The last `n_bytes` of the data: a seek to them, or for a zip's member, reading it all
     (which checks its CRC at the end)."""

@@ -11,6 +11,8 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from crowdnotes_site.lib.scoring import columnar, scoring_tsv
@@ -263,6 +265,85 @@ def test_killed_conversion_leaves_nothing_half_written_and_resumes(
     assert (
         resumed["score"]["ratings_read"] == json.loads((folder / "synthetic-truth.json").read_text())["ratings_written"]
     )
+
+
+# ---------------------------------------------------------------- X's zips
+
+
+def _zip_copy(download: Path, to: Path, edit: dict[str, bytes] | None = None) -> Path:
+    """The download as X publishes it (each TSV in a zip of its name, under a folder path), with
+    `edit`'s TSVs replaced."""
+    to.mkdir(parents=True)
+    for f in download.glob("*.tsv"):
+        with zipfile.ZipFile(to / f"{f.stem}.zip", "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+            zf.writestr(f"2025/06/16/{f.stem}/{f.name}", (edit or {}).get(f.name) or f.read_bytes())
+    return to
+
+
+def _parquet(folder: Path) -> dict[str, pa.Table]:
+    return {p.name: pq.read_table(p) for p in sorted((folder / "columnar").glob("*.parquet"))}
+
+
+def test_a_zipped_folder_converts_to_the_parquet_of_its_tsvs_and_reruns_only_a_changed_zip(
+    researched: tuple[Path, dict], download: Path, tmp_path: Path
+) -> None:
+    tsv_folder, tsv_results = researched
+    folder = _zip_copy(download, tmp_path / "zipped")
+    results = research.run(folder, say=lambda _m: None)
+    assert results["convert"]["files_converted"] == 12
+    by_tsv, by_zip = _parquet(tsv_folder), _parquet(folder)
+    assert list(by_zip) == list(by_tsv) and len(by_zip) == 12
+    for name, table in by_tsv.items():
+        assert by_zip[name].equals(table), name
+    for name in ("scored_notes.tsv", "helpfulness_scores.tsv", "delays.json", "spikes.json"):
+        assert (folder / "research" / name).read_bytes() == (tsv_folder / "research" / name).read_bytes(), name
+    assert results["score"]["dropped"] == tsv_results["score"]["dropped"]
+    # A rerun reads only what changed: nothing, then the one zip fetched again with a new row.
+    again = research.run(folder, say=lambda _m: None)
+    assert again["convert"]["files_converted"] == 0 and again["convert"]["files_kept"] == 12
+    data = (download / "ratings-00003.tsv").read_bytes()
+    row = data.split(b"\n")[1] + b"\n"
+    with zipfile.ZipFile(folder / "ratings-00003.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("ratings-00003.tsv", data + row)  # the same rating twice: the later one is kept
+    third = research.run(folder, say=lambda _m: None)
+    assert third["convert"]["files_converted"] == 1 and third["convert"]["files_kept"] == 11
+    assert third["score"]["dropped"]["duplicate rating"] == 1
+
+
+def test_a_zip_read_line_by_line_from_mid_file_gives_the_parquet_of_its_tsv(download: Path, tmp_path: Path) -> None:
+    """A block the numpy parse cannot take (here a non-ASCII byte, past the first block) sends
+    the rest of the file line by line from that block's start: a zip's member is opened again
+    and read up to it (it cannot seek back)."""
+    data = (download / "ratings-00006.tsv").read_bytes()
+    assert len(data) > (8 << 20) + 1000  # the edit below falls in the second block of 8 MB
+    cut = data.rindex(b"\n", 0, len(data) - 1000) + 1
+    edited = data[:cut] + data[cut:].replace(b"\t", "\u00e9\t".encode(), 1)  # a non-ASCII rater id
+    tsvs = _copy(download, tmp_path / "tsv")
+    (tsvs / "ratings-00006.tsv").write_bytes(edited)
+    zips = _zip_copy(download, tmp_path / "zip", {"ratings-00006.tsv": edited})
+    by_tsv = research.run(tsvs, say=lambda _m: None, only=("convert",))
+    by_zip = research.run(zips, say=lambda _m: None, only=("convert",))
+    assert by_tsv["convert"]["skipped_rows"] == {"ratings-00006.tsv: bad noteId": 1}
+    assert by_zip["convert"]["skipped_rows"] == {"ratings-00006.zip: bad noteId": 1}  # the file as found
+    tables = _parquet(zips)["ratings-00006.parquet"], _parquet(tsvs)["ratings-00006.parquet"]
+    assert tables[0].equals(tables[1]) and tables[0].num_rows == data.count(b"\n") - 2  # header, the bad row
+
+
+def test_bad_zips_are_refused_by_the_convert_naming_the_zip(download: Path, tmp_path: Path) -> None:
+    data = (download / "ratings-00005.tsv").read_bytes()
+    folder = _zip_copy(download, tmp_path / "cut", {"ratings-00005.tsv": data[: len(data) - 40]})
+    lines = data.count(b"\n")
+    with pytest.raises(columnar.DownloadError, match=rf"ratings-00005\.zip:{lines}: the file ends inside a row"):
+        research.run(folder, say=lambda _m: None)
+    assert not list((folder / "columnar").glob("*.parquet"))  # checked before anything converts
+    shard = folder / "ratings-00002.zip"
+    good = shard.read_bytes()
+    shard.write_bytes(good[: len(good) - 100])
+    with pytest.raises(columnar.DownloadError, match=r"ratings-00002\.zip: not a readable zip"):
+        research.run(folder, say=lambda _m: None)
+    (folder / "ratings-00002.tsv").write_bytes(data)
+    with pytest.raises(columnar.DownloadError, match=r"ratings-00002\.tsv and ratings-00002\.zip are the same file"):
+        research.run(folder, say=lambda _m: None)
 
 
 # ---------------------------------------------------------------- bad input
