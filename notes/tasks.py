@@ -35,11 +35,12 @@ def topic_classify_post(post_id: int) -> str | None:
 
 # Routed to the "cpu" queue by CELERY_TASK_ROUTES ("notes.tasks.score_*"). Safe to run twice:
 # the service takes an advisory lock and recomputes everything from the ratings. Only a lost
-# database connection is retried (with backoff, 3 times).
+# database connection is retried (with backoff, 3 times). Time limits: SCORING_SOFT_TIME_LIMIT_S
+# (the whole download's rescoring takes ~20 min), read when the worker imports the tasks.
 @shared_task(
     name="notes.tasks.score_notes",
-    soft_time_limit=600,
-    time_limit=660,
+    soft_time_limit=settings.SCORING_SOFT_TIME_LIMIT_S,
+    time_limit=settings.SCORING_SOFT_TIME_LIMIT_S + 60,
     autoretry_for=(OperationalError,),
     retry_backoff=10,
     max_retries=3,

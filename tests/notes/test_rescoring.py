@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -288,3 +291,15 @@ def test_a_rescoring_that_rewrites_most_notes_refreshes_the_planners_statistics(
     summary = services.notes_rescore()
     assert summary["notes_updated"] >= Note.objects.count() // 10 and summary["not_helpful"] > 0
     assert (NoteStatus.NOT_HELPFUL in _planner_statuses()) is refreshed
+
+
+def test_the_rescoring_tasks_time_limits_come_from_the_setting() -> None:
+    # The whole download rescores in ~20 min, past the 10 min the task was limited to: a deployment
+    # sizes the limit with SCORING_SOFT_TIME_LIMIT_S (read when the worker imports its tasks).
+    assert score_notes.soft_time_limit == settings.SCORING_SOFT_TIME_LIMIT_S >= 1200
+    env = {**os.environ, "SCORING_SOFT_TIME_LIMIT_S": "4321", "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    code = "import django; django.setup(); from notes.tasks import score_notes as t; print(t.soft_time_limit, t.time_limit)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=settings.BASE_DIR
+    )
+    assert out.stdout.split() == ["4321", "4381"]
