@@ -26,14 +26,17 @@ Steps:
    think time of 0.5-1.5x --think between requests; --think 0: a closed loop).
 3. Idle: --idle-rounds rounds over the pages (home, a note's page, the rating queue, the delays
    analytics page), --requests per client and page each round.
-4. During rescoring: --rescorer worker (default) starts a real `celery worker -Q cpu --pool=solo`
+4. During rescoring: --rescorer worker (default) starts a real `celery worker -Q cpu
+   --concurrency 1` (--pool prefork, as docs/operations/production.md runs it: the task's time
+   limits apply; --pool solo: in the worker's own process, without time limits, as scripts/demo.sh)
    before the idle rounds, then asks for a rescoring as the admin's "Rescore now" does
    (notes_rescore_request: outbox, broker, `notes.tasks.score_notes`); --rescorer process runs
    notes_rescore() in a fresh process instead (bench_import_folder --child-rescore: no Celery,
    no task time limit). The same rounds run while it is under way; a page's batch that was still
    running when the rescoring ended is left out. --rescores runs, one after the other.
    Rescoring wall: the run's started_at to finished_at (worker) or the call (process); peak RSS
-   of the process that rescored (the solo worker runs the task in its own process), by wait4.
+   of the process that rescored: VmHWM of the worker and its pool process once a run has ended,
+   and wait4's at the end.
 Prints two tables (pages; rescoring runs) with the load average before, during and after.
 """
 
@@ -134,11 +137,25 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
 
+def _tree_peak_mib(pid: int) -> float:
+    """The largest peak RSS (VmHWM) of a live process and its descendants (a prefork worker's pool
+    process does the task), MiB."""
+    peak = 0.0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) / 1024
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return peak
+    return max([peak, *(_tree_peak_mib(int(c)) for c in children)])
+
+
 class Rescorer:
     """One rescoring at a time, on a Celery worker (`worker`) or in a fresh process (`process`)."""
 
-    def __init__(self, kind: str, env: dict[str, str], db: str, work: Path) -> None:
-        self.kind, self.env, self.db, self.work = kind, env, db, work
+    def __init__(self, kind: str, pool: str, env: dict[str, str], db: str, work: Path) -> None:
+        self.kind, self.pool, self.env, self.db, self.work = kind, pool, env, db, work
         self.worker: subprocess.Popen[bytes] | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.run_id: int | None = None
@@ -152,7 +169,7 @@ class Rescorer:
         log_path = self.work / "worker.log"
         log = log_path.open("w")
         self.worker = subprocess.Popen(
-            [PY, "-m", "celery", "-A", "crowdnotes_site", "worker", "--pool=solo", "--concurrency=1", "-Q", "cpu",
+            [PY, "-m", "celery", "-A", "crowdnotes_site", "worker", f"--pool={self.pool}", "--concurrency=1", "-Q", "cpu",
              "-n", f"bench-rescore-{os.getpid()}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -200,6 +217,8 @@ class Rescorer:
         if row["state"] not in FINISHED:
             return True
         self.ended = True
+        if self.worker is not None:
+            self.peak_mib = max(self.peak_mib, _tree_peak_mib(self.worker.pid))
         wall = (row["finished_at"] - row["started_at"]).total_seconds() if row["finished_at"] else float("nan")
         summary = row["summary"] or {}
         self.runs.append({"state": row["state"], "wall": wall, "ratings": summary.get("ratings", 0),
@@ -282,6 +301,7 @@ def main() -> None:
     parser.add_argument("--keep-db", action="store_true", help="with --scale: keep the database at the end")
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/4"))
     parser.add_argument("--rescorer", choices=["worker", "process"], default="worker")
+    parser.add_argument("--pool", choices=["prefork", "solo"], default="prefork", help="the worker's pool")
     parser.add_argument("--rescores", type=int, default=3, help="rescorings, one after the other")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=1, help="per client, page and round")
@@ -301,7 +321,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     made, source = _prepare(args, work)
     env = load_bench._env(f"{PG}/{args.db}", args.redis_url, str(work / "static"))
-    rescorer = Rescorer(args.rescorer, env, args.db, work)
+    rescorer = Rescorer(args.rescorer, args.pool, env, args.db, work)
     server = None
     try:
         load_bench._manage(env, "collectstatic", "--noinput", "-v0")
@@ -346,7 +366,7 @@ def _print(
     loads: list[str],
 ) -> None:
     how = (
-        "a Celery worker (-Q cpu --pool=solo), asked as the admin's Rescore now"
+        f"a Celery worker (-Q cpu --pool={args.pool} --concurrency 1), asked as the admin's Rescore now"
         if args.rescorer == "worker"
         else "notes_rescore() in a fresh process"
     )
