@@ -259,7 +259,10 @@ def run_page(
                 time.sleep(think_s * pause.uniform(0.5, 1.5))
             method, path, headers, body, ok = request_for(name, setup, info, index, r, token)
             started = time.perf_counter()
-            status = _request(port, method, path, cookies, headers, body)
+            try:
+                status = _request(port, method, path, cookies, headers, body)
+            except (OSError, http.client.HTTPException):
+                status = 0  # no answer (a gunicorn worker killed by its timeout, a reset): an error, timed
             elapsed = (time.perf_counter() - started) * 1000
             with lock:
                 latencies.append(elapsed)
