@@ -7,10 +7,12 @@ unless --keep-db):
     flock /tmp/heavy.lock .venv/bin/python bench/bench_rescore_latency.py --scale 0.005 \\
         --db cn_NAME_rescore --redis-url redis://127.0.0.1:6379/N
 
-An existing database that already holds imported ratings (the full shape), used as it is:
+An existing database that already holds imported ratings (the full shape), used as it is; one
+rescoring is ~10 min there, and notes.tasks.score_notes's soft time limit (600 s) applies on the
+default prefork pool (--pool solo or --rescorer process: none):
 
     flock /tmp/heavy.lock .venv/bin/python bench/bench_rescore_latency.py --db cn_big \\
-        --redis-url redis://127.0.0.1:6379/N
+        --redis-url redis://127.0.0.1:6379/N --rescores 1 --idle-rounds 3
 
 Steps:
 1. The database. `--scale S`: the synthetic download (bench_import_folder.generate, into --data or
