@@ -31,6 +31,8 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchdb import recreate_database
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdnotes_site.settings")
@@ -48,15 +50,6 @@ if not DATA.is_dir():
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _wipe_postgres(url: str) -> None:
-    import psycopg
-
-    base, name = url.rsplit("/", 1)
-    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def labelled_posts(limit: int) -> list[tuple[str, str]]:
@@ -285,7 +278,7 @@ def main() -> None:
     parser.add_argument("--skip", nargs="*", default=[], choices=["ingest", "e2e", "recall", "index", "tantivy"])
     args = parser.parse_args()
     if "postgres" in os.environ.get("DATABASE_URL", ""):
-        _wipe_postgres(os.environ["DATABASE_URL"])
+        recreate_database(os.environ["DATABASE_URL"])
     else:
         var = Path(os.environ.get("CROWDNOTES_VAR_DIR") or ROOT / "var" / "automation-bench")
         (var / "crowdnotes.sqlite3").unlink(missing_ok=True)

@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchdb import recreate_database
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdnotes_site.settings")
@@ -65,15 +67,6 @@ KEY_TERM_MARGINS = [0.05, 0.08, 0.10, 0.15]
 PDF_CASE_FILE = "pdf/who.int__9789241549929-eng_IPC-core-components.pdf"
 B_CASE_FILE = "health/mayoclinic.org__symptoms-causes-syc-20371444.html"
 SLICE_SECONDS = 10.0  # the time-bounded variant of the concurrency part
-
-
-def _wipe_postgres(url: str) -> None:
-    import psycopg
-
-    base, name = url.rsplit("/", 1)
-    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _norm(text: str) -> str:
@@ -472,7 +465,7 @@ def main() -> None:
     parts = args.parts.split(",")
     url = os.environ.get("DATABASE_URL", "")
     if "index" in parts and url.startswith("postgres"):
-        _wipe_postgres(url)
+        recreate_database(url)
         Path(args.cache).unlink(missing_ok=True)
     import django
 

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchdb import recreate_database
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdnotes_site.settings")
@@ -69,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     if "postgres" not in os.environ.get("DATABASE_URL", "") or not os.environ.get("REDIS_URL"):
         sys.exit("set DATABASE_URL (PostgreSQL, a database the bench may wipe) and REDIS_URL (a Redis db it may flush)")
-    _create_database(os.environ["DATABASE_URL"])
+    recreate_database(os.environ["DATABASE_URL"])
 
     import django
 
@@ -78,15 +80,6 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     _measure(args)
-
-
-def _create_database(url: str) -> None:
-    import psycopg
-
-    base, name = url.rsplit("/", 1)
-    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _measure(args: argparse.Namespace) -> None:

@@ -164,6 +164,16 @@ def _checksum(db: str) -> dict[str, object]:
     return out
 
 
+def generate(folder: Path, scale: float) -> float:
+    """The synthetic download at `scale` (seed 0) into `folder` unless it is there; seconds taken."""
+    if (folder / "notes-00000.tsv").exists():
+        return 0.0
+    t0 = time.perf_counter()
+    subprocess.run([PY, "-m", "crowdnotes_site.lib.scoring.download_synth", str(folder), "--scale", str(scale),
+                    "--seed", "0"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    return time.perf_counter() - t0
+
+
 def _fresh(db: str) -> None:
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {db}")
@@ -294,12 +304,7 @@ def main() -> None:
         raise SystemExit("--folder or --data (with --scale)")
     work = args.work or (args.data.parent if args.data else Path(tempfile.gettempdir()))
     load = [" ".join(f"{x:.2f}" for x in os.getloadavg())]
-    gen_s = 0.0
-    if args.folder is None and not (folder / "notes-00000.tsv").exists():
-        t0 = time.perf_counter()
-        subprocess.run([PY, "-m", "crowdnotes_site.lib.scoring.download_synth", str(folder), "--scale",
-                        str(args.scale), "--seed", "0"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
-        gen_s = time.perf_counter() - t0
+    gen_s = generate(folder, args.scale) if args.folder is None else 0.0
     tsv_gb = sum(f.stat().st_size for f in folder.glob("*.tsv")) / 2**30
     log = work / f"{args.db}-import.log"
     log.unlink(missing_ok=True)

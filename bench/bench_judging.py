@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchdb import recreate_database
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdnotes_site.settings")
@@ -33,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     if "postgres" not in os.environ.get("DATABASE_URL", "") or not os.environ.get("REDIS_URL"):
         sys.exit("set DATABASE_URL (PostgreSQL, a database the bench may wipe) and REDIS_URL")
-    _create_database(os.environ["DATABASE_URL"])
+    recreate_database(os.environ["DATABASE_URL"])
 
     import django
 
@@ -60,15 +62,6 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, n, wall, llm_ms, overhead_ms in rows:
         print(f"| {name} | {n} | {wall:.1f} | {n / wall * 60:.0f} | {llm_ms:.1f} | {overhead_ms:.1f} |")
-
-
-def _create_database(url: str) -> None:
-    import psycopg
-
-    base, name = url.rsplit("/", 1)
-    with psycopg.connect(base + "/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _make_notes(n: int) -> list[int]:

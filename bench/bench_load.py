@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,14 +108,26 @@ def child_count_ratings() -> None:
     print(Rating.objects.count())
 
 
+def signed_in_session(user: Any) -> str:
+    """A stored session signed in as `user` (call after django.setup()): its key, for the cookie."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    return str(session.session_key)
+
+
 def child_setup(n_clients: int) -> None:
     """One user per client in every role, signed in (a session), with a draft holding 5 sources."""
     import django
 
     django.setup()
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+    from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
-    from django.contrib.sessions.backends.db import SessionStore
 
     # Project modules load Django models: imported once django.setup() has run.
     from evidence.models import EvidenceSource, Passage, Snippet
@@ -162,12 +175,7 @@ def child_setup(n_clients: int) -> None:
                     post=post, draft_job=job, url=url, position=j, state=Snippet.State.READY,
                     source=source, passage=passage, similarity=0.5,
                 )  # fmt: skip
-        session = SessionStore()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-        clients.append({"session": session.session_key, "job": job.pk, "post": post.pk})
+        clients.append({"session": signed_in_session(user), "job": job.pk, "post": post.pk})
     to_rate = list(
         Note.objects.filter(status=NoteStatus.NEEDS_MORE_RATINGS, is_demo=True).values_list("pk", flat=True)[:50]
     )
@@ -194,7 +202,50 @@ def _request(port: int, method: str, path: str, cookies: str, headers: dict[str,
         conn.close()
 
 
-def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int, think_s: float = 0.0) -> dict[str, Any]:
+Request = tuple[str, str, dict[str, str], str, tuple[int, ...]]  # method, path, headers, body, good statuses
+
+
+def page_request(name: str, setup: dict[str, Any], info: dict[str, Any], index: int, r: int, token: str) -> Request:
+    """The `r`-th request of client `index` (its `info`: session, draft, post) for the page `name`."""
+    method, path, headers, body, ok = "GET", "/", {}, "", (200,)
+    if name == "post page":
+        path = f"/posts/{info['post']}/"
+    elif name == "rating queue":
+        path = "/rate/"
+    elif name == "posting a rating":
+        notes = setup["notes"]
+        method, path, ok = "POST", f"/rate/{notes[(index * 7 + r) % len(notes)]}/", (302,)
+        headers = {"X-CSRFToken": token}
+        body = "level=" + ("HELPFUL" if r % 2 else "NOT_HELPFUL")
+    elif name == "draft page poll":
+        path, headers = f"/drafts/{info['job']}/?was=collecting", {"HX-Request": "true"}
+    elif name == "audit list":
+        path = "/judging/audit/"
+    elif name == BASELINE:
+        path, ok = "/favicon.ico", (301,)
+    return method, path, headers, body, ok
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    """p50, p95 and max of latencies (ms); p95 as the value below which 95% of them fall."""
+    ordered = sorted(latencies)
+    return {
+        "p50": statistics.median(ordered),
+        "p95": ordered[max(int(len(ordered) * 0.95) - 1, 0)],
+        "max": ordered[-1],
+    }
+
+
+def run_page(
+    port: int,
+    setup: dict[str, Any],
+    name: str,
+    n_requests: int,
+    think_s: float = 0.0,
+    request_for: Callable[[str, dict[str, Any], dict[str, Any], int, int, str], Request] = page_request,
+) -> dict[str, Any]:
+    """Every client of `setup` sends `n_requests` requests for the page `name` (what `request_for`
+    makes of it), in its own thread; their latencies (ms), errors and throughput."""
     latencies: list[float] = []
     errors: list[int] = []
     lock = threading.Lock()
@@ -206,24 +257,12 @@ def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int, think
         for r in range(n_requests):
             if think_s:  # a person reading: uniform 0.5-1.5x the think time, not synchronised across clients
                 time.sleep(think_s * pause.uniform(0.5, 1.5))
-            method, path, headers, body, ok = "GET", "/", {}, "", (200,)
-            if name == "post page":
-                path = f"/posts/{info['post']}/"
-            elif name == "rating queue":
-                path = "/rate/"
-            elif name == "posting a rating":
-                notes = setup["notes"]
-                method, path, ok = "POST", f"/rate/{notes[(index * 7 + r) % len(notes)]}/", (302,)
-                headers = {"X-CSRFToken": token}
-                body = "level=" + ("HELPFUL" if r % 2 else "NOT_HELPFUL")
-            elif name == "draft page poll":
-                path, headers = f"/drafts/{info['job']}/?was=collecting", {"HX-Request": "true"}
-            elif name == "audit list":
-                path = "/judging/audit/"
-            elif name == BASELINE:
-                path, ok = "/favicon.ico", (301,)
+            method, path, headers, body, ok = request_for(name, setup, info, index, r, token)
             started = time.perf_counter()
-            status = _request(port, method, path, cookies, headers, body)
+            try:
+                status = _request(port, method, path, cookies, headers, body)
+            except (OSError, http.client.HTTPException):
+                status = 0  # no answer (a gunicorn worker killed by its timeout, a reset): an error, timed
             elapsed = (time.perf_counter() - started) * 1000
             with lock:
                 latencies.append(elapsed)
@@ -237,17 +276,37 @@ def run_page(port: int, setup: dict[str, Any], name: str, n_requests: int, think
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - started
-    ordered = sorted(latencies)
     return {
         "page": name,
-        "requests": len(ordered),
+        "requests": len(latencies),
         "errors": len(errors),
         "error_statuses": sorted(set(errors)),
-        "p50": statistics.median(ordered),
-        "p95": ordered[max(int(len(ordered) * 0.95) - 1, 0)],
-        "max": ordered[-1],
-        "rps": len(ordered) / wall,
+        **percentiles(latencies),
+        "rps": len(latencies) / wall,
+        "latencies": latencies,
     }
+
+
+def start_gunicorn(env: dict[str, str], workers: int, log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """gunicorn (sync workers) serving the app on a free loopback port, once /healthz answers."""
+    port = _free_port()
+    log = log_path.open("w")
+    server = subprocess.Popen(
+        [PY, "-m", "gunicorn", "crowdnotes_site.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if _request(port, "GET", "/healthz", "", {}) == 200:
+                return server, port
+        except OSError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.terminate()
+            server.wait(timeout=30)
+            raise SystemExit(f"gunicorn did not start; see {log_path}")
+        time.sleep(0.5)
 
 
 # The machine's share: the cheapest answer of the same server in the same run (a redirect through
@@ -314,23 +373,8 @@ def main() -> None:
         .splitlines()[-1]
         .split()
     )  # fmt: skip (the last line: startup may log before it)
-    port = _free_port()
-    log = (workdir / "gunicorn.log").open("w")
-    server = subprocess.Popen(
-        [PY, "-m", "gunicorn", "crowdnotes_site.wsgi", "-w", str(args.workers), "-b", f"127.0.0.1:{port}"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    server, port = start_gunicorn(env, args.workers, workdir / "gunicorn.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _request(port, "GET", "/healthz", "", {}) == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit(f"gunicorn did not start; see {workdir / 'gunicorn.log'}")
-            time.sleep(0.5)
         for name in args.pages:  # warm every worker's connections and templates
             run_page(port, {**setup, "clients": setup["clients"][:4]}, name, 2)
         load_before = os.getloadavg()

@@ -24,13 +24,14 @@ from notes.models import DraftJob, Note, NoteVersion, RevisionRun, ScoringRun, S
 from notes.supernotes import services as supernotes
 from tests.notes.factories import make_job, make_post, make_ready_snippet
 from xnotes import services as xnotes
-from xnotes.models import XFetchRun, XProposal
+from xnotes.models import XFetchRun, XProposal, XTaskRun
 
 pytestmark = pytest.mark.django_db
 
 PASSAGE = "Controlled trials found that vitamin C supplements do not prevent the flu in the general population."
 STATEFUL: list[type[models.Model]] = [
     DraftJob, JudgeRun, PreflightCheck, SupernoteRun, RevisionRun, AutomationRun, ScoringRun, XProposal, XFetchRun,
+    XTaskRun,
 ]  # fmt: skip
 
 

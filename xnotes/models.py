@@ -137,9 +137,10 @@ class XWrittenNote(models.Model):
         return f"X note {self.x_note_id}"
 
 
-class XFetchRun(Stateful, models.Model):
-    """One pull of posts_eligible_for_notes (beat, the admin button or the command), resumable
-    across rate-limit waits: the next page token is kept."""
+class XRun(Stateful, models.Model):
+    """What the runs against X's API share (a pull of eligible posts, a hydrate, a sync): one
+    active at a time, waiting out X's rate limit and resuming, failed by the sweeper when their
+    worker is lost (services.fetch_runs_expire / task_runs_expire)."""
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -150,16 +151,33 @@ class XFetchRun(Stateful, models.Model):
 
     ACTIVE = (State.QUEUED, State.RUNNING, State.WAITING)
     # Waiting for a rate-limit reset, it resumes; running → running is a task delivered again.
-    TRANSITIONS: ClassVar[Transitions] = Transitions("pull from X", {
+    MOVES: ClassVar[dict[str, set[str]]] = {
         State.QUEUED: {State.RUNNING, State.FAILED},
         State.RUNNING: {State.RUNNING, State.WAITING, State.DONE, State.FAILED},
         State.WAITING: {State.RUNNING, State.FAILED},
         State.DONE: set(),
         State.FAILED: set(),
-    })  # fmt: skip
+    }
 
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    wait_until = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at", "-id"]
+
+
+class XFetchRun(XRun):
+    """One pull of posts_eligible_for_notes (beat, the admin button or the command), resumable
+    across rate-limit waits: the next page token is kept."""
+
+    TRANSITIONS: ClassVar[Transitions] = Transitions("pull from X", XRun.MOVES)
+
     test_mode = models.BooleanField(default=True)
     max_results = models.PositiveSmallIntegerField(default=100)
     page_limit = models.PositiveIntegerField(default=10)
@@ -171,14 +189,6 @@ class XFetchRun(Stateful, models.Model):
     new = models.PositiveIntegerField(default=0)
     updated = models.PositiveIntegerField(default=0)
     rate_limited_waits = models.PositiveIntegerField(default=0)
-    wait_until = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"X fetch {self.pk} ({self.state})"
@@ -190,7 +200,7 @@ class XFetchRun(Stateful, models.Model):
         }  # fmt: skip
 
 
-class XTaskRun(models.Model):
+class XTaskRun(XRun):
     """One run of "fill imported posts' text" (hydrate) or "follow notes back" (sync): the admin's
     button, beat or a rate-limit retry of either. Its counts are the progress the writer page shows."""
 
@@ -198,29 +208,12 @@ class XTaskRun(models.Model):
         HYDRATE = "hydrate", "Fill imported posts' text"
         SYNC = "sync", "Follow notes back"
 
-    class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        WAITING = "waiting", "Waiting for X's rate limit to reset"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-
-    ACTIVE = (State.QUEUED, State.RUNNING, State.WAITING)
+    TRANSITIONS: ClassVar[Transitions] = Transitions("hydrate or sync run", XRun.MOVES)
 
     kind = models.CharField(max_length=10, choices=Kind.choices, db_index=True)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     # What the run has done so far: HydrateStats / SyncStats as a dict (requests, looked_up, hydrated, …).
     counts = models.JSONField(default=dict, blank=True)
     total = models.PositiveIntegerField(null=True, blank=True)  # hydrate: the posts it set out to look up
-    wait_until = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"X {self.kind} {self.pk} ({self.state})"

@@ -28,7 +28,7 @@ from notes.services import post_create, post_text_supply
 from xnotes import rules
 from xnotes.budget import RateLimited
 from xnotes.client import LOOKUP_BATCH, XApiError, XBadAnswer, XClient, XTransientError
-from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XTaskRun, XWrittenNote
+from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XRun, XTaskRun, XWrittenNote
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -66,17 +66,20 @@ def fetch_run_create(*, user: User | None = None, max_results: int | None = None
     )
 
 
-def fetch_runs_expire(*, now: dt.datetime | None = None) -> int:
-    """Fail the runs whose worker was lost, so the next beat run or button press can start."""
+def _lost_runs_fail(model: type[XFetchRun] | type[XTaskRun], *, error: str, now: dt.datetime | None) -> int:
+    """Fail the runs of `model` whose worker was lost: queued or running without an update, or
+    waiting past their reset, for FETCH_RUN_STALE_S."""
     now = now or timezone.now()
     stale = now - dt.timedelta(seconds=FETCH_RUN_STALE_S)
-    lost = Q(state__in=[XFetchRun.State.QUEUED, XFetchRun.State.RUNNING], updated_at__lt=stale) | Q(
-        state=XFetchRun.State.WAITING, wait_until__lt=stale
+    lost = Q(state__in=[XRun.State.QUEUED, XRun.State.RUNNING], updated_at__lt=stale) | Q(
+        state=XRun.State.WAITING, wait_until__lt=stale
     )
-    return transition_rows(
-        XFetchRun.objects.filter(lost),
-        XFetchRun.State.FAILED, error="The worker was lost; the next fetch starts again.", finished_at=now,
-    )  # fmt: skip
+    return transition_rows(model.objects.filter(lost), XRun.State.FAILED, error=error, finished_at=now)
+
+
+def fetch_runs_expire(*, now: dt.datetime | None = None) -> int:
+    """Fail the runs whose worker was lost, so the next beat run or button press can start."""
+    return _lost_runs_fail(XFetchRun, error="The worker was lost; the next fetch starts again.", now=now)
 
 
 @transaction.atomic
@@ -707,14 +710,7 @@ TASK_OF_KIND = {
 
 def task_runs_expire(*, now: dt.datetime | None = None) -> int:
     """Fail the runs whose worker was lost (as fetch_runs_expire), so the next one can start."""
-    now = now or timezone.now()
-    stale = now - dt.timedelta(seconds=FETCH_RUN_STALE_S)
-    lost = Q(state__in=[XTaskRun.State.QUEUED, XTaskRun.State.RUNNING], updated_at__lt=stale) | Q(
-        state=XTaskRun.State.WAITING, wait_until__lt=stale
-    )
-    return XTaskRun.objects.filter(lost).update(
-        state=XTaskRun.State.FAILED, error="The worker was lost; the next run starts again.", finished_at=now
-    )
+    return _lost_runs_fail(XTaskRun, error="The worker was lost; the next run starts again.", now=now)
 
 
 @transaction.atomic
@@ -743,7 +739,8 @@ def task_run_begin(*, kind: str, run_id: int | None) -> XTaskRun | None:
         if queued is None or queued.state not in XTaskRun.ACTIVE:
             return None
         run = queued
-    run.state, run.wait_until = XTaskRun.State.RUNNING, None
+    run.transition(XTaskRun.State.RUNNING)
+    run.wait_until = None
     run.save(update_fields=["state", "wait_until", "updated_at"])
     return run
 
@@ -758,7 +755,7 @@ def task_run_progress(run: XTaskRun, *, counts: dict[str, Any], total: int | Non
 def task_run_end(run: XTaskRun, *, state: str, counts: dict[str, Any] | None = None, error: str = "",
                  wait_until: float | None = None) -> None:  # fmt: skip
     """DONE or FAILED (finished), or WAITING until X's reset (`wait_until`, epoch seconds)."""
-    run.state = state
+    run.transition(state)
     if counts is not None:
         run.counts = counts
     run.error = error[:2000]

@@ -10,8 +10,8 @@ import pytest
 from notes.models import SupernoteComparison
 from notes.roles import ADMIN, RATER
 from notes.supernotes import comparison
-from tests.browser.test_supernote_flow import _login
 from tests.notes.supernotes.test_comparison import HUMAN_TEXT, SUPER_TEXT, _pair
+from tests.support.browser import sign_in
 from tests.support.screenshots import docs_image_path
 
 
@@ -19,7 +19,7 @@ from tests.support.screenshots import docs_image_path
 def test_rater_compares_two_notes_and_admin_sees_the_win_rate(page: Any, live_server: Any, make_user: Any) -> None:
     _pair(make_user)
     rater = make_user("comparing-rater", RATER)
-    _login(page, live_server, rater)
+    sign_in(page, live_server, rater)
     page.goto(f"{live_server.url}/rate/")
     page.locator("#compare").get_by_role("button", name="Compare two notes").click()
     page.get_by_role("heading", name="Note A").wait_for()
@@ -40,7 +40,7 @@ def test_rater_compares_two_notes_and_admin_sees_the_win_rate(page: Any, live_se
     item.refresh_from_db()
     assert item.supernote_preferred is True and item.supernote_scores["clear"] == 5
 
-    _login(page, live_server, make_user("results-admin", ADMIN, staff=True))
+    sign_in(page, live_server, make_user("results-admin", ADMIN, staff=True))
     page.goto(f"{live_server.url}/supernotes/stuck/")
     page.get_by_role("link", name="Blind comparison by raters").click()
     page.get_by_text("Supernote preferred in 1 of 1 comparisons: 100.0%").wait_for()

@@ -6,25 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings as django_settings
-from django.test import Client
 
 from notes.models import Note, Rating, SupernoteRun
 from notes.roles import ADMIN, RATER
 from notes.supernotes import phm, services
 from tests.notes.supernotes.test_runs import NOTE_TEXTS, _stuck_post
+from tests.support.browser import sign_in
 from tests.support.screenshots import docs_image_path
-
-
-def _login(page: Any, live_server: Any, user: Any) -> None:
-    client = Client()
-    client.force_login(user)
-    page.context.clear_cookies()
-    page.context.add_cookies(
-        [{"name": django_settings.SESSION_COOKIE_NAME,
-          "value": client.cookies[django_settings.SESSION_COOKIE_NAME].value,
-          "url": live_server.url}]
-    )  # fmt: skip
 
 
 @pytest.mark.browser
@@ -54,7 +42,7 @@ def test_stuck_post_to_rated_supernote(
 
     llm_server.respond_with(answer)
     # Supernote runs are admins' by default (issue 27: ~300 LLM calls a click).
-    _login(page, live_server, make_user("stuckwatch", ADMIN, staff=True))
+    sign_in(page, live_server, make_user("stuckwatch", ADMIN, staff=True))
     page.goto(f"{live_server.url}/supernotes/stuck/")
     page.get_by_text("39 ratings").first.wait_for()
     page.screenshot(path=str(docs_image_path("supernotes-stuck-posts.png")), full_page=True)
@@ -74,7 +62,7 @@ def test_stuck_post_to_rated_supernote(
     page.get_by_text("simulated jury intercept").wait_for()
     page.screenshot(path=str(docs_image_path("supernotes-post.png")), full_page=True)
     rater = make_user("juror", RATER)
-    _login(page, live_server, rater)
+    sign_in(page, live_server, rater)
     page.goto(f"{live_server.url}/rate/{note.pk}/")
     page.get_by_label("Helpful", exact=True).check()
     # htmx re-renders the form for the level picked; clicking Save during that swap can be lost.

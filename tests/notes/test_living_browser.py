@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings as django_settings
 from django.core.management import call_command
-from django.test import Client
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -39,6 +37,7 @@ from notes.supernotes import services as supernote_services
 from tests.conftest import wait_for
 from tests.notes.factories import make_job, make_ready_snippet
 from tests.notes.supernotes.test_runs import _stuck_post
+from tests.support.browser import sign_in
 from tests.support.screenshots import artifact_path, docs_image_path
 
 PAGES = [
@@ -57,17 +56,6 @@ REVISED = (
     "CDC: studies found no link between vaccines and SIDS; infants get shots at the age SIDS peaks, and "
     "placing babies on their backs to sleep lowers the risk."
 )
-
-
-def _login(page: Any, live_server: Any, user: Any) -> None:
-    client = Client()
-    client.force_login(user)
-    page.context.clear_cookies()
-    page.context.add_cookies(
-        [{"name": django_settings.SESSION_COOKIE_NAME,
-          "value": client.cookies[django_settings.SESSION_COOKIE_NAME].value,
-          "url": live_server.url}]
-    )  # fmt: skip
 
 
 def _answer(verdict: str) -> Any:
@@ -125,7 +113,7 @@ def test_request_then_rate_with_a_suggestion_and_see_it(
     rater = make_user("reader", RATER)
     post = post_create(text="Cold water cures fevers.", flagged_by=author)
     note = Note.objects.create(post=post, author=participant_for_user(user=author), text="It does not; see WHO.")
-    _login(page, live_server, rater)
+    sign_in(page, live_server, rater)
 
     page.goto(f"{live_server.url}/posts/{post.pk}/")
     page.get_by_label("Why does this post need a note? (optional)").fill("My family shares it")
@@ -186,12 +174,12 @@ def test_from_a_request_to_a_published_revision_and_a_rating_of_the_new_version(
     raters = [make_user(f"rater{k}", RATER) for k in (1, 2, 3)]
 
     # 1. Two requests: one on the post page, one by the post's link on X; the second crosses the threshold.
-    _login(page, live_server, asker)
+    sign_in(page, live_server, asker)
     page.goto(f"{base}/posts/{post.pk}/")
     page.get_by_label("Why does this post need a note? (optional)").fill("Parents in my group believe it")
     page.get_by_role("button", name="Request a note").click()
     page.get_by_text("Your request is counted: 1 request(s)").wait_for()
-    _login(page, live_server, writer)
+    sign_in(page, live_server, writer)
     page.goto(f"{base}/requested/")
     page.get_by_label("Link or ID of the post on X").fill("not a link")
     page.get_by_role("button", name="Request a note").click()
@@ -223,7 +211,7 @@ def test_from_a_request_to_a_published_revision_and_a_rating_of_the_new_version(
     assert note.text == DRAFT and note.author is not None and note.author.user == writer
 
     # 3. Two raters rate with suggestions; one adds a source and confirms its passage. A third rates only.
-    _login(page, live_server, raters[0])
+    sign_in(page, live_server, raters[0])
     _rate(page, base, note, level="Somewhat helpful", suggestion=WITH_SOURCE, source=safe_sleep)
     page.goto(f"{base}/me/suggestions/")
     confirm = page.get_by_role("button", name="This passage supports my suggestion")
@@ -235,9 +223,9 @@ def test_from_a_request_to_a_published_revision_and_a_rating_of_the_new_version(
     page.screenshot(path=str(docs_image_path("living-suggestion-source.png")), full_page=True)
     confirm.click()
     page.locator("li.success", has_text="Passage confirmed.").wait_for()
-    _login(page, live_server, raters[1])
+    sign_in(page, live_server, raters[1])
     _rate(page, base, note, level="Helpful", suggestion=WORDING)
-    _login(page, live_server, raters[2])
+    sign_in(page, live_server, raters[2])
     _rate(page, base, note, level="Helpful")
 
     # 4. The revision: the judges pass it and the jury's margin is beaten, so it is published.
@@ -251,18 +239,18 @@ def test_from_a_request_to_a_published_revision_and_a_rating_of_the_new_version(
     assert Suggestion.objects.get(text=WORDING).state == Suggestion.State.NOT_USED
 
     # 5. Each suggester sees what became of theirs.
-    _login(page, live_server, raters[0])
+    sign_in(page, live_server, raters[0])
     page.goto(f"{base}/me/suggestions/")
     page.get_by_text("Used in a published version").wait_for()
     assert "Published as version 2" in page.inner_text("main")
     page.screenshot(path=str(docs_image_path("living-my-suggestions.png")), full_page=True)
-    _login(page, live_server, raters[1])
+    sign_in(page, live_server, raters[1])
     page.goto(f"{base}/me/suggestions/")
     page.get_by_text("Not used", exact=True).wait_for()
     assert "the revision did not take up its words" in page.inner_text("main")
 
     # 6. The third rater is invited to rate the new version, and rates it.
-    _login(page, live_server, raters[2])
+    sign_in(page, live_server, raters[2])
     page.goto(f"{base}/rate/")
     page.get_by_text("Notes you rated have a new version").wait_for()
     page.get_by_role("link", name="Rate version 2").click()
@@ -278,7 +266,7 @@ def test_from_a_request_to_a_published_revision_and_a_rating_of_the_new_version(
     assert "1 rating of this version" in page.inner_text("main")
     assert page.locator(".diff ins").count() >= 1
     page.screenshot(path=str(docs_image_path("living-versions.png")), full_page=True)
-    _login(page, live_server, make_user("auditor", ADMIN, staff=True))
+    sign_in(page, live_server, make_user("auditor", ADMIN, staff=True))
     page.goto(f"{base}/revisions/")
     page.get_by_text("Published as version 2").wait_for()
     page.screenshot(path=str(artifact_path("living-revision-published.png")), full_page=True)
@@ -306,9 +294,9 @@ def test_a_revision_the_judges_reject_is_not_published_and_the_reason_is_shown(
     living.current_version(note)
     raters = [make_user(f"rater{k}", RATER) for k in (1, 2)]
     base = live_server.url
-    _login(page, live_server, raters[0])
+    sign_in(page, live_server, raters[0])
     _rate(page, base, note, level="Somewhat helpful", suggestion=WITH_SOURCE)
-    _login(page, live_server, raters[1])
+    sign_in(page, live_server, raters[1])
     _rate(page, base, note, level="Helpful", suggestion=WORDING)
 
     run = _revise()
@@ -317,12 +305,12 @@ def test_a_revision_the_judges_reject_is_not_published_and_the_reason_is_shown(
     assert note.text == DRAFT and NoteVersion.objects.filter(note=note).count() == 1
     assert Rating.objects.filter(note=note).count() == 2  # the ratings of the current version stay
 
-    _login(page, live_server, raters[0])
+    sign_in(page, live_server, raters[0])
     page.goto(f"{base}/me/suggestions/")
     page.get_by_text("Used in a revision that was rejected").wait_for()
     assert "the judges did not pass it" in page.inner_text(".suggestion .outcome")
     page.screenshot(path=str(docs_image_path("living-rejected-suggestion.png")), full_page=True)
-    _login(page, live_server, make_user("auditor", ADMIN, staff=True))
+    sign_in(page, live_server, make_user("auditor", ADMIN, staff=True))
     page.goto(f"{base}/revisions/?note={note.pk}")
     page.get_by_text("Rejected: the judges did not pass it").wait_for()
     assert REVISED in page.inner_text(".revision-run")  # the candidate is kept, with the judges' verdicts

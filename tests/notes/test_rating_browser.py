@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.test import Client
 
 from notes.models import Note, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_create
+from tests.support.browser import sign_in
 
 
 @pytest.mark.browser
@@ -19,10 +18,7 @@ def test_it_rates_in_place_with_htmx(live_server: Any, page: Any, make_user: Any
     rater = make_user("reader", RATER)
     post = post_create(text="Cold water cures fevers.", flagged_by=author)
     note = Note.objects.create(post=post, author=participant_for_user(user=author), text="It does not; see WHO.")
-    client = Client()
-    client.force_login(rater)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
-    page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])
+    sign_in(page, live_server, rater)
 
     page.goto(f"{live_server.url}/rate/{note.pk}/")
     page.get_by_label("Not helpful", exact=True).check()

@@ -471,6 +471,8 @@ class RatingArrays:
 
 
 _LEVEL_BYTES = tuple((np.frombuffer(k.encode(), np.uint8), v) for k, v in LEVEL_VALUES.items())
+# The golden-ratio multiplier of _distinct_keys' row hash: a grouping key whose collisions are
+# checked, so any fast hash serves (not the stable sample hash mix64 of download_training).
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
 
