@@ -8,8 +8,9 @@ unless --keep-db):
         --db cn_NAME_rescore --redis-url redis://127.0.0.1:6379/N
 
 An existing database that already holds imported ratings (the full shape), used as it is; one
-rescoring is ~10 min there, and notes.tasks.score_notes's soft time limit (600 s) applies on the
-default prefork pool (--pool solo or --rescorer process: none):
+rescoring is ~10-20 min there, and notes.tasks.score_notes's soft time limit
+(SCORING_SOFT_TIME_LIMIT_S, 50 min) applies on the default prefork pool (--pool solo or
+--rescorer process: none):
 
     flock /tmp/heavy.lock .venv/bin/python bench/bench_rescore_latency.py --db cn_big \\
         --redis-url redis://127.0.0.1:6379/N --rescores 1 --idle-rounds 3
