@@ -340,7 +340,7 @@ def _ensure_user(username: str, roles: list[str]) -> Participant:
 
 
 @transaction.atomic
-def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int = 7) -> dict[str, int]:
+def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int = 5) -> dict[str, int]:
     """Load (or refresh) the demo. Idempotent: running it twice creates nothing twice."""
     for username, roles in DEMO_USERS.items():
         _ensure_user(username, roles)
