@@ -27,7 +27,7 @@ from judging import services as judging
 from judging.benchmark import queued
 from judging.models import JudgeDecision, JudgeRun
 from notes.demo import CAMP_RATERS, DEMO_PASSWORD, DEMO_USERS
-from notes.models import Note, Post, ScoringRun, SupernoteRun
+from notes.models import Note, NoteVersion, Post, RevisionRun, ScoringRun, SupernoteRun
 from notes.supernotes import services as supernotes
 from notes.supernotes.candidates import normalized_text
 from tests.support.screenshots import docs_image_path
@@ -263,6 +263,14 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
                 pass
         relevance = JudgeDecision.objects.get(note=run.proposed_note, stage="relevance")
         assert relevance.inputs["snippets"] and relevance.verdict == "yes", relevance.reasoning
+    # The warm-up's living note (demo_living, once the jury model is stored): revised offline from a
+    # suggester's confirmed passage of a real page, published as version 2 by the judges and the jury.
+    living = io.StringIO()
+    call_command("demo_living", stdout=living)
+    assert "Published as version 2" in living.getvalue(), living.getvalue()
+    for judge_run in JudgeRun.objects.filter(state=JudgeRun.State.QUEUED):  # version 2's own run, as the worker does it
+        while judging.judge_run_step(run_id=judge_run.pk):
+            pass
     # A scheduled rescoring recorded more than an interval ago (beat is not running): the Scoring
     # page must say it is overdue, not show its "next run" in the past.
     interval = settings.CELERY_BEAT_SCHEDULE["score-notes"]["schedule"]
@@ -314,6 +322,19 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
     passage = " ".join(decision.inputs["snippets"][0]["text"].split())
     assert decision.note.text[:60] in main and passage[:200] in main, main[:2000]
     _shot(page, "judging-audit-decision.png")
+    revision = RevisionRun.objects.get()
+    page.goto(f"{base}/notes/{revision.note_id}/versions/")
+    _check_page(page, f"/notes/{revision.note_id}/versions/")
+    versions = " ".join(page.locator("main").inner_text().split())
+    for shown in (
+        "Used in a published version",
+        "Not used",
+        "Waiting for a revision",
+        "Current version (2)",
+    ):
+        assert shown in versions, versions[:3000]
+    assert NoteVersion.objects.filter(note_id=revision.note_id).count() == 2
+    _shot(page, "living-note-versions.png")
     page.goto(f"{base}/judging/benchmark/")
     bench = page.locator("main").inner_text()
     assert "OFFLINE: offline baselines" in bench and "Demo data: 6 of 6 rows" in bench and "done" in bench
