@@ -30,7 +30,7 @@ from notes.demo import CAMP_RATERS, DEMO_PASSWORD, DEMO_USERS
 from notes.models import Note, NoteVersion, Post, RevisionRun, ScoringRun, SupernoteRun
 from notes.supernotes import services as supernotes
 from notes.supernotes.candidates import normalized_text
-from tests.support.screenshots import docs_image_path
+from tests.support.screenshots import artifact_path, docs_image_path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_DATASET = ROOT / "bench" / "benchmark_demo.jsonl"
@@ -321,7 +321,7 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
     main = " ".join(page.locator("main").inner_text().split())
     passage = " ".join(decision.inputs["snippets"][0]["text"].split())
     assert decision.note.text[:60] in main and passage[:200] in main, main[:2000]
-    _shot(page, "judging-audit-decision.png")
+    page.screenshot(path=str(artifact_path("demo-walk/judging-audit-decision.png")), full_page=True)
     revision = RevisionRun.objects.get()
     page.goto(f"{base}/notes/{revision.note_id}/versions/")
     _check_page(page, f"/notes/{revision.note_id}/versions/")
@@ -334,7 +334,7 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
     ):
         assert shown in versions, versions[:3000]
     assert NoteVersion.objects.filter(note_id=revision.note_id).count() == 2
-    _shot(page, "living-note-versions.png")
+    page.screenshot(path=str(artifact_path("demo-walk/living-note-versions.png")), full_page=True)
     page.goto(f"{base}/judging/benchmark/")
     bench = page.locator("main").inner_text()
     assert "OFFLINE: offline baselines" in bench and "Demo data: 6 of 6 rows" in bench and "done" in bench
