@@ -67,6 +67,8 @@ def _producer_of(note: Note) -> str:
         return "supernote"
     if note.author is not None and note.author.user is not None:
         return f"user:{note.author.user.get_username()}"
+    if note.is_demo:  # written for the demo (or loaded from a CSV of public notes), by a simulated author
+        return "demo"
     return "imported" if note.external_id else "author"
 
 

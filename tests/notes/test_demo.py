@@ -157,6 +157,19 @@ def test_the_demo_has_a_stuck_post_and_queues_one_supernote_run_for_it_once(
     again = StringIO()
     call_command("demo_supernote", stdout=again)
     assert SupernoteRun.objects.count() == 1 and "had a Supernote run already" in again.getvalue()
+    # A Supernote proposed on the post carries its source notes' confirmed passages of the pages it cites
+    # (each once), so its judges read the pages' text like any note's.
+    from evidence import snippets as evidence_snippets
+    from evidence.models import Snippet
+    from notes.supernotes.services import _carry_evidence
+
+    links = sorted({u for n in eligible for u in n.evidence_urls})
+    proposed = Note.objects.create(post=post, text="merged", origin=Note.Origin.SUPERNOTE, evidence_urls=links)
+    sources = {(s.url, s.passage_id) for s in Snippet.objects.filter(note__in=eligible)}
+    assert _carry_evidence(proposed, links) == len(sources) >= 1
+    carried = list(Snippet.objects.filter(note=proposed))
+    assert {(s.url, s.passage_id) for s in carried} == sources
+    assert all(evidence_snippets.snippet_is_confirmed(s) for s in carried)
 
 
 def test_every_demo_note_cites_local_copies_and_is_judged_on_their_real_text(shared_data: Path, settings: Any) -> None:
@@ -179,10 +192,12 @@ def test_every_demo_note_cites_local_copies_and_is_judged_on_their_real_text(sha
         for url in note.evidence_urls:
             assert local_copies.copy_of(url), f"{note.external_id} cites {url}, which has no local copy"
         snippets = list(Snippet.objects.filter(note=note).select_related("passage", "source"))
-        assert [s.url for s in snippets] == [u for u, _ in quotes[note.external_id]]
-        for snip, (_, quote) in zip(snippets, quotes[note.external_id], strict=True):
+        cited = quotes[str(note.external_id)]
+        assert [s.url for s in snippets] == [u for u, _ in cited]
+        for snip, (_, quote) in zip(snippets, cited, strict=True):
             # The quote is the page's own text (extracted from its local copy), in the confirmed passage.
-            assert snip.confirmation == Snippet.Confirmation.CONFIRMED and snip.passage is not None
+            assert snip.confirmation == Snippet.Confirmation.CONFIRMED
+            assert snip.passage is not None and snip.source is not None
             assert quote in snip.passage.text and snip.passage.text in snip.source.cleaned_text
             assert snip.sentence == quote
     for run in JudgeRun.objects.filter(note__is_demo=True):
@@ -235,6 +250,7 @@ def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note_wit
     assert f"Revision run {run.pk} of note {run.note_id}: {run.reasons}" in again.getvalue()
     note = run.note
     assert list(NoteVersion.objects.filter(note=note).order_by("number").values_list("number", flat=True)) == [1, 2]
+    assert NoteVersion.objects.get(note=note, number=1).producer == "demo"  # written for the demo, not imported
     # The published text adds the sentence of the real page the suggester confirmed.
     added = "Some evidence shows that IF may not be as beneficial for females."
     assert note.text.endswith(added) and any(added in s.passage.text for s in note.snippets.all() if s.passage)
