@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import random
 import re
 from dataclasses import dataclass
@@ -17,9 +18,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
+from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.lib.text_rules import find_urls, strip_urls
 from crowdnotes_site.lib.xids import snowflake_time
+from evidence.index.services import local_copy_index
+from evidence.models import EvidenceSource, Passage, Snippet
 from judging.services import NotJudgeable, judge_run_request
 from notes.analytics.topics import posts_classify_topics
 from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel, SupernoteRun
@@ -84,6 +89,9 @@ class DemoNote:
     classification: str
     created: datetime
     posted: datetime | None  # the post's time, from its tweet id (None when the row has none)
+    # (real URL, verbatim quote) of each page the note cites, read from its local copy (the corpus demo).
+    sources: tuple[tuple[str, str], ...] = ()
+    weak: str = ""  # why a deliberately weak demo note is weak ("" for the others)
 
 
 # The scraped card's buttons and truncation marker, which are not part of the post.
@@ -118,6 +126,10 @@ def _tweet_time(row: dict[str, str]) -> datetime | None:
 
 
 def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
+    """The demo's notes: from the corpus demo file (.json, `read_corpus_demo`), or from a CSV of
+    scraped posts with their public notes."""
+    if path.suffix == ".json":
+        return read_corpus_demo(path)[:limit] if limit else read_corpus_demo(path)
     rows: list[DemoNote] = []
     with path.open(newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
@@ -145,6 +157,124 @@ def read_demo_notes(path: Path, limit: int) -> list[DemoNote]:
         posts_seen[demo.post_text] = posts_seen.get(demo.post_text, 0) + 1
         picked.append(demo)
     return picked
+
+
+# --- The corpus demo (notes/demo_corpus.json) ------------------------------------------------
+
+DEMO_CORPUS = Path(__file__).with_name("demo_corpus.json")
+
+
+def _corpus(path: Path) -> dict[str, object]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def _when(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def corpus_note_id(key: str, k: int) -> str:
+    """The external id of the k-th (from 1) note of the corpus demo's post `key`."""
+    return f"demo-corpus-{key}-{k}"
+
+
+def read_corpus_demo(path: Path) -> list[DemoNote]:
+    """The notes of the corpus demo file: posts written for the demo, each note written from the
+    local copies of the pages it cites, with the verbatim passage it rests on."""
+    notes: list[DemoNote] = []
+    for post in _corpus(path)["posts"]:  # type: ignore[attr-defined]
+        for k, note in enumerate(post["notes"], start=1):
+            urls = list(dict.fromkeys(src["url"] for src in note["sources"]))
+            notes.append(
+                DemoNote(
+                    post_text=post["text"],
+                    author_handle="",
+                    note_id=corpus_note_id(post["key"], k),
+                    note_text=" ".join([note["text"], *urls]),
+                    classification=note.get("classification") or Note.Classification.MISLEADING,
+                    created=_when(note["created"]),
+                    posted=_when(post["posted"]),
+                    sources=tuple((src["url"], src["quote"]) for src in note["sources"]),
+                    weak=note.get("weak", ""),
+                )
+            )
+    return notes
+
+
+def corpus_posts_without_notes(path: Path) -> list[tuple[str, datetime]]:
+    """(text, time) of the corpus demo's posts that have no note (the demo requests notes on them)."""
+    if path.suffix != ".json":
+        return []
+    return [(p["text"], _when(p["posted"])) for p in _corpus(path)["posts"] if not p["notes"]]  # type: ignore[attr-defined]
+
+
+def corpus_living(path: Path) -> tuple[str, tuple[str, str]] | None:
+    """(external id of the living note, (URL, quote) of the source its first suggester adds)."""
+    if path.suffix != ".json":
+        return None
+    living = _corpus(path).get("living")
+    if not isinstance(living, dict):
+        return None
+    return corpus_note_id(living["post"], 1), (living["source"]["url"], living["source"]["quote"])
+
+
+def demo_pages() -> tuple[Path, Path]:
+    """The corpus of real pages (folder, manifest) the demo's notes cite."""
+    from django.conf import settings
+
+    manifest = Path(settings.EVIDENCE_LOCAL_COPIES_MANIFEST or settings.SHARED_DATA_DIR / "webpages" / "manifest.tsv")
+    return manifest.parent, manifest
+
+
+class QuoteNotFound(ValueError):
+    """A demo source's quote is not in its page's text: the demo never shows invented text as a quote."""
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("\u2019", "'").replace("\u201c", '"').replace("\u201d", '"'))
+
+
+def quoted_passage(source: EvidenceSource, quote: str) -> tuple[Passage, int | None, int | None]:
+    """The source's passage that holds the quote (verbatim, up to spaces and curly quotes), with the
+    quote's span inside it when it lies within one passage. QuoteNotFound when the page's text does
+    not have it."""
+    wanted = _squash(quote)
+    passages = list(source.passages.order_by("chunk_index"))
+    for passage in passages:
+        text = passage.text
+        flat = _squash(text)
+        at = flat.find(wanted)
+        if at < 0:
+            continue
+        # The span in the passage's own text: _squash keeps positions when the text has no runs of spaces.
+        exact = text.find(quote)
+        if exact >= 0:
+            return passage, exact, exact + len(quote)
+        return passage, None, None
+    raise QuoteNotFound(f"{source.url}: the quote is not in the page's text: {quote[:80]!r}")
+
+
+def demo_attach_sources(*, note: Note, sources: tuple[tuple[str, str], ...]) -> int:
+    """Give a corpus demo note the snippets it rests on: each cited page indexed from its local copy,
+    the passage holding the quote, confirmed (as its writer did when writing from it). Once per note."""
+    if not sources or Snippet.objects.filter(note=note).exists():
+        return 0
+    from django.conf import settings
+
+    folder, manifest = demo_pages()
+    made = 0
+    for position, (url, quote) in enumerate(sources):
+        source = local_copy_index(url=url, folder=folder, manifest=manifest,
+                                  base_url=settings.EVIDENCE_LOCAL_COPIES_URL)  # fmt: skip
+        passage, start, end = quoted_passage(source, quote)
+        Snippet.objects.create(
+            post=note.post, note=note, url=url, position=position, state=Snippet.State.READY, source=source,
+            passage=passage, sentence_start=start, sentence_end=end, confirmation=Snippet.Confirmation.CONFIRMED,
+            confirmed_at=timezone.now(), confirmed_text_hash=sha256_hex(passage.text),
+        )  # fmt: skip
+        made += 1
+    return made
 
 
 def stuck_post_text(demos: list[DemoNote]) -> str | None:
@@ -210,7 +340,7 @@ def _ensure_user(username: str, roles: list[str]) -> Participant:
 
 
 @transaction.atomic
-def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int = 7) -> dict[str, int]:
+def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int = 5) -> dict[str, int]:
     """Load (or refresh) the demo. Idempotent: running it twice creates nothing twice."""
     for username, roles in DEMO_USERS.items():
         _ensure_user(username, roles)
@@ -224,7 +354,7 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
     for username, index in CAMP_RATERS.items():
         _attach_login(username, raters[index][0])
     camp_logins = {raters[index][0] for index in CAMP_RATERS.values() if index < len(raters)}
-    counts = {"posts": 0, "notes": 0, "ratings": 0}
+    counts = {"posts": 0, "notes": 0, "ratings": 0, "snippets": 0}
     posts: dict[str, Post] = {}
     loaded_at = datetime.now(tz=UTC)
     stuck_seen = 0
@@ -267,6 +397,7 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
             },
         )
         counts["notes"] += created
+        counts["snippets"] += demo_attach_sources(note=note, sources=demo.sources)
         if near:
             # Near the threshold: liked by both camps but rated by too few raters for a status yet,
             # so a handful of new Helpful ratings from both camps makes it Currently Rated Helpful.
@@ -305,6 +436,13 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
                 note=note, rater=rater, defaults={"level": level, "created_at": rated_at}
             )
             counts["ratings"] += created
+    for text, posted in corpus_posts_without_notes(source):  # posts the demo requests notes on
+        _, created = Post.objects.get_or_create(
+            text_hash=post_text_hash(text),
+            is_demo=True,
+            defaults={"text": text, "posted_at": posted, "created_at": posted},
+        )
+        counts["posts"] += created
     for note in Note.objects.filter(is_demo=True):
         note.num_ratings = note.ratings.count()
         note.save(update_fields=["num_ratings"])

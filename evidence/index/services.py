@@ -91,6 +91,30 @@ def documents_index_folder(
     return outcomes
 
 
+def local_copy_index(*, url: str, folder: Path, manifest: Path, base_url: str = "") -> EvidenceSource:
+    """Index the local copy of one real page (its `url` in the corpus's manifest) and return its
+    source: read from the folder, not fetched, stored under its real address like any indexed
+    document (the demo's notes cite such pages). ValueError when the manifest has no copy of it;
+    ExtractionError when its text cannot be extracted."""
+    rows = ingest.read_manifest(manifest)
+    relative = next((local for local, row in rows.items() if row.url == url), None)
+    if relative is None:
+        raise ValueError(f"{url}: no local copy in {manifest}")
+    doc = ingest.LocalDocument(folder / relative, relative, ingest.SUFFIX_TYPES[Path(relative).suffix.lower()],
+                               rows[relative])  # fmt: skip
+    store.ensure_schema()
+    body = doc.path.read_bytes()
+    fetched = FetchResult(
+        url=url, final_url=url, status=200, content_type=doc.content_type,
+        declared_content_type=doc.content_type, charset=None, body=body,
+    )  # fmt: skip
+    extracted = extract(body, doc.content_type, min_words=settings.EVIDENCE_MIN_WORDS)
+    copy_url = base_url.rstrip("/") + "/" + relative if base_url else ""
+    _store(url=url, fetched=fetched, extracted=extracted, matcher=services.get_matcher(), row=doc.row,
+           copy_url=copy_url, embed=False)  # fmt: skip
+    return EvidenceSource.objects.filter(url_hash=services.url_hash(url)).order_by("-fetched_at").get()
+
+
 def documents_index_urls(*, url_file: Path, embed: bool = False) -> Counter[str]:
     """Fetch each URL of a text file through the safe fetcher and index it (final URL kept)."""
     store.ensure_schema()

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count
 
 from evidence import snippets as evidence_snippets
-from evidence.models import Snippet
+from evidence.index.services import local_copy_index
+from evidence.models import EvidenceSource, Passage, Snippet
+from notes.demo import DEMO_CORPUS, corpus_living, demo_pages, quoted_passage
 from notes.living import services
 from notes.models import Note, Post, Rating, RevisionRun, Suggestion
 
@@ -42,15 +45,16 @@ def living_demo(*, request_posts: list[Post], note: Note | None) -> LivingDemo:
     if len(ratings) < 3:
         return LivingDemo(made, note, None, "the note has fewer than three raters with a login")
     services.current_version(note)
-    own = Snippet.objects.filter(note=note, passage__isnull=False).select_related("passage", "source").first()
+    passage = _suggested_passage(note)
     first = services.suggestion_add(rating=ratings[0], text="Add the finding from this source.",
-                                    source_url=own.url if own else "")  # fmt: skip
+                                    source_url=passage[0] if passage else "")  # fmt: skip
     suggester = ratings[0].rater.user
-    if own is not None and first.snippet is not None and suggester is not None:
-        # The page was fetched and matched before (it is the note's own source): the suggester's snippet
-        # takes that passage, as the pipeline would, and the suggester confirms it.
+    if passage is not None and first.snippet is not None and suggester is not None:
+        # The page is a local copy of a real page, indexed: the suggester's snippet takes the passage of
+        # it the suggestion rests on, as the pipeline's match would, and the suggester confirms it.
+        _, source, chosen, start, end = passage
         Snippet.objects.filter(pk=first.snippet.pk).update(
-            state=Snippet.State.READY, source=own.source, passage=own.passage
+            state=Snippet.State.READY, source=source, passage=chosen, sentence_start=start, sentence_end=end
         )
         first.snippet.refresh_from_db()
         evidence_snippets.snippet_review(snippet=first.snippet, user=suggester, confirmed=True)
@@ -69,6 +73,23 @@ def living_demo(*, request_posts: list[Post], note: Note | None) -> LivingDemo:
     return LivingDemo(made, note, run)
 
 
+def _suggested_passage(note: Note) -> tuple[str, EvidenceSource, Passage, int | None, int | None] | None:
+    """(URL, source, passage, highlighted sentence's start and end) the first suggester adds: the corpus
+    demo's living source (the passage of a local copy of a real page holding its quote, the quote
+    highlighted), else the note's own first confirmed snippet; None without either."""
+    living = corpus_living(DEMO_CORPUS)
+    if living is not None and note.external_id == living[0]:
+        url, quote = living[1]
+        folder, manifest = demo_pages()
+        source = local_copy_index(url=url, folder=folder, manifest=manifest,
+                                  base_url=settings.EVIDENCE_LOCAL_COPIES_URL)  # fmt: skip
+        return (url, source, *quoted_passage(source, quote))
+    own = Snippet.objects.filter(note=note, passage__isnull=False).select_related("passage", "source").first()
+    if own is None or own.source is None or own.passage is None:
+        return None
+    return own.url, own.source, own.passage, own.sentence_start, own.sentence_end
+
+
 def demo_living_choice() -> tuple[list[Post], Note | None]:
     """The demo's posts without notes (requests), and its note with the most ratings."""
     posts: list[Post] = list(
@@ -76,6 +97,10 @@ def demo_living_choice() -> tuple[list[Post], Note | None]:
     )
     if len(posts) < 3:
         posts = list(Post.objects.filter(is_demo=True).order_by("-pk")[:3])
+    living = corpus_living(DEMO_CORPUS)
+    chosen = Note.objects.filter(is_demo=True, external_id=living[0]).first() if living else None
+    if chosen is not None:
+        return posts, chosen
     note: Note | None = (
         Note.objects.filter(is_demo=True, post__text_available=True)
         .exclude(origin=Note.Origin.SUPERNOTE)

@@ -67,6 +67,8 @@ def _producer_of(note: Note) -> str:
         return "supernote"
     if note.author is not None and note.author.user is not None:
         return f"user:{note.author.user.get_username()}"
+    if note.is_demo:  # written for the demo (or loaded from a CSV of public notes), by a simulated author
+        return "demo"
     return "imported" if note.external_id else "author"
 
 
@@ -419,8 +421,10 @@ def _revise_claimed(run: RevisionRun) -> None:
     client = llm_client(owner=note.author.user_id if note.author else None)
     budget = draft_budget(urls)
     if client is None:
-        passages = [s.snippet.passage.text for s in suggestions if s.snippet is not None and s.snippet.passage
-                    and evidence_snippets.snippet_is_confirmed(s.snippet)]  # fmt: skip
+        # The sentence of the passage the suggester saw highlighted when confirming it (else the passage):
+        # a passage is a window of the page that may start mid-sentence.
+        passages = [s.snippet.sentence or s.snippet.passage.text for s in suggestions if s.snippet is not None
+                    and s.snippet.passage and evidence_snippets.snippet_is_confirmed(s.snippet)]  # fmt: skip
         offline = revision_step.revise_baseline(note=base.text, suggestion_passages=passages, budget=budget)
         run.producer = f"baseline:{revision_step.BASELINE}"
         RevisionRun.objects.filter(pk=run.pk).update(producer=run.producer)

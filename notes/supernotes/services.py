@@ -21,8 +21,10 @@ from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from crowdnotes_site.transitions import transition_rows
 from evidence import embedding
+from evidence import snippets as evidence_snippets
 from evidence.errors import FetchError
 from evidence.fetch import fetch
+from evidence.models import Snippet
 from evidence.services import fetch_policy
 from judging.selectors import unjudgeable_reason
 from judging.services import judge_run_request
@@ -426,12 +428,40 @@ def _propose(run: SupernoteRun, row: SupernoteCandidate, texts: dict[int, str]) 
         draft_text=row.text,
     )  # fmt: skip
     NoteStatusChange.objects.create(note=note, status=note.status)
+    _carry_evidence(note, links)
     # Linked before the judge run is queued: the run's starter is the judges' owner (their fair
     # turn and LLM budget; judging.services._judge_owner), as the note has no author.
     SupernoteRun.objects.filter(pk=run.pk).update(proposed_note=note)
     if unjudgeable_reason(note) is None:  # a post imported without text is never judged by its placeholder
         judge_run_request(note=note)
     return note
+
+
+def _carry_evidence(note: Note, links: list[str]) -> int:
+    """A Supernote cites its source notes' pages: the passages their writers confirmed of those pages
+    come with it (each once), so the judges read what the cited pages say, as for any note."""
+    seen: set[tuple[str, int]] = set()
+    made = 0
+    rows = (
+        Snippet.objects.filter(note__post=note.post, url__in=links, passage__isnull=False)
+        .exclude(note=note)
+        .select_related("passage")
+        .order_by("note_id", "position", "id")
+    )
+    for snip in rows:
+        if not evidence_snippets.snippet_is_confirmed(snip) or snip.passage_id is None:
+            continue
+        if (snip.url, snip.passage_id) in seen:
+            continue
+        seen.add((snip.url, snip.passage_id))
+        Snippet.objects.create(
+            post=note.post, note=note, url=snip.url, position=made, state=Snippet.State.READY, source=snip.source,
+            passage=snip.passage, similarity=snip.similarity, sentence_start=snip.sentence_start,
+            sentence_end=snip.sentence_end, confirmation=snip.confirmation, confirmed_by=snip.confirmed_by,
+            confirmed_at=snip.confirmed_at, confirmed_text_hash=snip.confirmed_text_hash,
+        )  # fmt: skip
+        made += 1
+    return made
 
 
 def _finish(run: SupernoteRun, outcome: str) -> None:

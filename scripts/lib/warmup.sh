@@ -23,7 +23,7 @@ if [ -f var/demo-phm-v2.done ]; then
 fi
 # The living note (load_demo leaves it for the jury model): suggestions on the demo note with most
 # ratings, one revision decided by the judges and the jury (LLM if configured, else offline), once.
-if [ -f var/demo-phm.done ]; then
+if [ -f var/demo-phm-v2.done ]; then
   $PY manage.py demo_living
 fi
 # The local evidence index behind "Find evidence for me": the real pages of the corpus, with their

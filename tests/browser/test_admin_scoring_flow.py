@@ -24,8 +24,6 @@ def test_it_rescores_from_the_scoring_page_and_a_demo_note_changes_status(
 ) -> None:
     call_command(
         "load_demo",
-        "--source",
-        str(cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"),
         "--no-public-sample",
         "--no-judging",  # the worker would judge the demo notes too; this test is about scoring
         stdout=StringIO(),

@@ -25,12 +25,12 @@ from django.utils import timezone
 
 from judging import services as judging
 from judging.benchmark import queued
-from judging.models import JudgeRun
+from judging.models import JudgeDecision, JudgeRun
 from notes.demo import CAMP_RATERS, DEMO_PASSWORD, DEMO_USERS
-from notes.models import Note, Post, ScoringRun, SupernoteRun
+from notes.models import Note, NoteVersion, Post, RevisionRun, ScoringRun, SupernoteRun
 from notes.supernotes import services as supernotes
 from notes.supernotes.candidates import normalized_text
-from tests.support.screenshots import docs_image_path
+from tests.support.screenshots import artifact_path, docs_image_path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_DATASET = ROOT / "bench" / "benchmark_demo.jsonl"
@@ -140,11 +140,11 @@ def _check_page(page: Any, path: str) -> None:
             assert shown and len(shown) == len(set(shown)), f"{path}: duplicate candidates in {selector}"
 
 
-def _demo_supernote_run(source: Path) -> SupernoteRun:
+def _demo_supernote_run() -> SupernoteRun:
     """The warm-up's two steps (train_phm, demo_supernote), then the queued run as the worker does it."""
     call_command("train_phm", "--embedder", "hashing-bow-256", stdout=io.StringIO())
     queued = io.StringIO()
-    call_command("demo_supernote", "--source", str(source), stdout=queued)
+    call_command("demo_supernote", stdout=queued)
     run = SupernoteRun.objects.get()
     assert run.state == SupernoteRun.State.QUEUED and "Queued Supernote run" in queued.getvalue()
     supernotes.supernote_run_execute(run_id=run.pk)
@@ -251,13 +251,26 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
     settings.LLM_BASE_URL = ""  # the demo without an LLM: offline baselines, labelled
     settings.DEMO_BENCHMARK_DATASET = str(_serve_corpus(shared_data, web_server, tmp_path / "webpages"))
     out = io.StringIO()
-    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
-    call_command("load_demo", "--source", str(source), stdout=out)
+    call_command("load_demo", stdout=out)
     assert "Judges queued on" in out.getvalue() and "Benchmark on benchmark_demo.jsonl queued" in out.getvalue()
     _demo_judging()
     _demo_benchmark(Path(settings.DEMO_BENCHMARK_DATASET))
     settings.PHM_DIR = tmp_path / "phm"
-    run = _demo_supernote_run(source)
+    run = _demo_supernote_run()
+    if run.proposed_note is not None:  # its judges, as the llm worker runs them: on its sources' passages
+        for judge_run in JudgeRun.objects.filter(note=run.proposed_note):
+            while judging.judge_run_step(run_id=judge_run.pk):
+                pass
+        relevance = JudgeDecision.objects.get(note=run.proposed_note, stage="relevance")
+        assert relevance.inputs["snippets"] and relevance.verdict == "yes", relevance.reasoning
+    # The warm-up's living note (demo_living, once the jury model is stored): revised offline from a
+    # suggester's confirmed passage of a real page, published as version 2 by the judges and the jury.
+    living = io.StringIO()
+    call_command("demo_living", stdout=living)
+    assert "Published as version 2" in living.getvalue(), living.getvalue()
+    for judge_run in JudgeRun.objects.filter(state=JudgeRun.State.QUEUED):  # version 2's own run, as the worker does it
+        while judging.judge_run_step(run_id=judge_run.pk):
+            pass
     # A scheduled rescoring recorded more than an interval ago (beat is not running): the Scoring
     # page must say it is overdue, not show its "next run" in the past.
     interval = settings.CELERY_BEAT_SCHEDULE["score-notes"]["schedule"]
@@ -294,9 +307,34 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
         _check_page(page, path)
         _shot(page, f"{path.strip('/').replace('/', '-')}.png")
     page.goto(f"{base}/judging/audit/")
-    excluded = page.locator("table.excluded").inner_text()
-    n_demo = Note.objects.filter(is_demo=True).count()
-    assert f"{n_demo}\t{n_demo}" in excluded and "judged without evidence snippets" in excluded, excluded
+    # The demo's notes are judged on passages of the pages they cite (local copies): counted in the
+    # funnel, every one relevant on real text, none left out as judged without snippets.
+    n_demo = Note.objects.filter(is_demo=True).exclude(origin=Note.Origin.SUPERNOTE).count()
+    n_judged = n_demo + (run.proposed_note is not None)
+    funnel = page.locator("table.funnel").inner_text()
+    assert f"{n_judged}\t100% ({n_judged})" in funnel, funnel
+    assert page.locator("table.excluded").count() == 0
+    # A relevance decision's page shows the note judged and the passage the judge read.
+    decision = JudgeDecision.objects.filter(stage="relevance", note__is_demo=True).select_related("note").first()
+    assert decision is not None
+    page.goto(f"{base}/judging/audit/{decision.pk}/")
+    main = " ".join(page.locator("main").inner_text().split())
+    passage = " ".join(decision.inputs["snippets"][0]["text"].split())
+    assert decision.note.text[:60] in main and passage[:200] in main, main[:2000]
+    page.screenshot(path=str(artifact_path("demo-walk/judging-audit-decision.png")), full_page=True)
+    revision = RevisionRun.objects.get()
+    page.goto(f"{base}/notes/{revision.note_id}/versions/")
+    _check_page(page, f"/notes/{revision.note_id}/versions/")
+    versions = " ".join(page.locator("main").inner_text().split())
+    for shown in (
+        "Used in a published version",
+        "Not used",
+        "Waiting for a revision",
+        "Current version (2)",
+    ):
+        assert shown in versions, versions[:3000]
+    assert NoteVersion.objects.filter(note_id=revision.note_id).count() == 2
+    page.screenshot(path=str(artifact_path("demo-walk/living-note-versions.png")), full_page=True)
     page.goto(f"{base}/judging/benchmark/")
     bench = page.locator("main").inner_text()
     assert "OFFLINE: offline baselines" in bench and "Demo data: 6 of 6 rows" in bench and "done" in bench

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -8,17 +9,18 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from notes.demo import DEMO_CORPUS
 from notes.models import Note, NoteStatus, Post, Rating
 
 pytestmark = pytest.mark.django_db
 
 
 def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any, cn_data: Path) -> None:
-    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
     out = StringIO()
-    call_command("load_demo", "--source", str(source), "--no-public-sample", stdout=out)
+    call_command("load_demo", "--no-public-sample", stdout=out)
     posts, notes, ratings = Post.objects.count(), Note.objects.count(), Rating.objects.count()
-    assert 10 <= posts <= 25  # health posts only (see notes.demo.is_health_post)
+    corpus = json.loads(DEMO_CORPUS.read_text(encoding="utf-8"))["posts"]
+    assert posts == len(corpus) and notes == sum(len(p["notes"]) for p in corpus)
     assert notes > posts
     assert ratings > 5 * notes
     assert not Post.objects.filter(is_demo=False).exists()
@@ -49,7 +51,7 @@ def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any, cn_data: Pat
     assert get_user_model().objects.get(username="demo-rater").has_perm("notes.add_rating")
     assert get_user_model().objects.get(username="demo-admin").has_perm("judging.view_judgedecision")
 
-    call_command("load_demo", "--source", str(source), "--no-public-sample", stdout=StringIO())
+    call_command("load_demo", "--no-public-sample", stdout=StringIO())
     assert (Post.objects.count(), Note.objects.count(), Rating.objects.count()) == (posts, notes, ratings)
     assert JudgeRun.objects.count() == notes  # judged once
     assert "demo content" in anon_client.get("/").content.decode()
@@ -58,8 +60,7 @@ def test_it_loads_a_scored_demo_once_and_marks_it(anon_client: Any, cn_data: Pat
 def test_demo_content_is_labelled_in_the_rating_queue_rate_page_and_my_notes(cn_data: Path, client: Any) -> None:
     from django.urls import reverse
 
-    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
-    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=StringIO())
+    call_command("load_demo", "--no-public-sample", "--no-judging", stdout=StringIO())
     from django.contrib.auth.models import User
 
     client.force_login(User.objects.get(username="demo-rater"))
@@ -82,9 +83,8 @@ def test_demo_times_are_consistent_so_every_delay_is_non_negative(cn_data: Path,
 
     from notes.models import NoteStatusChange
 
-    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
     out = StringIO()
-    call_command("load_demo", "--source", str(source), "--no-judging", stdout=out)
+    call_command("load_demo", "--no-judging", stdout=out)
     assert "demo status changes at their notes' last ratings" in out.getvalue()
     # The public samples are imported beside the demo as real data (not demo), with their history.
     from notes.models import ImportedNoteHistory
@@ -128,8 +128,8 @@ def test_the_demo_has_a_stuck_post_and_queues_one_supernote_run_for_it_once(
     from notes.models import SupernoteRun
     from notes.supernotes import selectors
 
-    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
-    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=StringIO())
+    source = DEMO_CORPUS
+    call_command("load_demo", "--no-public-sample", "--no-judging", stdout=StringIO())
     post = demo_stuck_post(source=source)
     assert post is not None and selectors.post_is_stuck(post=post)
     # Several misleading notes, each rated by every simulated rater of both camps, all still Needs More
@@ -148,59 +148,119 @@ def test_the_demo_has_a_stuck_post_and_queues_one_supernote_run_for_it_once(
 
     out = StringIO()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        call_command("demo_supernote", "--source", str(source), stdout=out)
+        call_command("demo_supernote", stdout=out)
     run = SupernoteRun.objects.get()
     assert run.post == post and run.state == SupernoteRun.State.QUEUED and run.requested_by is None
     assert f"Queued Supernote run {run.pk} for the demo's stuck post {post.pk}" in out.getvalue()
     assert len(callbacks) == 1
     # Once: a later start queues nothing (the post had its run).
     again = StringIO()
-    call_command("demo_supernote", "--source", str(source), stdout=again)
+    call_command("demo_supernote", stdout=again)
     assert SupernoteRun.objects.count() == 1 and "had a Supernote run already" in again.getvalue()
+    # A Supernote proposed on the post carries its source notes' confirmed passages of the pages it cites
+    # (each once), so its judges read the pages' text like any note's.
+    from evidence import snippets as evidence_snippets
+    from evidence.models import Snippet
+    from notes.supernotes.services import _carry_evidence
+
+    links = sorted({u for n in eligible for u in n.evidence_urls})
+    proposed = Note.objects.create(post=post, text="merged", origin=Note.Origin.SUPERNOTE, evidence_urls=links)
+    sources = {(s.url, s.passage_id) for s in Snippet.objects.filter(note__in=eligible)}
+    assert _carry_evidence(proposed, links) == len(sources) >= 1
+    carried = list(Snippet.objects.filter(note=proposed))
+    assert {(s.url, s.passage_id) for s in carried} == sources
+    assert all(evidence_snippets.snippet_is_confirmed(s) for s in carried)
 
 
-def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note(
-    cn_data: Path, llm_server: Any, settings: Any, tmp_path: Path, client: Any
+def test_every_demo_note_cites_local_copies_and_is_judged_on_their_real_text(shared_data: Path, settings: Any) -> None:
+    """Issue 35: the demo's notes cite pages that have local copies, each with a confirmed passage of
+    the page's own text, so the offline relevance judge decides on real text, never by the no-snippet rule."""
+    from evidence import local_copies
+    from evidence.models import Snippet
+    from judging import services as judging
+    from judging.models import JudgeDecision, JudgeRun
+    from notes.demo import read_corpus_demo
+
+    settings.EVIDENCE_LOCAL_COPIES_URL = "http://127.0.0.1:8001/"
+    settings.EVIDENCE_LOCAL_COPIES_MANIFEST = str(shared_data / "webpages" / "manifest.tsv")
+    call_command("load_demo", "--no-public-sample", stdout=StringIO())
+    quotes = {d.note_id: d.sources for d in read_corpus_demo(DEMO_CORPUS)}
+    notes = list(Note.objects.filter(is_demo=True).order_by("pk"))
+    assert notes and {n.external_id for n in notes} == set(quotes)
+    for note in notes:
+        assert note.evidence_urls, note.external_id
+        for url in note.evidence_urls:
+            assert local_copies.copy_of(url), f"{note.external_id} cites {url}, which has no local copy"
+        snippets = list(Snippet.objects.filter(note=note).select_related("passage", "source"))
+        cited = quotes[str(note.external_id)]
+        assert [s.url for s in snippets] == [u for u, _ in cited]
+        for snip, (_, quote) in zip(snippets, cited, strict=True):
+            # The quote is the page's own text (extracted from its local copy), in the confirmed passage.
+            assert snip.confirmation == Snippet.Confirmation.CONFIRMED
+            assert snip.passage is not None and snip.source is not None
+            assert quote in snip.passage.text and snip.passage.text in snip.source.cleaned_text
+            assert snip.sentence == quote
+    for run in JudgeRun.objects.filter(note__is_demo=True):
+        for _ in range(3):
+            judging.judge_run_step(run_id=run.pk)
+    relevance = {d.note.external_id: d for d in JudgeDecision.objects.filter(stage="relevance").select_related("note")}
+    assert set(relevance) == set(quotes)
+    for external_id, decision in relevance.items():
+        assert decision.inputs["snippets"], external_id  # what the audit stores: the snippets judged
+        assert "No evidence snippets" not in decision.reasoning and decision.judge_name != "no-evidence-rule-v1"
+        assert decision.verdict == "yes", (external_id, decision.reasoning)
+    # The deliberately weak notes fail for the reason they were written to show, on their real sources.
+    weak = {d.note_id: d.weak for d in read_corpus_demo(DEMO_CORPUS) if d.weak}
+    assert len(weak) == 2
+    for external_id in weak:
+        correctness = JudgeDecision.objects.get(note__external_id=external_id, stage="correctness")
+        assert correctness.verdict == "no" and "occur in the snippets" in correctness.reasoning
+    helpful = JudgeRun.objects.filter(note__is_demo=True, helpful=True).count()
+    assert helpful == len(quotes) - len(weak)
+
+
+def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note_with_two_versions(
+    settings: Any, tmp_path: Path, client: Any
 ) -> None:
-    from crowdnotes_site.lib.llm.steps.common import split_data_block
+    """Issue 36: the demo's living note, offline as on the demo's first start (the public sample, the
+    warm-up's jury model): a revision from a suggester's confirmed passage of a real page passes the
+    judges and beats the jury margin, so it is published as version 2; one suggestion taken, one not
+    (with its reason), one pending."""
     from notes.living.selectors import request_queue
     from notes.models import NoteVersion, RevisionRun, Suggestion
     from notes.supernotes import phm
     from notes.supernotes import services as supernote_services
 
     settings.PHM_DIR = tmp_path / "phm"
-
-    def answer(messages: list[dict[str, Any]]) -> str:
-        user = messages[-1]["content"]
-        if "Revise the current note" in user:
-            assert len(split_data_block(user)[1]["rater_suggestions"]) == 2
-            return "In context: the finding of this old quote was about the flu, not about infection with Covid-19."
-        return "Checked against the evidence.\nFinal decision: yes"
-
-    llm_server.respond_with(answer)
-    source = cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"
+    settings.LLM_BASE_URL = ""
     out = StringIO()
-    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=out)
+    call_command("load_demo", "--no-judging", stdout=out)
     # The request queue at once (3, 2 and 1 requests); the living note waits for a jury model.
     assert [row.post.n_requests for row in request_queue()] == [3, 2, 1]  # type: ignore[attr-defined]
     assert "Living note: waits for a jury model" in out.getvalue() and not Suggestion.objects.exists()
-    supernote_services.phm_train_from_db(embedder_name=phm.HASHING, epochs=3)  # as the demo's warm-up does
+    supernote_services.phm_train_from_db(embedder_name=phm.HASHING)  # as the demo's warm-up does (train_phm)
     again = StringIO()
-    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=again)
-    assert "Living notes: 0 note request(s) added" in again.getvalue()
-    # A real revision run decided it, with the LLM, the judges and the jury. The demo notes have no fetched
-    # evidence, so the relevance judge rejects the candidate: the note keeps one version, and the
-    # suggesters are told (one suggestion used in the rejected candidate, one not used, one pending).
+    call_command("demo_living", stdout=again)
     run = RevisionRun.objects.get()
-    assert run.state == RevisionRun.State.DONE and run.jury_candidate is not None and run.candidate_text
-    assert run.outcome == RevisionRun.Outcome.REJECTED and "the judges did not pass it (relevance)" in run.reasons
+    assert run.state == RevisionRun.State.DONE and run.producer.startswith("baseline:")
+    assert run.judges_passed and [e["verdict"] for e in run.judge_log] == ["yes", "yes", "yes"]
+    assert run.jury_candidate is not None and run.jury_current is not None
+    assert run.jury_candidate > run.jury_current + settings.REVISION_JURY_MARGIN
+    assert run.outcome == RevisionRun.Outcome.PUBLISHED, run.reasons
     assert f"Revision run {run.pk} of note {run.note_id}: {run.reasons}" in again.getvalue()
     note = run.note
-    assert list(NoteVersion.objects.filter(note=note).values_list("number", flat=True)) == [1]
-    states = list(Suggestion.objects.filter(note=note).order_by("created_at").values_list("state", flat=True))
-    assert states == [Suggestion.State.USED_REJECTED, Suggestion.State.NOT_USED, Suggestion.State.PENDING]
+    assert list(NoteVersion.objects.filter(note=note).order_by("number").values_list("number", flat=True)) == [1, 2]
+    assert NoteVersion.objects.get(note=note, number=1).producer == "demo"  # written for the demo, not imported
+    # The published text adds the sentence of the real page the suggester confirmed.
+    added = "Some evidence shows that IF may not be as beneficial for females."
+    assert note.text.endswith(added) and any(added in s.passage.text for s in note.snippets.all() if s.passage)
+    suggestions = list(Suggestion.objects.filter(note=note).order_by("created_at"))
+    assert [s.state for s in suggestions] == [
+        Suggestion.State.USED_PUBLISHED, Suggestion.State.NOT_USED, Suggestion.State.PENDING,
+    ]  # fmt: skip
+    assert suggestions[1].outcome_reason == "the revision did not take up its words"
     page = client.get(f"/notes/{note.pk}/versions/").content.decode()
-    assert "Used in a revision that was rejected" in page and "Waiting for a revision" in page
-    # Once: a third load changes nothing.
-    call_command("load_demo", "--source", str(source), "--no-public-sample", "--no-judging", stdout=StringIO())
+    assert "Waiting for a revision" in page
+    # Once: another run changes nothing.
+    call_command("demo_living", stdout=StringIO())
     assert RevisionRun.objects.count() == 1 and Suggestion.objects.count() == 3

@@ -23,9 +23,7 @@ pytestmark = pytest.mark.django_db
 def _demo(cn_data: Path) -> None:
     from io import StringIO
 
-    call_command(
-        "load_demo", "--source", str(cn_data / "aaronbergman" / "tweet_data_checkpoint_1_subset.csv"), stdout=StringIO()
-    )
+    call_command("load_demo", stdout=StringIO())
 
 
 def test_it_queues_one_rescore_run_and_shows_its_progress(

@@ -17,7 +17,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the CSV load_demo loaded")
+        parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the source load_demo loaded")
         parser.add_argument("--posts", type=int, default=25)
 
     def handle(self, *args: Any, source: Path, posts: int, **options: Any) -> None:

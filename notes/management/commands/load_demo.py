@@ -11,6 +11,7 @@ from django.utils import timezone
 from judging.benchmark.queued import benchmark_queue
 from notes.demo import (
     CAMP_RATERS,
+    DEMO_CORPUS,
     DEMO_PASSWORD,
     DEMO_USERS,
     camp_of,
@@ -25,7 +26,9 @@ from notes.models import ScoringRun
 from notes.services import scoring_run_execute
 
 CN_DATA = settings.SHARED_DATA_DIR / "communitynotes"
-DEFAULT_SOURCE = CN_DATA / "aaronbergman/tweet_data_checkpoint_1_subset.csv"
+# The demo's posts and notes: posts written for the demo, notes written from the local copies of real
+# pages (notes/demo_corpus.json). A CSV of scraped posts with their public notes may be given instead.
+DEFAULT_SOURCE = DEMO_CORPUS
 # The public samples imported beside the demo as what they are: real notes, ratings and status history.
 PUBLIC_NOTES = CN_DATA / "colin-fraser/notes-00000.tsv"
 PUBLIC_RATINGS = CN_DATA / "colin-fraser/ratings-00000.tsv"
@@ -34,13 +37,19 @@ PUBLIC_STATUS_HISTORY = CN_DATA / "mcroston/noteStatusHistory-00000.tsv"
 
 class Command(BaseCommand):
     help = (
-        "Load the demo: real health posts and notes (public Community Notes data), demo users, simulated raters; "
+        "Load the demo: health posts written for the demo with notes written from local copies of real pages (or a CSV "
+        "of public posts and notes), demo users, simulated raters; "
         "import the public samples as real imported data; classify posts; queue the judges on the demo notes; "
         "note requests, and a living note once a jury model is stored (demo_living)."
     )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="CSV of posts with notes")
+        parser.add_argument(
+            "--source",
+            type=Path,
+            default=DEFAULT_SOURCE,
+            help="the demo's posts and notes: demo_corpus.json (default) or a CSV of posts with notes",
+        )
         parser.add_argument("--posts", type=int, default=25)
         parser.add_argument(
             "--no-public-sample",
@@ -60,7 +69,8 @@ class Command(BaseCommand):
             raise CommandError(f"Demo source not found: {source} (pass --source)")
         counts = demo_load(source=source, n_posts=posts)
         self.stdout.write(
-            f"Demo loaded: {counts['posts']} new posts, {counts['notes']} new notes, {counts['ratings']} new ratings."
+            f"Demo loaded: {counts['posts']} new posts, {counts['notes']} new notes, {counts['ratings']} new ratings, "
+            f"{counts['snippets']} new confirmed snippets (passages of the local copies of the pages the notes cite)."
         )
         if not options["no_public_sample"]:
             if public_sample_imported():
