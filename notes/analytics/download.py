@@ -58,6 +58,16 @@ def _inputs_key(col: Path) -> str:
     return h.hexdigest()
 
 
+def step_state(folder: str | Path, step: str, out: str | Path | None = None) -> str:
+    """ "current" (the step's record names the columnar form as it is now), "stale" (it ran on an
+    earlier one) or "missing" (it never finished): for the commands that read a step's outputs."""
+    rec = (Path(out) if out else Path(folder) / "research") / "steps" / f"{step}.json"
+    if not rec.exists():
+        return "missing"
+    saved = json.loads(rec.read_text())
+    return "current" if saved.get("inputs") == _inputs_key(Path(folder) / "columnar") else "stale"
+
+
 def _write(path: Path, text: str) -> None:
     columnar.atomic_write_text(path, text)
 

@@ -81,6 +81,7 @@ def mix64(x: np.ndarray) -> np.ndarray:
 
 
 def note_hash(note_id: np.ndarray, seed: int) -> np.ndarray:
+    """mix64(id, seed) of int64 ids (noteIds here; evaluate_jury --download draws its posts by tweetId with it)."""
     return mix64(np.asarray(note_id, dtype=np.int64).view(np.uint64) ^ mix64(np.array([seed]))[0])
 
 
@@ -88,13 +89,14 @@ def rating_hash(note_id: np.ndarray, created_ms: np.ndarray, seed: int) -> np.nd
     return mix64(note_hash(note_id, seed) ^ np.asarray(created_ms, dtype=np.int64).view(np.uint64))
 
 
-def choose_notes(note_id: np.ndarray, max_notes: int, seed: int) -> np.ndarray:
-    """The kept note ids, sorted: the `max_notes` smallest hashes (ties broken by id, so exact)."""
-    ids = np.unique(np.asarray(note_id, dtype=np.int64))
-    if len(ids) <= max_notes:
+def choose_ids(ids: np.ndarray, max_ids: int, seed: int) -> np.ndarray:
+    """The kept ids, sorted: the `max_ids` with the smallest `note_hash(id, seed)` (ties broken by
+    id, so exact). The notes of the sample rule; the posts (tweetIds) of evaluate_jury --download."""
+    ids = np.unique(np.asarray(ids, dtype=np.int64))
+    if len(ids) <= max_ids:
         return ids
     order = np.lexsort((ids, note_hash(ids, seed)))
-    return np.sort(ids[order[:max_notes]])
+    return np.sort(ids[order[:max_ids]])
 
 
 def rating_cut(histogram: np.ndarray, max_ratings: int) -> int:
@@ -109,6 +111,7 @@ def _bucket(h: np.ndarray) -> np.ndarray:
 @dataclass
 class Counts:
     ratings_read: int = 0
+    ratings_of_held_out_notes: int = 0
     ratings_of_notes_not_in_notes_file_or_without_text: int = 0
     ratings_of_notes_not_sampled: int = 0
     ratings_of_kept_notes: int = 0
@@ -116,6 +119,7 @@ class Counts:
     ratings_rater_without_factor: int = 0
     ratings_kept: int = 0
     notes_with_text: int = 0
+    notes_held_out: int = 0
     notes_kept: int = 0
     notes_kept_with_ratings: int = 0
     raters_with_factor: int = 0
@@ -207,13 +211,23 @@ def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.where(sorted_ids[pos] == ids, pos, -1)
 
 
+RaterParameters = tuple[pa.Array, np.ndarray, np.ndarray]  # rater ids (strings), intercept, factor (float32)
+
+
 def read_sample(
-    folder: str | Path, rule: SampleRule, say: Callable[[str], None] = lambda _m: None, *, span_rows: int = SPAN_ROWS
-) -> DownloadSample:
+    folder: str | Path, rule: SampleRule, say: Callable[[str], None] = lambda _m: None, *, span_rows: int = SPAN_ROWS,
+    exclude_notes: np.ndarray | None = None, raters: RaterParameters | None = None,
+) -> DownloadSample:  # fmt: skip
     """Apply `rule` to the download in `folder` (two streamed passes over the ratings' columns, in
-    spans of about `span_rows` ratings; the result does not depend on the span)."""
+    spans of about `span_rows` ratings; the result does not depend on the span).
+
+    `exclude_notes` (noteIds): held out before the rule (evaluate_jury --download: every note of
+    its held-out posts), neither kept nor counted among the notes with text; their ratings are
+    counted apart and never read further. `raters`: the rater parameters to join (default: the
+    research run's, helpfulness_scores.tsv)."""
     folder = Path(folder)
     notes_paths, rating_paths, scores_path = check_folder(folder)
+    held = np.unique(np.asarray(exclude_notes if exclude_notes is not None else [], dtype=np.int64))
     counts = Counts()
     t0 = time.perf_counter()
     # Notes with text: ids first (small), then the kept notes' texts batch by batch.
@@ -222,8 +236,10 @@ def read_sample(
         has = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(b.column(1).fill_null(""))), 0)
         with_text.append(np.asarray(b.column(0).filter(has).to_numpy(), dtype=np.int64))
     all_with_text = np.unique(np.concatenate(with_text)) if with_text else np.zeros(0, np.int64)
+    counts.notes_held_out = len(held)
+    all_with_text = all_with_text[_lookup(held, all_with_text) < 0]
     counts.notes_with_text = len(all_with_text)
-    kept = choose_notes(all_with_text, rule.max_notes, rule.seed)
+    kept = choose_ids(all_with_text, rule.max_notes, rule.seed)
     del with_text
     text: list[str | None] = [None] * len(kept)
     nm = np.zeros(len(kept), dtype=bool)
@@ -238,7 +254,7 @@ def read_sample(
     counts.notes_kept = len(kept)
     seconds = {"notes": time.perf_counter() - t0}
 
-    rater_ids, r_int, r_fac = read_rater_parameters(scores_path)
+    rater_ids, r_int, r_fac = raters if raters is not None else read_rater_parameters(scores_path)
     counts.raters_with_factor = len(rater_ids)
 
     def usable(b: pa.RecordBatch, first: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -248,6 +264,7 @@ def read_sample(
         sel = np.flatnonzero(idx >= 0)
         if first:
             counts.ratings_read += len(nid)
+            counts.ratings_of_held_out_notes += int((_lookup(held, nid) >= 0).sum())
             counts.ratings_of_notes_not_sampled += int((_lookup(all_with_text, nid[idx < 0]) >= 0).sum())
             counts.ratings_of_kept_notes += len(sel)
         rater = b.column(1)
@@ -268,7 +285,10 @@ def read_sample(
     for b in _spans(rating_paths, ["note_id", "rater", "created_at_ms"], span_rows):
         hist += np.bincount(_bucket(usable(b, True)[3]), minlength=BUCKETS)
     counts.ratings_of_notes_not_in_notes_file_or_without_text = (
-        counts.ratings_read - counts.ratings_of_kept_notes - counts.ratings_of_notes_not_sampled
+        counts.ratings_read
+        - counts.ratings_of_kept_notes
+        - counts.ratings_of_notes_not_sampled
+        - counts.ratings_of_held_out_notes
     )
     cut = rating_cut(hist, rule.max_ratings)
     counts.buckets_kept = cut
@@ -333,13 +353,16 @@ def train(
     epochs: int = 4,
     batch_size: int = 4096,
     say: Callable[[str], None] = lambda _m: None,
+    exclude_notes: np.ndarray | None = None,
+    raters: RaterParameters | None = None,
 ) -> Any:
     """Sample, embed (timed apart), compute the note features and train the PHM (held out by note,
-    as phm.train does). Returns the model (not saved) with the training data in `meta.extra`."""
+    as phm.train does). Returns the model (not saved) with the training data in `meta.extra`.
+    `exclude_notes`, `raters`: see `read_sample` (evaluate_jury --download's folds)."""
     from notes.supernotes import phm  # torch: commands and workers only
 
     folder = Path(folder)
-    sample = read_sample(folder, rule, say)
+    sample = read_sample(folder, rule, say, exclude_notes=exclude_notes, raters=raters)
     if sample.counts.ratings_kept == 0:
         raise DownloadError(f"{folder}: no rating left after the sample rule ({asdict(sample.counts)})")
     t = time.perf_counter()

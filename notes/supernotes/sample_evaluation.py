@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -54,21 +54,42 @@ INPUTS_NOTE = (
 
 
 @dataclass
-class Sample:
+class Posts:
+    """What the P@1 table needs (the rules, the truths, the per-post picks): notes by index, the
+    evaluated posts with their candidate notes, one array per truth. `Sample` (the public 2021
+    sample) and `download_evaluation.DownloadPosts` (a download folder) are Posts."""
+
+    note_ids: list[int]
+    notes: list[nf.NoteInput | None]  # None: a note only seen in ratings (deleted)
+    created_ms: np.ndarray
+    truth: dict[str, np.ndarray]  # per note, nan where the truth has no intercept
+    posts: list[tuple[str, np.ndarray]]  # evaluated posts and their candidate notes (sorted)
+    embedder: str
+
+    def describe(self) -> str:
+        """The table's "Data:" line."""
+        return f"{len(self.posts)} posts, {sum(n is not None for n in self.notes)} notes with text"
+
+    truth_descriptions: ClassVar[dict[str, str]] = TRUTHS
+    inputs_note: ClassVar[str] = INPUTS_NOTE
+
+
+@dataclass
+class Sample(Posts):
     """The public sample, read and scored once (shared by every seed and setting)."""
 
     data: scoring_tsv.LoadedData
     full: scoring.ScoringResult  # the scorer on all ratings
-    note_ids: list[int]
-    notes: list[nf.NoteInput | None]  # None: a note only seen in ratings (deleted)
     author: list[str]
-    created_ms: np.ndarray
     by_post: dict[str, list[int]]
-    truth: dict[str, np.ndarray]  # per note, nan where the truth has no intercept
-    posts: list[tuple[str, np.ndarray]]  # evaluated posts and their candidate notes (sorted)
     emb: np.ndarray  # per note (zeros for notes without text)
     raw_features: np.ndarray  # per note, every non-writer feature group (writer: per fold)
-    embedder: str
+
+    def describe(self) -> str:
+        return (
+            "public Community Notes sample, Jan-Mar 2021 (colin-fraser): "
+            f"{len(self.data.ratings.value)} ratings, {sum(n is not None for n in self.notes)} notes with text"
+        )
 
 
 def _scorer_config() -> scoring.ScoringConfig:
@@ -151,13 +172,16 @@ def load_sample(
     base_groups = [g for g in ALL_GROUPS if g != "writer"]
     raw = np.zeros((n, len(nf.feature_names(base_groups))), dtype=np.float32)
     raw[with_text] = nf.matrix([notes[i] for i in with_text], base_groups)  # type: ignore[misc]
-    return Sample(data, full, data.note_ids, notes, author, created, dict(by_post), truth, posts, emb, raw, embedder)
+    return Sample(
+        note_ids=data.note_ids, notes=notes, created_ms=created, truth=truth, posts=posts, embedder=embedder,
+        data=data, full=full, author=author, by_post=dict(by_post), emb=emb, raw_features=raw,
+    )  # fmt: skip
 
 
 # --- rules -------------------------------------------------------------------------------------
 
 
-def rule_scores(sample: Sample, rule: str, candidates: np.ndarray) -> np.ndarray:
+def rule_scores(sample: Posts, rule: str, candidates: np.ndarray) -> np.ndarray:
     """A rule's score for each candidate (the highest is picked; ties are shared, see `expected_hit`)."""
     notes = [sample.notes[i] for i in candidates]
     length = np.array([len(n.text) if n else 0 for n in notes], dtype=float)
@@ -232,6 +256,42 @@ def _writer_features(sample: Sample, intercept: np.ndarray, usable: np.ndarray) 
     return out
 
 
+def helpful_probability(
+    model: phm.PHM, emb: np.ndarray, feats: np.ndarray, note: np.ndarray, rater_intercept: np.ndarray,
+    rater_factor: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """The PHM's P(Helpful) for each rating (`note` indexes `emb` and `feats`; the rater's
+    parameters per rating), one forward pass per note."""
+    out = np.empty(len(note))
+    for i in np.unique(note):
+        at = note == i
+        out[at] = model.probabilities(emb[[i]], None, rater_intercept[at], rater_factor[at], feats[[i]])[0, :, 0]
+    return out
+
+
+def jury_for_posts(
+    model: phm.PHM, members: Sequence[tuple[str, np.ndarray]], emb: np.ndarray, feats: np.ndarray,
+    pool_intercept: np.ndarray, pool_factor: np.ndarray, *, mu: float, ratings_per_note: float, jury_size: int,
+    seed: int, fold: int,
+) -> dict[str, dict[int, float]]:  # fmt: skip
+    """The jury's intercept for every candidate of each (post, candidate indexes) of a held-out
+    fold: jurors drawn from the pool (the raters with a factor), their ratings drawn from the PHM
+    and projected onto the scorer's scale (`jury.jury_scores`); the draw's seed from (seed, fold,
+    the post's place in the fold)."""
+    scores: dict[str, dict[int, float]] = {}
+    for k, (post, g) in enumerate(members):
+
+        def probs_for(jurors: np.ndarray, g: np.ndarray = g) -> np.ndarray:
+            return model.probabilities(emb[g], None, pool_intercept[jurors], pool_factor[jurors], feats[g])
+
+        js = jury.jury_scores(
+            probs_for, pool_intercept, pool_factor, mu=mu, ratings_per_note=ratings_per_note, jury_size=jury_size,
+            seed=seed * 100_000 + 1000 * fold + k,
+        )  # fmt: skip
+        scores[post] = {int(i): float(v) for i, v in zip(g, js.intercept, strict=True)}
+    return scores
+
+
 def run_seed(
     sample: Sample, *, seed: int, folds: int = 5, setting: Setting | None = None, jury_size: int = 200,
     max_posts: int | None = None, held_out_values: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
@@ -294,39 +354,22 @@ def run_seed(
         inputs = model.meta.inputs
         train_seconds += model.meta.train_seconds
         # AUC on the held-out posts' ratings (raters with parameters from the training folds).
-        test = held_rating & ~np.isnan(rf[ratings.rater]) & (label != 1)
-        p_fold = np.empty(int(test.sum()))
-        rows = np.flatnonzero(test)
-        for i in np.unique(ratings.note[rows]):
-            at = ratings.note[rows] == i
-            raters = ratings.rater[rows[at]]
-            p = model.probabilities(emb[[i]], None, ri[raters], rf[raters], feats[[i]])
-            p_fold[at] = p[0, :, 0]
+        rows = np.flatnonzero(held_rating & ~np.isnan(rf[ratings.rater]) & (label != 1))
+        raters = ratings.rater[rows]
+        p_fold = helpful_probability(model, emb, feats, ratings.note[rows], ri[raters], rf[raters])
         y_fold = label[rows] == 0
         aucs.append(round(phm.auc(p_fold, y_fold), 4))
         pooled_p.append(p_fold)
         pooled_y.append(y_fold)
         pool = np.flatnonzero(~np.isnan(rf))
-        pri, prf = ri[pool], rf[pool]
-        per_note = float(fit.diagnostics.get("ratings_per_note", 1.0))
         started = time.monotonic()
-        for k, (post, g) in enumerate(members):
-
-            def probs_for(
-                jurors: np.ndarray,
-                g: np.ndarray = g,
-                m: phm.PHM = model,
-                i: np.ndarray = pri,
-                f_: np.ndarray = prf,
-                x: np.ndarray = feats,
-            ) -> np.ndarray:
-                return m.probabilities(emb[g], None, i[jurors], f_[jurors], x[g])
-
-            js = jury.jury_scores(
-                probs_for, pri, prf, mu=fit.mu, ratings_per_note=per_note, jury_size=jury_size,
-                seed=seed * 100_000 + 1000 * f + k,
-            )  # fmt: skip
-            scores[post] = {int(i): float(v) for i, v in zip(g, js.intercept, strict=True)}
+        scores.update(
+            jury_for_posts(
+                model, members, emb, feats, ri[pool], rf[pool], mu=fit.mu,
+                ratings_per_note=float(fit.diagnostics.get("ratings_per_note", 1.0)), jury_size=jury_size,
+                seed=seed, fold=f,
+            )
+        )  # fmt: skip
         jury_seconds += time.monotonic() - started
     all_p = np.concatenate(pooled_p) if pooled_p else np.zeros(0)
     all_y = np.concatenate(pooled_y) if pooled_y else np.zeros(0, dtype=bool)
@@ -339,11 +382,11 @@ def run_seed(
 # --- P@1 per truth -----------------------------------------------------------------------------
 
 
-def truth_candidates(sample: Sample, truth: str, candidates: np.ndarray) -> np.ndarray:
+def truth_candidates(sample: Posts, truth: str, candidates: np.ndarray) -> np.ndarray:
     return candidates[~np.isnan(sample.truth[truth][candidates])]
 
 
-def jury_hits(sample: Sample, run: SeedRun, truth: str) -> dict[str, float]:
+def jury_hits(sample: Posts, run: SeedRun, truth: str) -> dict[str, float]:
     """Per evaluated post of this truth (≥ 2 notes with its intercept): 1 when the jury's top note
     among them is the truth's best."""
     out = {}
@@ -357,7 +400,7 @@ def jury_hits(sample: Sample, run: SeedRun, truth: str) -> dict[str, float]:
     return out
 
 
-def rule_hits(sample: Sample, rule: str, truth: str, posts: Sequence[str]) -> dict[str, float]:
+def rule_hits(sample: Posts, rule: str, truth: str, posts: Sequence[str]) -> dict[str, float]:
     wanted = set(posts)
     out = {}
     for post, candidates in sample.posts:
@@ -367,7 +410,7 @@ def rule_hits(sample: Sample, rule: str, truth: str, posts: Sequence[str]) -> di
     return out
 
 
-def per_post(sample: Sample, run: SeedRun) -> list[dict[str, Any]]:
+def per_post(sample: Posts, run: SeedRun) -> list[dict[str, Any]]:
     """Every held-out post: its candidates (noteIds the jury scored), the jury's pick among them,
     the jury's intercepts, and the pick under each truth (among the notes that truth scores)."""
     rows = []
@@ -399,11 +442,11 @@ def _mean_sd(xs: Sequence[float]) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
 
 
-def summarise(sample: Sample, runs: Sequence[SeedRun], setting: Setting) -> dict[str, Any]:
+def summarise(sample: Posts, runs: Sequence[SeedRun], setting: Setting) -> dict[str, Any]:
     """The table: per truth, the jury over the seeds (mean, SD, Wilson 95 % at the mean), random,
     each rule, and the paired difference jury - best rule (per seed; per post over the seeds)."""
     truths = []
-    for truth, description in TRUTHS.items():
+    for truth, description in sample.truth_descriptions.items():
         if truth not in sample.truth:
             continue
         per_seed = [jury_hits(sample, run, truth) for run in runs]
@@ -448,11 +491,10 @@ def summarise(sample: Sample, runs: Sequence[SeedRun], setting: Setting) -> dict
     aucs = [run.auc for run in runs]
     auc_mean, auc_sd = _mean_sd(aucs)
     return {
-        "data": "public Community Notes sample, Jan-Mar 2021 (colin-fraser): "
-        f"{len(sample.data.ratings.value)} ratings, {sum(n is not None for n in sample.notes)} notes with text",
+        "data": sample.describe(),
         "setting": setting.label(),
         "phm_inputs": runs[0].phm_inputs if runs else [],
-        "inputs_note": INPUTS_NOTE,
+        "inputs_note": sample.inputs_note,
         "embedder": sample.embedder,
         "seeds": [run.seed for run in runs],
         "folds": len(runs[0].auc_per_fold) if runs else 0,

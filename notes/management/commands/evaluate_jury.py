@@ -1,15 +1,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from evidence.embedding import MINILM
+from notes.supernotes import download_evaluation as de
+from notes.supernotes import download_training as dt
 from notes.supernotes import evaluation, phm
 from notes.supernotes import sample_evaluation as se
 from notes.supernotes.services import embedder
@@ -22,13 +26,19 @@ class Command(BaseCommand):
     help = (
         "Precision@1 of the simulated jury against the best note: --synthetic (known truth) or --sample (the "
         "public colin-fraser 2021 notes and ratings, posts grouped by tweetId, folds by post, two truths, beside "
-        "one-line rules, over several seeds). --store keeps the --sample table for the Supernotes evaluation page."
+        "one-line rules, over several seeds), or --download FOLDER (a whole download after research_download: its "
+        "scored notes as the truth, the scorer and the PHM fitted without the held-out posts). --store keeps the "
+        "--sample table for the Supernotes evaluation page."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         which = parser.add_mutually_exclusive_group(required=True)
         which.add_argument("--synthetic", action="store_true")
         which.add_argument("--sample", action="store_true")
+        which.add_argument(
+            "--download", type=Path, default=None, metavar="FOLDER",
+            help="a download folder after `manage.py research_download FOLDER`",
+        )  # fmt: skip
         parser.add_argument("--seed", type=int, default=None, help="one seed (--sample: instead of --seeds)")
         parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="--sample: the seeds")
         parser.add_argument(
@@ -45,10 +55,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--reference", default=str(REFERENCE), help="--sample: the full-data truth (scoredNotes TSV; '' for none)"
         )
-        parser.add_argument("--folds", type=int, default=5, help="--sample: posts split into this many held-out folds")
         parser.add_argument(
-            "--embedder", default=MINILM, help=f"--sample: {MINILM} (default) or {phm.HASHING} (no model)"
-        )
+            "--folds", type=int, default=None,
+            help="posts split into this many held-out folds (default 5 --sample; 1 --download: all posts held out at once)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--embedder", default=None,
+            help=f"{MINILM} (the --sample default) or {phm.HASHING} (no model; the --download default)",
+        )  # fmt: skip
         parser.add_argument(
             "--cache-dir", default=str(settings.MODEL_CACHE_DIR / "jury-embeddings"),
             help="--sample: where the notes' embedding vectors are kept between runs",
@@ -69,6 +83,20 @@ class Command(BaseCommand):
             help="--sample: write the table (JSON) where the Supernotes evaluation page reads it "
             "(default JURY_EVALUATION_FILE)",
         )  # fmt: skip
+        rule, sample_rule = de.PostRule(), dt.SampleRule()
+        parser.add_argument(
+            "--max-posts",
+            type=int,
+            default=rule.max_posts,
+            help=f"--download: posts evaluated (default {rule.max_posts:,})",
+        )
+        parser.add_argument(
+            "--posts-seed", type=int, default=rule.seed, help="--download: the seed of the posts' draw (not --seeds)"
+        )
+        parser.add_argument("--max-notes", type=int, default=sample_rule.max_notes, help="--download: the sample rule")
+        parser.add_argument(
+            "--max-ratings", type=int, default=sample_rule.max_ratings, help="--download: the sample rule"
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -85,9 +113,64 @@ class Command(BaseCommand):
                 for key, value in out.items():
                     self.stdout.write(f"{key}: {value}")
             return
+        if options["download"] is not None:
+            self._download(options)
+            return
         self._sample(options)
 
+    def _download(self, options: dict[str, Any]) -> None:
+        unsupported = [flag for flag, key in (("--ablation", "ablation"), ("--store", "store"), ("--posts", "posts"),
+                                              ("--no-embedding", "no_embedding")) if options[key]]  # fmt: skip
+        if unsupported or options["groups"] != ",".join(se.ALL_GROUPS):
+            raise CommandError(
+                f"--download takes neither {', '.join(unsupported) or '--groups'} (its inputs are train_phm "
+                "--download's; --max-posts caps the posts)"
+            )
+        name = options["embedder"] or phm.HASHING
+        try:
+            model_embed = embedder(name)
+        except Exception as exc:  # an unknown or missing model
+            raise CommandError(f"Cannot load the embedder {name!r}: {exc}") from exc
+        cache = Path(options["cache_dir"]) if options["cache_dir"] and name != phm.HASHING else None
+
+        def embed(texts: Sequence[str]) -> np.ndarray:
+            return se.cached_embedding(texts, model_embed, name, cache)
+
+        seeds = [options["seed"]] if options["seed"] is not None else options["seeds"]
+        if options["per_post"] and len(seeds) != 1:
+            raise CommandError("--per-post lists one seed's picks: give --seed S.")
+        opts = de.Options(
+            folds=options["folds"] or 1,
+            jury_size=options["jurors"], epochs=options["epochs"] or 4, max_notes=options["max_notes"],
+            max_ratings=options["max_ratings"],
+        )  # fmt: skip
+        say = self.stderr.write
+        try:
+            posts = de.load_posts(
+                options["download"], de.PostRule(options["max_posts"], options["posts_seed"]), embed=embed,
+                embedder=name, say=say,
+            )  # fmt: skip
+            if not posts.posts:
+                raise CommandError(f"{options['download']}: no post with >= 2 candidate notes ({posts.counts})")
+            evaluation_ = de.Evaluation(posts, opts, embed=embed, say=say)
+            runs = [evaluation_.run_seed(seed) for seed in seeds]
+        except dt.DownloadError as exc:
+            raise CommandError(str(exc)) from exc
+        summary = se.summarise(posts, runs, de.setting(opts))
+        summary["download"] = de.describe(posts, opts, evaluation_, runs)
+        out: dict[str, Any] = {"summary": summary}
+        if options["per_post"]:
+            out["seed"] = seeds[0]
+            out["posts"] = se.per_post(posts, runs[0])
+        if options["json"]:
+            self.stdout.write(json.dumps(out))
+            return
+        for line in de.table_lines(summary):
+            self.stdout.write(line)
+
     def _sample(self, options: dict[str, Any]) -> None:
+        options["embedder"] = options["embedder"] or MINILM
+        options["folds"] = options["folds"] or 5
         try:
             embed = embedder(options["embedder"])
         except Exception as exc:  # an unknown or missing model
