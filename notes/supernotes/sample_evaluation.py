@@ -197,10 +197,17 @@ class Setting:
     weight_decay: float = 1e-4
     dropout: float = 0.2
     hidden: int = phm.HIDDEN
+    ensemble: int = 1  # PHMs per fold (different seeds), their probabilities averaged
+    draws: int = jury.DEFAULT_DRAWS  # jury draws per candidate (each: new jurors, new ratings)
 
     def label(self) -> str:
         parts = ([EMBEDDING] if self.embedding else []) + list(self.groups)
         return " + ".join(parts) or "rater parameters only"
+
+    def learner(self) -> str:
+        """How the per-rater probability is made and the jury drawn, in words."""
+        models = "one PHM" if self.ensemble == 1 else f"the mean of {self.ensemble} PHMs (different seeds)"
+        return f"{models} per fold; {self.draws} jury draws per candidate"
 
 
 @dataclass
@@ -285,14 +292,14 @@ def run_seed(
             emb, np.zeros_like(emb), np.zeros(len(emb), dtype=np.float32), ratings.note[usable],
             ri[ratings.rater[usable]], rf[ratings.rater[usable]], label[usable], feats, names,
         )  # fmt: skip
-        model = phm.train(
-            training, embedder=sample.embedder if setting.embedding else "none", holdout=0.0,
-            trained_on=f"public 2021 sample, fold {f} of {folds} held out (seed {seed})", epochs=setting.epochs,
-            validation=setting.validation, weight_decay=setting.weight_decay, dropout=setting.dropout,
-            hidden=setting.hidden, seed=seed * 100 + f,
+        model = phm.train_ensemble(
+            training, members=setting.ensemble, embedder=sample.embedder if setting.embedding else "none",
+            holdout=0.0, trained_on=f"public 2021 sample, fold {f} of {folds} held out (seed {seed})",
+            epochs=setting.epochs, validation=setting.validation, weight_decay=setting.weight_decay,
+            dropout=setting.dropout, hidden=setting.hidden, seed=seed * 100 + f,
         )  # fmt: skip
         inputs = model.meta.inputs
-        train_seconds += model.meta.train_seconds
+        train_seconds += sum(m.meta.train_seconds for m in model.members)
         # AUC on the held-out posts' ratings (raters with parameters from the training folds).
         test = held_rating & ~np.isnan(rf[ratings.rater]) & (label != 1)
         p_fold = np.empty(int(test.sum()))
@@ -315,7 +322,7 @@ def run_seed(
             def probs_for(
                 jurors: np.ndarray,
                 g: np.ndarray = g,
-                m: phm.PHM = model,
+                m: phm.PHMEnsemble = model,
                 i: np.ndarray = pri,
                 f_: np.ndarray = prf,
                 x: np.ndarray = feats,
@@ -323,7 +330,7 @@ def run_seed(
                 return m.probabilities(emb[g], None, i[jurors], f_[jurors], x[g])
 
             js = jury.jury_scores(
-                probs_for, pri, prf, mu=fit.mu, ratings_per_note=per_note, jury_size=jury_size,
+                probs_for, pri, prf, mu=fit.mu, ratings_per_note=per_note, jury_size=jury_size, draws=setting.draws,
                 seed=seed * 100_000 + 1000 * f + k,
             )  # fmt: skip
             scores[post] = {int(i): float(v) for i, v in zip(g, js.intercept, strict=True)}
@@ -451,6 +458,7 @@ def summarise(sample: Sample, runs: Sequence[SeedRun], setting: Setting) -> dict
         "data": "public Community Notes sample, Jan-Mar 2021 (colin-fraser): "
         f"{len(sample.data.ratings.value)} ratings, {sum(n is not None for n in sample.notes)} notes with text",
         "setting": setting.label(),
+        "learner": setting.learner(),
         "phm_inputs": runs[0].phm_inputs if runs else [],
         "inputs_note": INPUTS_NOTE,
         "embedder": sample.embedder,
@@ -483,6 +491,7 @@ def ablation_settings(base: Setting) -> list[Setting]:
 def ablation_row(setting: Setting, summary: dict[str, Any]) -> dict[str, Any]:
     return {
         "setting": setting.label(),
+        "learner": setting.learner(),
         "auc_mean": summary["auc_mean"],
         "auc_sd": summary["auc_sd"],
         "p_at_1": {t["truth"]: [t["jury"]["p_at_1_mean"], t["jury"]["p_at_1_sd"]] for t in summary["truths"]},
@@ -499,6 +508,7 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
     seeds = len(summary["seeds"])
     lines = [
         f"Data: {summary['data']}. PHM inputs: {summary['setting']} ({summary['embedder']}); "
+        f"{summary.get('learner', 'one PHM per fold')}; "
         f"{summary['folds']} folds by post; seeds {', '.join(map(str, summary['seeds']))}.",
         f"Held-out AUC (ratings of the held-out posts' notes, helpful vs not helpful): "
         f"{_pct(summary['auc_mean'])} ± {_pct(summary['auc_sd'])} (SD over {seeds} seeds).",
