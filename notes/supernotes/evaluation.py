@@ -42,8 +42,9 @@ def _scorer_config() -> scoring.ScoringConfig:
 
 def evaluate_synthetic(
     *, seed: int = 0, n_ratings: int = 60_000, posts: int = 60, notes_per_post: int = 4, jury_size: int = 200,
-    epochs: int = 6, noise: float = 0.3,
+    epochs: int = 6, noise: float = 0.3, members: int = 1, draws: int = jury.DEFAULT_DRAWS,
 ) -> EvalResult:  # fmt: skip
+    """P@1 on synthetic posts; `members` PHMs averaged (`phm.train_ensemble`), `draws` jury draws."""
     rng = np.random.default_rng(seed)
     data = synthetic.generate(n_ratings, seed=seed)
     meta = scoring.NotesMeta(n_notes=data.n_notes)
@@ -72,8 +73,8 @@ def evaluate_synthetic(
         emb, np.zeros_like(emb), np.zeros(data.n_notes, dtype=np.float32), data.note[usable],
         ri[data.rater[usable]], rf[data.rater[usable]], label[usable],
     )  # fmt: skip
-    model = phm.train(training, embedder="synthetic-projection", trained_on=f"synthetic seed {seed}", epochs=epochs,
-                      seed=seed)  # fmt: skip
+    model = phm.train_ensemble(training, members=members, embedder="synthetic-projection",
+                               trained_on=f"synthetic seed {seed}", epochs=epochs, seed=seed)  # fmt: skip
     pool = np.flatnonzero(~np.isnan(rf))
     pri, prf = ri[pool], rf[pool]
     ratings_per_note = float(train_fit.diagnostics.get("ratings_per_note", 1.0))
@@ -81,22 +82,22 @@ def evaluate_synthetic(
     hits = 0
     for k, g in enumerate(groups):
         pick = _jury_pick(model, emb[g], pri, prf, mu=train_fit.mu, ratings_per_note=ratings_per_note,
-                          jury_size=jury_size, seed=seed + k)  # fmt: skip
+                          jury_size=jury_size, draws=draws, seed=seed + k)  # fmt: skip
         hits += int(pick == np.argmax(full.note_intercept[g]))
     return EvalResult(
         p_at_1=hits / max(len(groups), 1),
         random_p_at_1=1 / notes_per_post,
         n_posts=len(groups),
-        auc=model.meta.auc,
-        train_seconds=model.meta.train_seconds,
+        auc=model.meta.auc,  # member 0's
+        train_seconds=round(sum(m.meta.train_seconds for m in model.members), 2),
         jury_seconds=round(time.monotonic() - started, 3),
         calibration=model.meta.calibration,
     )
 
 
 def _jury_pick(
-    model: phm.PHM, group_emb: np.ndarray, pool_intercept: np.ndarray, pool_factor: np.ndarray, *, mu: float,
-    ratings_per_note: float, jury_size: int, seed: int,
+    model: phm.PHM | phm.PHMEnsemble, group_emb: np.ndarray, pool_intercept: np.ndarray, pool_factor: np.ndarray,
+    *, mu: float, ratings_per_note: float, jury_size: int, seed: int, draws: int = jury.DEFAULT_DRAWS,
 ) -> int:  # fmt: skip
     """The index (within the group) of the note the simulated jury scores highest."""
 
@@ -105,7 +106,7 @@ def _jury_pick(
 
     scores = jury.jury_scores(
         probs_for, pool_intercept, pool_factor, mu=mu, ratings_per_note=ratings_per_note, jury_size=jury_size,
-        seed=seed,
+        draws=draws, seed=seed,
     )  # fmt: skip
     return int(np.argmax(scores.intercept))
 
@@ -123,10 +124,14 @@ class BenchResult:
     jurors: int
 
 
-def bench(*, candidates: int = 100, jurors: int = 200, dim: int = 384, seed: int = 0) -> BenchResult:
+def bench(
+    *, candidates: int = 100, jurors: int = 200, dim: int = 384, seed: int = 0, members: int = 1,
+    draws: int = jury.DEFAULT_DRAWS,
+) -> BenchResult:  # fmt: skip
     """PHM inference + sampling + projection for `candidates` x `jurors` (one jury draw per
     candidate, as the run does `jury.DEFAULT_DRAWS` of them: timed with those draws). The random
-    untrained network has the production shape (embedding and every note feature); the candidate
+    untrained network has the production shape (embedding and every note feature; `members` of them
+    averaged when timing an ensemble, with `draws` jury draws); the candidate
     embedding and features are timed apart (the hashing embedding; the MiniLM one is measured by
     the run itself)."""
     import torch
@@ -141,12 +146,11 @@ def bench(*, candidates: int = 100, jurors: int = 200, dim: int = 384, seed: int
     embed_seconds = time.monotonic() - t0
     meta = phm.PHMMeta("bench", phm.HASHING, dim, "none", 0, 0, 0, 0.0, [], 0.0, 0, features=names,
                        feature_mean=[0.0] * len(names), feature_std=[1.0] * len(names))  # fmt: skip
-    model = phm.PHM(phm.PHMNet(dim, len(names)), meta)
-    model.net.eval()
+    model = phm.PHMEnsemble([phm.PHM(phm.PHMNet(dim, len(names)).eval(), meta) for _ in range(members)])
     ri, rf = rng.normal(0, 0.1, 5000), rng.normal(0, 0.6, 5000)
     t0 = time.monotonic()
     jury.jury_scores(
         lambda j: model.probabilities(emb, emb[0], ri[j], rf[j], feats), ri, rf, mu=0.2, ratings_per_note=20.0,
-        jury_size=jurors, seed=seed,
+        jury_size=jurors, draws=draws, seed=seed,
     )  # fmt: skip
     return BenchResult(round(time.monotonic() - t0, 4), round(embed_seconds, 4), candidates, jurors)

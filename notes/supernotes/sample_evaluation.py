@@ -221,10 +221,17 @@ class Setting:
     weight_decay: float = 1e-4
     dropout: float = 0.2
     hidden: int = phm.HIDDEN
+    ensemble: int = 1  # PHMs per fold (different seeds), their probabilities averaged
+    draws: int = jury.DEFAULT_DRAWS  # jury draws per candidate (each: new jurors, new ratings)
 
     def label(self) -> str:
         parts = ([EMBEDDING] if self.embedding else []) + list(self.groups)
         return " + ".join(parts) or "rater parameters only"
+
+    def learner(self) -> str:
+        """How the per-rater probability is made and the jury drawn, in words."""
+        models = "one PHM" if self.ensemble == 1 else f"the mean of {self.ensemble} PHMs (different seeds)"
+        return f"{models} per fold; {self.draws} jury draws per candidate"
 
 
 @dataclass
@@ -257,7 +264,7 @@ def _writer_features(sample: Sample, intercept: np.ndarray, usable: np.ndarray) 
 
 
 def helpful_probability(
-    model: phm.PHM, emb: np.ndarray, feats: np.ndarray, note: np.ndarray, rater_intercept: np.ndarray,
+    model: phm.PHM | phm.PHMEnsemble, emb: np.ndarray, feats: np.ndarray, note: np.ndarray, rater_intercept: np.ndarray,
     rater_factor: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """The PHM's P(Helpful) for each rating (`note` indexes `emb` and `feats`; the rater's
@@ -270,9 +277,9 @@ def helpful_probability(
 
 
 def jury_for_posts(
-    model: phm.PHM, members: Sequence[tuple[str, np.ndarray]], emb: np.ndarray, feats: np.ndarray,
+    model: phm.PHM | phm.PHMEnsemble, members: Sequence[tuple[str, np.ndarray]], emb: np.ndarray, feats: np.ndarray,
     pool_intercept: np.ndarray, pool_factor: np.ndarray, *, mu: float, ratings_per_note: float, jury_size: int,
-    seed: int, fold: int,
+    seed: int, fold: int, draws: int = jury.DEFAULT_DRAWS,
 ) -> dict[str, dict[int, float]]:  # fmt: skip
     """The jury's intercept for every candidate of each (post, candidate indexes) of a held-out
     fold: jurors drawn from the pool (the raters with a factor), their ratings drawn from the PHM
@@ -286,7 +293,7 @@ def jury_for_posts(
 
         js = jury.jury_scores(
             probs_for, pool_intercept, pool_factor, mu=mu, ratings_per_note=ratings_per_note, jury_size=jury_size,
-            seed=seed * 100_000 + 1000 * fold + k,
+            draws=draws, seed=seed * 100_000 + 1000 * fold + k,
         )  # fmt: skip
         scores[post] = {int(i): float(v) for i, v in zip(g, js.intercept, strict=True)}
     return scores
@@ -345,14 +352,14 @@ def run_seed(
             emb, np.zeros_like(emb), np.zeros(len(emb), dtype=np.float32), ratings.note[usable],
             ri[ratings.rater[usable]], rf[ratings.rater[usable]], label[usable], feats, names,
         )  # fmt: skip
-        model = phm.train(
-            training, embedder=sample.embedder if setting.embedding else "none", holdout=0.0,
-            trained_on=f"public 2021 sample, fold {f} of {folds} held out (seed {seed})", epochs=setting.epochs,
-            validation=setting.validation, weight_decay=setting.weight_decay, dropout=setting.dropout,
-            hidden=setting.hidden, seed=seed * 100 + f,
+        model = phm.train_ensemble(
+            training, members=setting.ensemble, embedder=sample.embedder if setting.embedding else "none",
+            holdout=0.0, trained_on=f"public 2021 sample, fold {f} of {folds} held out (seed {seed})",
+            epochs=setting.epochs, validation=setting.validation, weight_decay=setting.weight_decay,
+            dropout=setting.dropout, hidden=setting.hidden, seed=seed * 100 + f,
         )  # fmt: skip
         inputs = model.meta.inputs
-        train_seconds += model.meta.train_seconds
+        train_seconds += sum(m.meta.train_seconds for m in model.members)
         # AUC on the held-out posts' ratings (raters with parameters from the training folds).
         rows = np.flatnonzero(held_rating & ~np.isnan(rf[ratings.rater]) & (label != 1))
         raters = ratings.rater[rows]
@@ -367,7 +374,7 @@ def run_seed(
             jury_for_posts(
                 model, members, emb, feats, ri[pool], rf[pool], mu=fit.mu,
                 ratings_per_note=float(fit.diagnostics.get("ratings_per_note", 1.0)), jury_size=jury_size,
-                seed=seed, fold=f,
+                seed=seed, fold=f, draws=setting.draws,
             )
         )  # fmt: skip
         jury_seconds += time.monotonic() - started
@@ -493,6 +500,7 @@ def summarise(sample: Posts, runs: Sequence[SeedRun], setting: Setting) -> dict[
     return {
         "data": sample.describe(),
         "setting": setting.label(),
+        "learner": setting.learner(),
         "phm_inputs": runs[0].phm_inputs if runs else [],
         "inputs_note": sample.inputs_note,
         "embedder": sample.embedder,
@@ -525,6 +533,7 @@ def ablation_settings(base: Setting) -> list[Setting]:
 def ablation_row(setting: Setting, summary: dict[str, Any]) -> dict[str, Any]:
     return {
         "setting": setting.label(),
+        "learner": setting.learner(),
         "auc_mean": summary["auc_mean"],
         "auc_sd": summary["auc_sd"],
         "p_at_1": {t["truth"]: [t["jury"]["p_at_1_mean"], t["jury"]["p_at_1_sd"]] for t in summary["truths"]},
@@ -541,6 +550,7 @@ def table_lines(summary: dict[str, Any]) -> list[str]:
     seeds = len(summary["seeds"])
     lines = [
         f"Data: {summary['data']}. PHM inputs: {summary['setting']} ({summary['embedder']}); "
+        f"{summary.get('learner', 'one PHM per fold')}; "
         f"{summary['folds']} folds by post; seeds {', '.join(map(str, summary['seeds']))}.",
         f"Held-out AUC (ratings of the held-out posts' notes, helpful vs not helpful): "
         f"{_pct(summary['auc_mean'])} ± {_pct(summary['auc_sd'])} (SD over {seeds} seeds).",

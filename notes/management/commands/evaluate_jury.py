@@ -73,6 +73,11 @@ class Command(BaseCommand):
         )  # fmt: skip
         parser.add_argument("--no-embedding", action="store_true", help="--sample: the features without the embedding")
         parser.add_argument(
+            "--ensemble", type=int, default=se.Setting.ensemble,
+            help="PHMs (per fold with --sample) trained with different seeds, their per-rater probabilities averaged",
+        )  # fmt: skip
+        parser.add_argument("--draws", type=int, default=se.Setting.draws, help="jury draws per candidate")
+        parser.add_argument(
             "--ablation", action="store_true", help="--sample: also each input group left out, and each alone"
         )
         parser.add_argument(
@@ -104,6 +109,7 @@ class Command(BaseCommand):
             result = evaluation.evaluate_synthetic(
                 seed=options["seed"] or 0, n_ratings=options["ratings"], posts=options["posts"] or 60,
                 notes_per_post=options["notes_per_post"], jury_size=options["jurors"], epochs=options["epochs"] or 6,
+                members=options["ensemble"], draws=options["draws"],
             )  # fmt: skip
             out = asdict(result)
             out.pop("calibration")
@@ -186,7 +192,12 @@ class Command(BaseCommand):
             options["notes"], options["ratings_file"], options["reference"] or None, embed=embed,
             embedder=options["embedder"], cache_dir=Path(options["cache_dir"]) if options["cache_dir"] else None,
         )  # fmt: skip
-        setting = se.Setting(groups=groups, embedding=not options["no_embedding"], epochs=options["epochs"] or 20)
+        if options["ensemble"] < 1 or options["draws"] < 1:
+            raise CommandError("--ensemble and --draws need at least 1.")
+        setting = se.Setting(
+            groups=groups, embedding=not options["no_embedding"], epochs=options["epochs"] or 20,
+            ensemble=options["ensemble"], draws=options["draws"],
+        )  # fmt: skip
 
         def runs_for(s: se.Setting) -> list[se.SeedRun]:
             return [
@@ -239,6 +250,10 @@ def _command_line(options: dict[str, Any], seeds: list[int]) -> str:
         parts.append(f"--posts {options['posts']}")
     if options["epochs"]:
         parts.append(f"--epochs {options['epochs']}")
+    if options["ensemble"] != se.Setting.ensemble:
+        parts.append(f"--ensemble {options['ensemble']}")
+    if options["draws"] != se.Setting.draws:
+        parts.append(f"--draws {options['draws']}")
     if options["notes"] != str(SAMPLE / "notes-00000.tsv"):
         parts.append(f"--notes {options['notes']}")
     if options["ratings_file"] != str(SAMPLE / "ratings-00000.tsv"):

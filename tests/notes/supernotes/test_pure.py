@@ -227,6 +227,45 @@ def test_phm_learns_rater_side_and_reports_auc_and_calibration() -> None:
         model.probabilities(emb[:2], None, np.zeros(2), np.array([-0.8, 0.8]))
 
 
+def test_an_ensembles_probability_is_the_mean_of_its_members_and_keeps_the_side() -> None:
+    """k PHMs with different seeds: the jury's per-rater probability is their mean, the members
+    really differ (else it is one model k times), and a note's side still flips with the factor."""
+    rng = np.random.default_rng(2)
+    n_notes, n_r = 80, 4000
+    side = rng.choice([-1.0, 1.0], n_notes)
+    emb = np.column_stack([side, rng.normal(0, 1, (n_notes, 5))]).astype(np.float32)
+    note = rng.integers(0, n_notes, n_r)
+    rf = rng.choice([-0.8, 0.8], n_r)
+    label = np.where(side[note] * rf > 0, 0, 2)
+    data = phm.TrainingData(emb, np.zeros_like(emb), np.zeros(n_notes, np.float32), note, np.zeros(n_r), rf, label)
+    ensemble = phm.train_ensemble(data, members=3, seed=4, embedder="test", trained_on="test", epochs=3)
+    raters = np.array([-0.8, 0.8])
+    each = [m.probabilities(emb[:3], None, np.zeros(2), raters) for m in ensemble.members]
+    mean = ensemble.probabilities(emb[:3], None, np.zeros(2), raters)
+    assert mean.shape == (3, 2, 3) and np.allclose(mean, np.mean(each, axis=0)) and np.allclose(mean.sum(-1), 1)
+    assert not np.allclose(each[0], each[1])
+    single = phm.train(data, seed=4, embedder="test", trained_on="test", epochs=3)
+    assert np.allclose(single.probabilities(emb[:3], None, np.zeros(2), raters), each[0])  # member 0 = one PHM
+    for k in range(3):
+        assert np.sign(raters[np.argmax(mean[k, :, 0])]) == side[k]
+    with pytest.raises(ValueError, match="at least one member"):
+        phm.train_ensemble(data, members=0, embedder="test", trained_on="test")
+
+
+def test_the_jurys_grid_of_logits_is_the_heads_logits_for_every_note_and_rater() -> None:
+    """`grid_logits` computes the head's note parts once per note: the same numbers as `logits`
+    on the expanded (note, rater) grid, for jurors shared by all notes and jurors per note."""
+    import torch
+
+    torch.manual_seed(0)
+    net = phm.PHMNet(6, 2).eval()
+    h = torch.randn(4, phm.HIDDEN)
+    for ri, rf in [(torch.randn(5), torch.randn(5)), (torch.randn(4, 5), torch.randn(4, 5))]:
+        grid = net.grid_logits(h, ri, rf)
+        full = net.logits(h[:, None, :].expand(4, 5, phm.HIDDEN), ri.expand(4, 5), rf.expand(4, 5))
+        assert grid.shape == (4, 5, 3) and torch.allclose(grid, full, atol=1e-5)
+
+
 def _tiny_model() -> phm.PHM:
     rng = np.random.default_rng(1)
     emb = rng.normal(0, 1, (20, 4)).astype(np.float32)

@@ -6,6 +6,7 @@ hashing embedding: these tests are about the evaluation, not about MiniLM."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal
 from io import StringIO
 from pathlib import Path
@@ -55,15 +56,19 @@ def test_posts_have_two_notes_scored_by_a_truth_and_the_truths_are_joined_by_not
     assert sizes == {"sample": 167, "full_data": 165}
 
 
-def test_shuffling_the_held_out_ratings_changes_no_pick(sample: se.Sample, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("members", [1, 2])
+def test_shuffling_the_held_out_ratings_changes_no_pick(
+    sample: se.Sample, monkeypatch: pytest.MonkeyPatch, members: int
+) -> None:
     """Leakage: every fitted thing (scorer, writers' records, PHM, jury) must come from the other
     posts. Shuffle (and flip) the held-out posts' rating values before anything is fitted: the
-    jury's scores, so its picks, must be exactly the same."""
-    trained: list[set[int]] = []
+    jury's scores, so its picks, must be exactly the same. With an ensemble, every member."""
+    trained: dict[int, list[set[int]]] = {}
     real_train = phm.train
 
     def spy(data: phm.TrainingData, **kwargs: Any) -> phm.PHM:
-        trained.append(set(data.note.tolist()))
+        fold = int(kwargs["trained_on"].split("fold ")[1].split()[0])
+        trained.setdefault(fold, []).append(set(data.note.tolist()))
         return real_train(data, **kwargs)
 
     monkeypatch.setattr(phm, "train", spy)
@@ -76,16 +81,19 @@ def test_shuffling_the_held_out_ratings_changes_no_pick(sample: se.Sample, monke
         changed.append(int((out != values).sum()))
         return out
 
-    kwargs: dict[str, Any] = {"seed": 3, "folds": 2, "setting": FAST, "jury_size": 40, "max_posts": 12}
+    setting = replace(FAST, ensemble=members)
+    kwargs: dict[str, Any] = {"seed": 3, "folds": 2, "setting": setting, "jury_size": 40, "max_posts": 12}
     plain = se.run_seed(sample, **kwargs)
     scrambled = se.run_seed(sample, held_out_values=scramble, **kwargs)
     assert min(changed) > 50  # the held-out ratings really were different
     assert scrambled.scores == plain.scores and len(plain.scores) == 12
     picks = [row["picked"] for row in se.per_post(sample, plain)]
     assert picks == [row["picked"] for row in se.per_post(sample, scrambled)]
-    # And no rating of a held-out post's notes (scored or not) reached its fold's PHM.
+    # And no rating of a held-out post's notes (scored or not) reached any PHM of its fold.
+    assert {f: len(t) for f, t in trained.items()} == {0: 2 * members, 1: 2 * members}  # plain and scrambled
     for post, fold in plain.fold_of.items():
-        assert not set(sample.by_post[post]) & trained[fold]
+        for seen in trained[fold]:
+            assert not set(sample.by_post[post]) & seen
 
 
 def test_a_writers_record_counts_only_earlier_notes_on_training_posts(sample: se.Sample) -> None:
