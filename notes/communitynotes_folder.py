@@ -50,12 +50,17 @@ class FolderFiles:
     not_imported: list[Path]  # enrollment and note requests: no table for them in the app
 
 
-def folder_files(folder: str | Path) -> FolderFiles:
-    """The download's files by kind, each checked (DownloadError naming the file and line)."""
+def folder_files(folder: str | Path, say: Callable[[str], None] | None = None) -> FolderFiles:
+    """The download's files by kind, each checked (DownloadError naming the file and line); a
+    zip is read whole for the check (its CRC), which `say` reports."""
     files = columnar.download_files(Path(folder))
     for kind in ("notes", "ratings", "status"):
         for f in files[kind]:
+            started = time.perf_counter()
             columnar.check_file(f, kind)
+            if say and download_file.is_zip(f):
+                took = time.perf_counter() - started
+                say(f"{f.name}: checked, read whole ({download_file.data_size(f):,} bytes of TSV) in {took:.1f} s")
     return FolderFiles(files["notes"], files["ratings"], files["status"], files["enrollment"] + files["requests"])
 
 
@@ -70,7 +75,7 @@ def import_folder(
 ) -> FolderFiles:
     """Import the whole download folder (see the module's docstring); returns its files."""
     say = progress or (lambda _line: None)
-    files = folder_files(folder)
+    files = folder_files(folder, say)
     every = files.notes + files.ratings + files.status
     pace = cni.Pace(
         total={

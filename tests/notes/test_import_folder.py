@@ -203,6 +203,7 @@ def test_an_import_killed_mid_shard_resumes_with_nothing_duplicated_or_lost(
     progress = io.StringIO()
     call_command("import_communitynotes", str(folder), "--chunk-lines", "500", stdout=io.StringIO(), stderr=progress)
     said = progress.getvalue()
+    assert ("ratings-00007.zip: checked, read whole (" in said) == (form == "zip")
     assert f"ratings-00000.{form}: imported by an earlier run of this import, skipped" in said
     resumed = f"ratings-00002.{form}: resuming after {stopped.lines_done:,} lines (byte {stopped.bytes_done:,})"
     assert resumed in said
