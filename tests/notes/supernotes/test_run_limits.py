@@ -95,10 +95,11 @@ def test_each_user_and_the_whole_site_have_a_rate_of_runs(make_user: Any, settin
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_concurrent_starts_give_one_run_and_a_clear_message(admin_user: Any) -> None:
+def test_two_concurrent_starts_give_one_run_and_a_clear_message(admin_user: Any, no_shared_worker: None) -> None:
     """Both transactions pass the "already under way" check before either commits: the partial
     unique constraint makes the second insert wait for the first, then fail; the service turns that
-    into the same message (before the constraint, both inserted: two runs)."""
+    into the same message (before the constraint, both inserted: two runs). The committed run's task
+    reaches the broker: no shared worker may take it (it ran the run during the next tests)."""
     post, _, _ = _stuck_post()
     inserted, results = threading.Event(), dict[str, Any]()
 
