@@ -295,10 +295,15 @@ def generate(
     )
 
     # ---- ratings, by chunks of notes, each rating to a random shard
-    written = _write_ratings(
-        out, rng, c, n_all, note_id, note_ms, tweet_id[post_of_note], n_ratings, note_intercept, note_factor,
-        cum_activity, rater_factor, rater_intercept, rater_id, note_chunk, say, zipped,
-    )  # fmt: skip
+    with ExitStack() as files:
+        handles = [
+            files.enter_context(download_file.write_data(out / f"ratings-{k:05d}.tsv", zipped=zipped))
+            for k in range(RATING_SHARDS)
+        ]
+        written = _write_rating_rows(
+            handles, rng, c, n_all, note_id, note_ms, tweet_id[post_of_note], n_ratings, note_intercept,
+            note_factor, cum_activity, rater_factor, rater_intercept, rater_id, note_chunk, say,
+        )  # fmt: skip
 
     listed = np.arange(n_all) < c.notes
     truth: dict[str, object] = {
@@ -328,36 +333,6 @@ def generate(
     np.save(out / "synthetic-kind.npy", np.stack([note_id, kind.astype(np.int64), n_ratings]))
     (out / "synthetic-truth.json").write_text(json.dumps(truth, indent=1))
     return truth
-
-
-def _write_ratings(
-    out: Path,
-    rng: np.random.Generator,
-    c: Counts,
-    n_all: int,
-    note_id: np.ndarray,
-    note_ms: np.ndarray,
-    post_id: np.ndarray,
-    n_ratings: np.ndarray,
-    note_intercept: np.ndarray,
-    note_factor: np.ndarray,
-    cum_activity: np.ndarray,
-    rater_factor: np.ndarray,
-    rater_intercept: np.ndarray,
-    rater_id: np.ndarray,
-    note_chunk: int,
-    say: Callable[[str], None],
-    zipped: bool,
-) -> dict[str, int]:
-    with ExitStack() as files:
-        handles = [
-            files.enter_context(download_file.write_data(out / f"ratings-{k:05d}.tsv", zipped=zipped))
-            for k in range(RATING_SHARDS)
-        ]
-        return _write_rating_rows(
-            handles, rng, c, n_all, note_id, note_ms, post_id, n_ratings, note_intercept, note_factor,
-            cum_activity, rater_factor, rater_intercept, rater_id, note_chunk, say,
-        )  # fmt: skip
 
 
 def _write_rating_rows(
