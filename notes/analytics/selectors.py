@@ -6,18 +6,21 @@ import dataclasses
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from crowdnotes_site.lib.llm.pipeline import STAGES
+from crowdnotes_site.lib.memo import Memo
 from evidence.models import EvidenceSource, Snippet
 from evidence.search.categories import CATEGORY_LABELS, category_by_rules
 from judging.models import JudgeDecision
 from judging.selectors import Funnel, funnel_of, judged_notes
 from notes.analytics import delays, spikes
-from notes.models import ImportedNoteHistory, Note, NoteStatus, Post, Topic
+from notes.models import ImportedNoteHistory, Note, NoteStatus, NoteStatusChange, Post, ScoringRun, Topic
 
 VERDICTS = (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL)
 
@@ -55,6 +58,76 @@ class DelaySummary:
     n_posts: int
     n_scored: int  # notes the never-left-NMR share is over
     n_imported: int = 0  # imported notes, left out of note -> first verdict (see delay_summary)
+    computed_at: dt.datetime | None = None
+
+
+# The delay figures are computed in PostgreSQL (a few aggregate queries, nothing per note comes back
+# to Python): over a database holding the whole public download (2.5 M notes, 2.7 M status-history
+# rows) reading every row into Python took minutes. percentile_cont is the same linear
+# interpolation as numpy's default, so the figures equal notes.analytics.delays.percentiles on the
+# same values (tests/notes/analytics/test_delays_sql.py). A summary is kept per web worker, keyed by
+# the filters and by the newest note, status change, imported history row and finished scoring run
+# (one query of index lookups); what that key does not see (an edited post time) shows within
+# DELAY_SUMMARY_MAX_AGE_S, and the page says when the figures were computed.
+DELAY_SUMMARY_MAX_AGE_S = 300
+
+_PERCENTILES_SQL = (
+    "SELECT percentile_cont(%s::float8[]) WITHIN GROUP (ORDER BY h) FILTER (WHERE h >= 0), "
+    "COUNT(h) FILTER (WHERE h >= 0), COUNT(h) FILTER (WHERE h < 0), COUNT(*)"
+)
+
+
+def _sql_of(qs: QuerySet[Any]) -> tuple[str, tuple[Any, ...]]:
+    sql, params = qs.query.sql_with_params()
+    return sql, tuple(params)
+
+
+def _hours_percentiles(hours_sql: str, inner: QuerySet[Any], where: str = "") -> tuple[delays.Percentiles, int]:
+    """delays.percentiles over `hours_sql` (an expression of the columns of `inner`, NULL for a
+    row without a delay), and the number of rows of `inner` (past `where`)."""
+    sql, params = _sql_of(inner)
+    query = f"{_PERCENTILES_SQL} FROM (SELECT ({hours_sql})::float8 AS h FROM ({sql}) AS r {where}) AS d"  # noqa: S608  (fixed SQL around the ORM's own)
+    with connection.cursor() as cursor:
+        cursor.execute(query, (list(p / 100 for p in delays.PERCENTILES), *params))
+        values, n, negative, total = cursor.fetchone()
+    if not n:
+        return delays.Percentiles(None, None, None, None, 0, negative), total
+    p25, p50, p75, p90 = (float(v) for v in values)
+    return delays.Percentiles(p25, p50, p75, p90, n, negative), total
+
+
+_HOURS = "EXTRACT(EPOCH FROM ({} - {})) / 3600"
+
+
+def _first_verdict_report(
+    inner: QuerySet[Any], note_time: str, verdict_time: str, where: str = ""
+) -> delays.DelayReport:
+    """delays.delay_report over rows of `inner` with a note time and a first-verdict time (NULL:
+    never left Needs More Ratings)."""
+    verdict, total = _hours_percentiles(_HOURS.format(verdict_time, note_time), inner, where)
+    never = total - verdict.n - verdict.n_negative
+    return delays.DelayReport(
+        post_to_first_note_hours=delays.percentiles([]),
+        note_to_first_verdict_hours=verdict,
+        never_left_nmr_share=never / total if total else None,
+        n_notes_status=total,
+    )
+
+
+def delays_version() -> tuple[Any, ...]:
+    """The newest note, status change and imported history row, and the last finished scoring run,
+    in one query (index lookups)."""
+    newest = [(Note, "id"), (NoteStatusChange, "id"), (ImportedNoteHistory, "id"), (ScoringRun, "finished_at")]
+    # The table and column names come from the models and this list, never from input.
+    cols = [f"(SELECT MAX({c}) FROM {connection.ops.quote_name(m._meta.db_table)})" for m, c in newest]  # noqa: S608
+    sql = "SELECT " + ", ".join(cols)
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        row = cursor.fetchone()
+    return tuple(row) if row else ()
+
+
+_DELAY_SUMMARIES: Memo[DelaySummary] = Memo(size=32, max_age_s=DELAY_SUMMARY_MAX_AGE_S)
 
 
 def delay_summary(f: AnalyticsFilters) -> DelaySummary:
@@ -63,30 +136,35 @@ def delay_summary(f: AnalyticsFilters) -> DelaySummary:
     flagged; a note's first verdict is its first Helpful / Not Helpful status change. The
     never-left-NMR share is over notes with a known status history: scored by the app's
     scorer, or with a recorded verdict (imported status history)."""
+    return _DELAY_SUMMARIES.get_or_build((f, delays_version()), lambda: _delay_summary(f)).value
+
+
+def _delay_summary(f: AnalyticsFilters) -> DelaySummary:
     notes = notes_filtered(f)
-    per_post = (
-        notes.values("post_id")
-        .annotate(first_note=Min("created_at"), post_time=Coalesce(Min("post__posted_at"), Min("post__created_at")))
-        .values_list("first_note", "post_time")
+    per_post = notes.values("post_id").annotate(
+        first_note=Min("created_at"), post_time=Coalesce(Min("post__posted_at"), Min("post__created_at"))
     )
-    post_hours = [(first - posted).total_seconds() / 3600 for first, posted in per_post]
+    post_hours, n_posts = _hours_percentiles(_HOURS.format("first_note", "post_time"), per_post)
     # A note imported from the public data gets its status here when this app scores its imported
     # ratings, years after it earned it: that time is not a verdict delay. Such notes are left out of
     # note -> first verdict (the imported status history gives their real delays).
     imported = Q(external_id__isnull=False, is_demo=False)
     n_imported = notes.filter(imported).count()
-    rows = (
-        notes.exclude(imported)
-        .annotate(first_verdict=Min("status_changes__changed_at", filter=Q(status_changes__status__in=VERDICTS)))
-        .values_list("created_at", "first_verdict", "scored_at")
+    own = notes.exclude(imported)
+    rows = own.annotate(
+        first_verdict=Min("status_changes__changed_at", filter=Q(status_changes__status__in=VERDICTS))
+    ).values("created_at", "first_verdict", "scored_at")
+    verdicts = _first_verdict_report(
+        rows, "created_at", "first_verdict", where="WHERE scored_at IS NOT NULL OR first_verdict IS NOT NULL"
     )
-    known = [(created, verdict) for created, verdict, scored in rows if scored is not None or verdict is not None]
-    report = delays.delay_report(
-        post_delays_hours=post_hours,
-        notes_first_verdict=[(int(c.timestamp() * 1000), int(v.timestamp() * 1000) if v else None) for c, v in known],
-    )
+    report = dataclasses.replace(verdicts, post_to_first_note_hours=post_hours)
     return DelaySummary(
-        report, n_notes=len(rows) + n_imported, n_posts=len(post_hours), n_scored=len(known), n_imported=n_imported
+        report,
+        n_notes=notes.count(),
+        n_posts=n_posts,
+        n_scored=verdicts.n_notes_status,
+        n_imported=n_imported,
+        computed_at=timezone.now(),
     )
 
 
@@ -128,13 +206,9 @@ def imported_history_summary(f: AnalyticsFilters) -> ImportedHistorySummary:
         qs = qs.filter(created_at__date__gte=f.date_from)
     if f.date_to:
         qs = qs.filter(created_at__date__lte=f.date_to)
-    rows = list(qs.values_list("created_at", "first_verdict_at"))
-    report = delays.delay_report(
-        post_delays_hours=[],
-        notes_first_verdict=[(int(c.timestamp() * 1000), int(v.timestamp() * 1000) if v else None) for c, v in rows],
-    )
-    created = [c for c, _ in rows]
-    return ImportedHistorySummary(report, n_rows, min(created, default=None), max(created, default=None), sources)
+    report = _first_verdict_report(qs.values("created_at", "first_verdict_at"), "created_at", "first_verdict_at")
+    span = qs.aggregate(first=Min("created_at"), last=Max("created_at"))
+    return ImportedHistorySummary(report, n_rows, span["first"], span["last"], sources)
 
 
 # --- Spikes ------------------------------------------------------------------------------

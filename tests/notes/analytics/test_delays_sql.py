@@ -1,0 +1,120 @@
+"""The delays page computes its figures in PostgreSQL (notes.analytics.selectors): the same
+numbers as the pure definition (notes.analytics.delays, numpy) on the same rows, read here
+independently into Python; and a new note shows at once despite the per-worker cache."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pytest
+from django.utils import timezone
+
+from notes.analytics import delays, selectors
+from notes.models import ImportedNoteHistory, Note, NoteStatus, NoteStatusChange, Post
+
+pytestmark = pytest.mark.django_db
+
+ANY = selectors.AnalyticsFilters()
+
+
+def _random_data(seed: int) -> None:
+    rng = random.Random(seed)
+    start = timezone.now() - dt.timedelta(days=200)
+    for i in range(40):
+        posted = start + dt.timedelta(hours=rng.uniform(0, 4000))
+        post = Post.objects.create(
+            text=f"post {i}", text_hash=f"h{i}", posted_at=posted if rng.random() < 0.8 else None
+        )
+        for j in range(rng.randint(1, 4)):
+            # Some notes dated before their post (a negative delay, left out and counted).
+            created = posted + dt.timedelta(hours=rng.uniform(-3, 300))
+            imported = rng.random() < 0.25
+            note = Note.objects.create(
+                post=post,
+                text="n",
+                created_at=created,
+                external_id=f"x{i}-{j}" if imported else None,
+                scored_at=created + dt.timedelta(days=1) if rng.random() < 0.5 else None,
+            )
+            for _ in range(rng.randint(0, 3)):
+                status = rng.choice([NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL, NoteStatus.NEEDS_MORE_RATINGS])
+                changed = created + dt.timedelta(hours=rng.uniform(-1, 500))
+                NoteStatusChange.objects.create(note=note, status=status, changed_at=changed)
+    for k in range(60):
+        created = start + dt.timedelta(hours=rng.uniform(0, 4000))
+        verdict = created + dt.timedelta(hours=rng.uniform(-2, 200)) if rng.random() < 0.6 else None
+        ImportedNoteHistory.objects.create(note_external_id=f"h{k}", created_at=created, first_verdict_at=verdict)
+
+
+def _ms(t: dt.datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def _expected() -> tuple[delays.DelayReport, delays.DelayReport]:
+    """The pure definition, on rows read one by one in Python."""
+    first: dict[int, dt.datetime] = {}
+    for note in Note.objects.select_related("post"):
+        if note.post_id not in first or note.created_at < first[note.post_id]:
+            first[note.post_id] = note.created_at
+    posts = {p.pk: p.posted_at or p.created_at for p in Post.objects.all()}
+    post_hours = [(first[pk] - posts[pk]).total_seconds() / 3600 for pk in first]
+    own = []
+    for note in Note.objects.all():
+        if note.external_id is not None:
+            continue
+        verdicts = [c.changed_at for c in note.status_changes.all() if c.status in selectors.VERDICTS]
+        verdict = min(verdicts) if verdicts else None
+        if note.scored_at is not None or verdict is not None:
+            own.append((_ms(note.created_at), _ms(verdict) if verdict else None))
+    app = delays.delay_report(post_delays_hours=post_hours, notes_first_verdict=own)
+    history = [
+        (_ms(r.created_at), _ms(r.first_verdict_at) if r.first_verdict_at else None)
+        for r in ImportedNoteHistory.objects.all()
+    ]
+    return app, delays.delay_report(post_delays_hours=[], notes_first_verdict=history)
+
+
+def _same(got: delays.Percentiles, want: delays.Percentiles) -> None:
+    assert (got.n, got.n_negative) == (want.n, want.n_negative)
+    for p in ("p25", "p50", "p75", "p90"):
+        assert getattr(got, p) == pytest.approx(getattr(want, p), abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_sql_figures_equal_the_pure_definition_on_the_same_rows(seed: int) -> None:
+    _random_data(seed)
+    app, history = _expected()
+    summary = selectors.delay_summary(ANY)
+    _same(summary.report.post_to_first_note_hours, app.post_to_first_note_hours)
+    _same(summary.report.note_to_first_verdict_hours, app.note_to_first_verdict_hours)
+    assert summary.report.never_left_nmr_share == pytest.approx(app.never_left_nmr_share)
+    assert summary.n_scored == app.n_notes_status
+    assert summary.report.post_to_first_note_hours.n_negative > 0  # the data has negative delays
+    assert summary.n_notes == Note.objects.count()
+    assert summary.n_imported == Note.objects.filter(external_id__isnull=False).count()
+    imported = selectors.imported_history_summary(ANY)
+    assert imported.report is not None
+    _same(imported.report.note_to_first_verdict_hours, history.note_to_first_verdict_hours)
+    assert imported.report.never_left_nmr_share == pytest.approx(history.never_left_nmr_share)
+    created = [r.created_at for r in ImportedNoteHistory.objects.all()]
+    assert (imported.first, imported.last) == (min(created), max(created))
+
+
+def test_no_rows_gives_no_percentiles() -> None:
+    summary = selectors.delay_summary(ANY)
+    assert summary.report.post_to_first_note_hours == delays.percentiles([])
+    assert summary.report.never_left_nmr_share is None and summary.n_notes == 0
+
+
+def test_a_new_note_shows_at_once_through_the_cache() -> None:
+    now = timezone.now()
+    post = Post.objects.create(text="p", text_hash="p", posted_at=now)
+    Note.objects.create(post=post, text="n", created_at=now + dt.timedelta(hours=2))
+    first = selectors.delay_summary(ANY)
+    assert selectors.delay_summary(ANY) is first  # kept: nothing changed
+    other = Post.objects.create(text="q", text_hash="q", posted_at=now)
+    Note.objects.create(post=other, text="n", created_at=now + dt.timedelta(hours=6))
+    second = selectors.delay_summary(ANY)
+    assert second.report.post_to_first_note_hours.n == 2
+    assert second.report.post_to_first_note_hours.p50 == pytest.approx(4.0)
