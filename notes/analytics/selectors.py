@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from crowdnotes_site.lib.llm.pipeline import STAGES
@@ -65,7 +65,7 @@ class DelaySummary:
 # to Python): over a database holding the whole public download (2.5 M notes, 2.7 M status-history
 # rows) reading every row into Python took minutes. percentile_cont is the same linear
 # interpolation as numpy's default, so the figures equal notes.analytics.delays.percentiles on the
-# same values (tests/notes/analytics/test_delays_sql.py). A summary is kept per web worker, keyed by
+# same values (tests/notes/analytics/test_analytics_sql.py). A summary is kept per web worker, keyed by
 # the filters and by the newest note, status change, imported history row and finished scoring run
 # (one query of index lookups); what that key does not see (an edited post time) shows within
 # DELAY_SUMMARY_MAX_AGE_S, and the page says when the figures were computed.
@@ -233,38 +233,64 @@ class SpikeReport:
 SHOWN_DAYS = 180
 
 
+def _spike_items(f: AnalyticsFilters, unit: str) -> QuerySet[Any]:
+    """The notes (by creation day) or flagged posts (by the post's time: posted_at, else when it
+    was flagged) matching `f`, each with its UTC `day`, within the date filter. The plot's axis
+    follows the date filter, whatever the unit (posts are dated by their own time, notes by
+    creation: a post of 2014 with a 2021 note stays out of a 2021 range)."""
+    notes = notes_filtered(f)
+    items: QuerySet[Any]
+    if unit == "posts":
+        items = Post.objects.filter(pk__in=notes.values("post_id")).annotate(
+            day=TruncDate(Coalesce("posted_at", "created_at"), tzinfo=dt.UTC)
+        )
+    else:
+        items = notes.annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
+    if f.date_from:
+        items = items.filter(day__gte=f.date_from)
+    if f.date_to:
+        items = items.filter(day__lte=f.date_to)
+    return items
+
+
+def _texts_by_day(f: AnalyticsFilters, unit: str, spans: list[tuple[dt.date, dt.date]]) -> dict[dt.date, list[str]]:
+    """The texts the trending terms read, only on the days of `spans`: note texts; a post's text,
+    or its notes' texts when the post was imported without text."""
+    texts: dict[dt.date, list[str]] = defaultdict(list)
+    if not spans:
+        return texts
+    on_days = Q()
+    for first, last in spans:
+        on_days |= Q(day__range=(first, last))
+    items = _spike_items(f, unit).filter(on_days)
+    if unit == "posts":
+        rows = list(items.values_list("pk", "day", "text", "text_available"))
+        note_texts: dict[int, list[str]] = defaultdict(list)
+        without = [pk for pk, _, _, available in rows if not available]
+        for post_id, text in notes_filtered(f).filter(post_id__in=without).values_list("post_id", "text"):
+            note_texts[post_id].append(text)
+        pairs = [(day, text if available else " ".join(note_texts.get(pk, []))) for pk, day, text, available in rows]
+    else:
+        pairs = list(items.values_list("day", "text"))
+    for day, text in pairs:
+        if text:
+            texts[day].append(text)
+    return texts
+
+
 def spike_report(
     f: AnalyticsFilters, *, unit: str = "notes", window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA
 ) -> SpikeReport:
     """Daily counts of notes (by creation day) or of flagged posts (by the post's time:
     posted_at, else when it was flagged) among those matching `f`, with spikes and their
     trending terms (note texts; a post's text, or its notes' texts when the post was
-    imported without text)."""
-    notes = notes_filtered(f)
-    if unit == "posts":
-        rows = list(
-            Post.objects.filter(pk__in=notes.values("post_id"))
-            .annotate(when=Coalesce("posted_at", "created_at"))
-            .values_list("pk", "when", "text", "text_available")
-        )
-        # A post imported without its text is read through its notes' texts.
-        note_texts: dict[int, list[str]] = defaultdict(list)
-        for post_id, text in notes.filter(post__text_available=False).values_list("post_id", "text"):
-            note_texts[post_id].append(text)
-        items = [
-            (when.date(), text if available else " ".join(note_texts.get(pk, []))) for pk, when, text, available in rows
-        ]
-    else:
-        items = [(c.date(), t) for c, t in notes.values_list("created_at", "text")]
-    # The plot's axis follows the date filter, whatever the unit (posts are dated by their own
-    # time, notes by creation: a post of 2014 with a 2021 note stays out of a 2021 range).
-    items = [(d, t) for d, t in items if (not f.date_from or d >= f.date_from) and (not f.date_to or d <= f.date_to)]
-    days, counts = spikes.daily_counts(d for d, _ in items)
-    texts: dict[dt.date, list[str]] = defaultdict(list)
-    for day, text in items:
-        if text:
-            texts[day].append(text)
-    series, found = spikes.spikes_with_terms(days, counts, texts, window=window, k=k)
+    imported without text). The counts are one GROUP BY in PostgreSQL; texts are read only
+    for the days the shown spikes' terms compare (over the whole public download, reading
+    every note's text per request took minutes)."""
+    items = _spike_items(f, unit)
+    by_day = dict(items.order_by().values_list("day").annotate(n=Count("pk")).values_list("day", "n"))
+    days, counts = spikes.fill_days(by_day)
+    series, found = spikes.detect(days, counts, window=window, k=k)
     shown_from = shown_to = None
     data_from, data_to = (series.days[0], series.days[-1]) if series.days else (None, None)
     if not (f.date_from or f.date_to) and len(series.days) > SHOWN_DAYS:
@@ -278,12 +304,14 @@ def spike_report(
         found = [sp for sp in found if sp.index < end]
         series, found = spikes.last_days(series, found, SHOWN_DAYS)
         shown_from, shown_to = series.days[0], series.days[-1]
+    texts = _texts_by_day(f, unit, [spikes.terms_span(sp.day, window=window) for sp in found])
+    found = [dataclasses.replace(sp, terms=spikes.trending_terms(texts, sp.day, window=window)) for sp in found]
     return SpikeReport(
         unit,
         series,
         found,
-        n_items=len(items),
-        n_texts=sum(len(v) for v in texts.values()),
+        n_items=sum(by_day.values()),
+        n_texts=_with_text(f, unit, items),
         shown_from=shown_from,
         shown_to=shown_to,
         data_from=data_from,
@@ -293,15 +321,26 @@ def spike_report(
     )
 
 
+def _with_text(f: AnalyticsFilters, unit: str, items: QuerySet[Any]) -> int:
+    """Items whose text the trending terms could read (a post without text: through a note)."""
+    if unit != "posts":
+        return items.exclude(text="").count()
+    readable = Q(text_available=True) & ~Q(text="")
+    through_notes = Q(text_available=False, pk__in=notes_filtered(f).exclude(text="").values("post_id"))
+    return items.filter(readable | through_notes).count()
+
+
 def spike_data_span(f: AnalyticsFilters, *, unit: str = "notes") -> tuple[dt.date, dt.date] | None:
     """The first and last day with data under the filters but any dates (None: no data at all):
     what a date range without data links to."""
     if not (f.date_from or f.date_to):
         return None
-    report = spike_report(dataclasses.replace(f, date_from=None, date_to=None), unit=unit)
-    if report.data_from is None or report.data_to is None:
+    found = _spike_items(dataclasses.replace(f, date_from=None, date_to=None), unit).aggregate(
+        first=Min("day"), last=Max("day")
+    )
+    if found["first"] is None or found["last"] is None:
         return None
-    return report.data_from, report.data_to
+    return found["first"], found["last"]
 
 
 # --- Posts in a spike (the contributors' queue) --------------------------------------------

@@ -83,12 +83,19 @@ def daily_counts(
     dates: Iterable[dt.date], *, start: dt.date | None = None, end: dt.date | None = None
 ) -> tuple[list[dt.date], list[int]]:
     """One count per calendar day from the first to the last date (gaps filled with 0)."""
-    counter = Counter(dates)
-    if not counter:
+    return fill_days(Counter(dates), start=start, end=end)
+
+
+def fill_days(
+    by_day: Mapping[dt.date, int], *, start: dt.date | None = None, end: dt.date | None = None
+) -> tuple[list[dt.date], list[int]]:
+    """Counts per day (days without items absent) as one count per calendar day from the first to
+    the last day (gaps filled with 0)."""
+    if not by_day:
         return [], []
-    first, last = start or min(counter), end or max(counter)
+    first, last = start or min(by_day), end or max(by_day)
     days = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
-    return days, [counter.get(d, 0) for d in days]
+    return days, [by_day.get(d, 0) for d in days]
 
 
 def rolling(
@@ -146,6 +153,12 @@ def tokens(text: str) -> set[str]:
     return {w for w in words if len(w) >= 3 and w not in ENGLISH_STOP_WORDS and w not in EXTRA_STOPWORDS}
 
 
+def terms_span(day: dt.date, *, window: int = WINDOW_DAYS) -> tuple[dt.date, dt.date]:
+    """The first and last day whose texts the trending terms of a spike on `day` read: the
+    baseline's `window` days, then day-1..day+1."""
+    return day - dt.timedelta(days=1 + window), day + dt.timedelta(days=1)
+
+
 def trending_terms(
     texts_by_day: Mapping[dt.date, Sequence[str]],
     day: dt.date,
@@ -157,7 +170,7 @@ def trending_terms(
     """Terms of the texts of day-1..day+1 most over-represented against the `window` days
     before day-1: ratio of document shares with add-one smoothing; at least `min_docs` texts."""
     centre = [t for d in (day - dt.timedelta(days=1), day, day + dt.timedelta(days=1)) for t in texts_by_day.get(d, ())]
-    base_start = day - dt.timedelta(days=1 + window)
+    base_start, _ = terms_span(day, window=window)
     baseline = [t for i in range(window) for t in texts_by_day.get(base_start + dt.timedelta(days=i), ())]
     c_win = Counter(w for t in centre for w in tokens(t))
     c_base = Counter(w for t in baseline for w in tokens(t))

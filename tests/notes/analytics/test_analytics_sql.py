@@ -118,3 +118,59 @@ def test_a_new_note_shows_at_once_through_the_cache() -> None:
     second = selectors.delay_summary(ANY)
     assert second.report.post_to_first_note_hours.n == 2
     assert second.report.post_to_first_note_hours.p50 == pytest.approx(4.0)
+
+
+def _spiky_data() -> None:
+    """Notes on 60 days, 2-4 a day, and a burst of notes about one word on day 45; some posts
+    imported without text (read through their notes' texts)."""
+    rng = random.Random(3)
+    start = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    words = ["vaccine schedule", "fasting study", "vitamin dose", "mask filter", "sleep trial"]
+    for d in range(60):
+        n = 30 if d == 45 else rng.randint(2, 4)
+        for i in range(n):
+            when = start + dt.timedelta(days=d, hours=rng.uniform(-11, 11))
+            has_text = rng.random() < 0.7
+            post = Post.objects.create(
+                text=f"post about {rng.choice(words)}" if has_text else "(imported)",
+                text_hash=f"{d}-{i}",
+                posted_at=when,
+                text_available=has_text,
+            )
+            text = "ivermectin cures covid" if d == 45 else f"note on {rng.choice(words)}"
+            Note.objects.create(post=post, text=text if rng.random() < 0.9 else "", created_at=when)
+
+
+def _expected_spikes(unit: str) -> tuple[list[int], list[selectors.spikes.Spike], int]:
+    """The pure path on every item read into Python (what the page did before)."""
+    from notes.analytics import spikes
+
+    if unit == "posts":
+        items = []
+        for post in Post.objects.prefetch_related("notes"):
+            when = post.posted_at or post.created_at
+            text = post.text if post.text_available else " ".join(n.text for n in post.notes.all())
+            items.append((when.date(), text))
+    else:
+        items = [(n.created_at.date(), n.text) for n in Note.objects.all()]
+    days, counts = spikes.daily_counts(d for d, _ in items)
+    texts: dict[dt.date, list[str]] = {}
+    for day, text in items:
+        if text.strip():
+            texts.setdefault(day, []).append(text)
+    _, found = spikes.spikes_with_terms(days, counts, texts)
+    return counts, found, sum(1 for _, t in items if t.strip())
+
+
+@pytest.mark.parametrize("unit", ["notes", "posts"])
+def test_the_spike_figures_equal_the_pure_path_over_every_item(unit: str) -> None:
+    _spiky_data()
+    counts, found, n_texts = _expected_spikes(unit)
+    report = selectors.spike_report(ANY, unit=unit)
+    assert report.series.counts == counts and report.n_items == sum(counts)
+    assert [(s.day, s.count, s.terms) for s in report.spikes] == [(s.day, s.count, s.terms) for s in found]
+    assert found and found[0].terms and found[0].terms[0][0] in {"ivermectin", "cures", "covid"}
+    assert report.n_texts == n_texts
+    # A range without data says where the data is, from one aggregate.
+    empty = selectors.AnalyticsFilters(date_from=dt.date(2030, 1, 1))
+    assert selectors.spike_data_span(empty, unit=unit) == (report.data_from, report.data_to)
