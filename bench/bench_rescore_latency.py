@@ -28,7 +28,7 @@ Steps:
    signed-in clients (bench_load.run_page: one thread and one connection per request each, a
    think time of 0.5-1.5x --think between requests; --think 0: a closed loop).
 3. Idle: --idle-rounds rounds over the pages (home, a note's page, the rating queue, the delays
-   analytics page), --requests per client and page each round.
+   analytics page and the spikes page), --requests per client and page each round.
 4. During rescoring: --rescorer worker (default) starts a real `celery worker -Q cpu
    --concurrency 1` (--pool prefork, as docs/operations/production.md runs it: the task's time
    limits apply; --pool solo: in the worker's own process, without time limits, as scripts/demo.sh)
@@ -67,6 +67,7 @@ PAGES = {
     "note page": "/rate/{note}/",
     "rating queue": "/rate/",
     "analytics: delays": "/analytics/delays/",
+    "analytics: spikes": "/analytics/spikes/",
 }
 FINISHED = ("done", "failed", "skipped")
 
