@@ -314,7 +314,8 @@ def import_ratings_copy(
 
     `exclusive` (the default) trades concurrency for speed: each chunk's transaction locks the
     ratings table (readers wait for the chunk) and writes the chunk without a foreign-key check
-    per row (see `_drop_rating_foreign_keys`); the checks are made in one pass at the end
+    per row (see `_drop_rating_foreign_keys`: dropping a key locks the notes and participants
+    tables it references too, so every reader of notes waits while chunks follow each other); the checks are made in one pass at the end
     (VALIDATE). An exclusive import into an empty ratings table is a bulk load: the primary
     key, the unique (note, rater) constraint and the rater index are dropped and built once at the end (see
     `_defer_rating_indexes`). With `exclusive=False` the rows go through `INSERT … ON CONFLICT`
