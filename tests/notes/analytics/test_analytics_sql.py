@@ -174,3 +174,12 @@ def test_the_spike_figures_equal_the_pure_path_over_every_item(unit: str) -> Non
     # A range without data says where the data is, from one aggregate.
     empty = selectors.AnalyticsFilters(date_from=dt.date(2030, 1, 1))
     assert selectors.spike_data_span(empty, unit=unit) == (report.data_from, report.data_to)
+
+
+def test_a_spike_report_is_kept_until_a_note_is_added() -> None:
+    _spiky_data()
+    first = selectors.spike_report(ANY)
+    assert selectors.spike_report(ANY) is first
+    post = Post.objects.create(text="p", text_hash="new", posted_at=timezone.now())
+    Note.objects.create(post=post, text="n", created_at=timezone.now())
+    assert selectors.spike_report(ANY).n_items == first.n_items + 1
