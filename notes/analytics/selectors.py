@@ -193,7 +193,16 @@ class ImportedHistorySummary:
     why_not: str = ""
 
 
+_IMPORTED_HISTORY: Memo[ImportedHistorySummary] = Memo(size=32, max_age_s=DELAY_SUMMARY_MAX_AGE_S)
+
+
 def imported_history_summary(f: AnalyticsFilters) -> ImportedHistorySummary:
+    """`_imported_history_summary`, kept per web worker as the delays are (2.7 M rows for the
+    whole public download)."""
+    return _IMPORTED_HISTORY.get_or_build((f, delays_version()), lambda: _imported_history_summary(f)).value
+
+
+def _imported_history_summary(f: AnalyticsFilters) -> ImportedHistorySummary:
     """The status-history file's notes have no post, topic or origin here, and are real public
     data: the date filters apply (note creation); a topic, origin or demo-only filter leaves them out."""
     qs = ImportedNoteHistory.objects.all()

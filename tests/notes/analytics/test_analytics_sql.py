@@ -183,3 +183,13 @@ def test_a_spike_report_is_kept_until_a_note_is_added() -> None:
     post = Post.objects.create(text="p", text_hash="new", posted_at=timezone.now())
     Note.objects.create(post=post, text="n", created_at=timezone.now())
     assert selectors.spike_report(ANY).n_items == first.n_items + 1
+
+
+def test_the_imported_history_is_kept_until_a_row_is_added() -> None:
+    now = timezone.now()
+    ImportedNoteHistory.objects.create(note_external_id="a", created_at=now, first_verdict_at=now)
+    first = selectors.imported_history_summary(ANY)
+    assert selectors.imported_history_summary(ANY) is first
+    ImportedNoteHistory.objects.create(note_external_id="b", created_at=now, first_verdict_at=None)
+    again = selectors.imported_history_summary(ANY)
+    assert again.report is not None and again.report.never_left_nmr_share == pytest.approx(0.5)
