@@ -89,13 +89,7 @@ def test_home_reads_only_what_it_shows_of_each_note(anon_client: Any) -> None:
 def test_the_default_list_reads_the_newest_posts_with_text_through_its_partial_index() -> None:
     """With the whole public download imported, 2 M posts without text are newer than the few with
     text: the plain created_at index would walk all of them before the first row it may show."""
-    from django.db import connection
+    from tests.support.plans import index_plan
 
-    queryset = filter_by_text(Post.objects.all(), TEXT_WITH).order_by("-created_at", "-pk")[:21]
-    sql, params = queryset.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("SET LOCAL enable_sort = off")
-        cursor.execute("EXPLAIN " + sql, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = index_plan(filter_by_text(Post.objects.all(), TEXT_WITH).order_by("-created_at", "-pk")[:21])
     assert "post_with_text_newest" in plan and "Sort" not in plan, plan

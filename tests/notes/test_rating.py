@@ -168,17 +168,11 @@ def test_a_new_rating_counts_on_its_raters_side_until_the_next_scoring(
 def test_the_rating_queue_reads_through_its_index_without_sorting(
     make_user: Any, contributor: Any, note: Note, factor: float | None
 ) -> None:
-    from django.db import connection
+    from tests.support.plans import index_plan
 
     me = participant_for_user(user=make_user("queue", RATER))
     me.rater_factor = factor
-    queryset = selectors.rating_queue_queryset(participant=me)[:20]
-    sql, params = queryset.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("SET LOCAL enable_sort = off")
-        cursor.execute("EXPLAIN " + sql, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = index_plan(selectors.rating_queue_queryset(participant=me)[:20])
     expected = {-0.5: "note_queue_neg_side", 0.5: "note_queue_pos_side", None: "note_queue_min_side"}[factor]
     assert expected in plan, plan
     assert "Sort" not in plan, plan
