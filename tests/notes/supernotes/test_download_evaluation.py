@@ -27,14 +27,6 @@ from notes.supernotes import sample_evaluation as se
 SMALL = ("--max-posts", "24", "--jurors", "30", "--epochs", "1", "--max-ratings", "20000")
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("download")
-    download_synth.generate(path, scale=0.0005, seed=3)
-    download.run(path, only=("convert", "score"), say=lambda _m: None)
-    return path
-
-
 def _independent_posts(folder: Path, max_posts: int, seed: int) -> dict[str, set[str]]:
     """The post rule from the TSVs themselves (csv module): tweetId -> noteIds with text and an intercept."""
     csv.field_size_limit(1 << 24)

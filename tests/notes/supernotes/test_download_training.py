@@ -15,14 +15,6 @@ from notes.supernotes import download_training as dt
 from notes.supernotes import phm
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("download")
-    download_synth.generate(path, scale=0.0005, seed=3)
-    download.run(path, only=("convert", "score"), say=lambda _m: None)
-    return path
-
-
 def test_the_command_trains_and_saves_a_model_that_states_its_sample(folder: Path, tmp_path: Path, settings) -> None:
     settings.PHM_DIR = str(tmp_path / "phm")
     out = io.StringIO()
