@@ -100,14 +100,18 @@ _HOURS = "EXTRACT(EPOCH FROM ({} - {})) / 3600"
 
 
 def _first_verdict_report(
-    inner: QuerySet[Any], note_time: str, verdict_time: str, where: str = ""
+    inner: QuerySet[Any],
+    note_time: str,
+    verdict_time: str,
+    where: str = "",
+    post_to_first_note: delays.Percentiles | None = None,
 ) -> delays.DelayReport:
     """delays.delay_report over rows of `inner` with a note time and a first-verdict time (NULL:
-    never left Needs More Ratings)."""
+    never left Needs More Ratings), beside `post_to_first_note` (none: no posts)."""
     verdict, total = _hours_percentiles(_HOURS.format(verdict_time, note_time), inner, where)
     never = total - verdict.n - verdict.n_negative
     return delays.DelayReport(
-        post_to_first_note_hours=delays.percentiles([]),
+        post_to_first_note_hours=post_to_first_note or delays.percentiles([]),
         note_to_first_verdict_hours=verdict,
         never_left_nmr_share=never / total if total else None,
         n_notes_status=total,
@@ -149,21 +153,20 @@ def _delay_summary(f: AnalyticsFilters) -> DelaySummary:
     # ratings, years after it earned it: that time is not a verdict delay. Such notes are left out of
     # note -> first verdict (the imported status history gives their real delays).
     imported = Q(external_id__isnull=False, is_demo=False)
-    n_imported = notes.filter(imported).count()
-    own = notes.exclude(imported)
-    rows = own.annotate(
-        first_verdict=Min("status_changes__changed_at", filter=Q(status_changes__status__in=VERDICTS))
-    ).values("created_at", "first_verdict", "scored_at")
-    verdicts = _first_verdict_report(
-        rows, "created_at", "first_verdict", where="WHERE scored_at IS NOT NULL OR first_verdict IS NOT NULL"
+    counts = notes.aggregate(n=Count("pk"), imported=Count("pk", filter=imported))  # one scan for both
+    rows = (
+        notes.exclude(imported)
+        .annotate(first_verdict=Min("status_changes__changed_at", filter=Q(status_changes__status__in=VERDICTS)))
+        .values("created_at", "first_verdict", "scored_at")
     )
-    report = dataclasses.replace(verdicts, post_to_first_note_hours=post_hours)
+    where = "WHERE scored_at IS NOT NULL OR first_verdict IS NOT NULL"
+    report = _first_verdict_report(rows, "created_at", "first_verdict", where, post_to_first_note=post_hours)
     return DelaySummary(
         report,
-        n_notes=notes.count(),
+        n_notes=counts["n"],
         n_posts=n_posts,
-        n_scored=verdicts.n_notes_status,
-        n_imported=n_imported,
+        n_scored=report.n_notes_status,
+        n_imported=counts["imported"],
         computed_at=timezone.now(),
     )
 
