@@ -37,7 +37,7 @@ from notes.supernotes import services as supernote_services
 from tests.conftest import wait_for
 from tests.notes.factories import make_job, make_ready_snippet
 from tests.notes.supernotes.test_runs import _stuck_post
-from tests.support.browser import sign_in
+from tests.support.browser import after_htmx_swap, sign_in
 from tests.support.screenshots import artifact_path, docs_image_path
 
 PAGES = [
@@ -123,8 +123,8 @@ def test_request_then_rate_with_a_suggestion_and_see_it(
 
     page.goto(f"{live_server.url}/rate/{note.pk}/")
     page.get_by_label("Suggest a change to this note (optional)").fill("Add that cold water can cause shivering.")
-    page.get_by_label("Somewhat helpful").check()  # htmx re-renders the form
-    page.locator(".tags-helpful").wait_for()
+    # htmx re-renders the form; both tag groups are on the page before and after, so wait for the swap
+    after_htmx_swap(page, page.get_by_label("Somewhat helpful").check)
     field = page.get_by_label("Suggest a change to this note (optional)")
     assert field.input_value() == "Add that cold water can cause shivering."
     page.get_by_role("button", name="Save rating").click()

@@ -20,3 +20,14 @@ def sign_in(page: Any, live_server: Any, user: Any) -> None:
           "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
           "url": live_server.url}]
     )  # fmt: skip
+
+
+def after_htmx_swap(page: Any, action: Any) -> None:
+    """Do `action` (a click or check that makes htmx swap part of the page) and return once the
+    swap has settled, so the next step meets the new elements, never the ones being replaced."""
+    page.evaluate(
+        "() => { window.__htmxSettled = false;"
+        " document.body.addEventListener('htmx:afterSettle', () => { window.__htmxSettled = true }, {once: true}) }"
+    )
+    action()
+    page.wait_for_function("() => window.__htmxSettled === true")

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 
 from crowdnotes_site.lib.llm.client import LLMBudgetExceeded
+from crowdnotes_site.lib.text_rules import find_urls
 from crowdnotes_site.llm import llm_usage_charge
 from crowdnotes_site.models import LlmUsage, OutboxMessage
 from crowdnotes_site.queue import enqueue_on_commit
@@ -289,10 +290,15 @@ def test_a_proposed_supernote_is_judged_in_its_starters_turn(
     settings.PHM_DIR = tmp_path / "phm"
     post, _, _ = _stuck_post()
     services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
-    good = "Large studies of millions of children found no link between vaccines and autism. https://cdc.gov/autism"
-    llm_server.respond_with(
-        lambda messages: "Fine.\nFinal decision: yes" if "Question:" in messages[-1]["content"] else good
-    )
+
+    def answer(messages: list[dict[str, Any]]) -> str:
+        content = messages[-1]["content"]
+        if "Question:" in content:
+            return "Fine.\nFinal decision: yes"
+        # Cite a link of a note shown: the run's random subsets do not always hold the same notes.
+        return "Large studies found no link between vaccines and autism. " + find_urls(content)[0]
+
+    llm_server.respond_with(answer)
     run = services.supernote_run_start(post=post, user=admin_user, n_candidates=6, jury_size=200)
     services.supernote_run_execute(run_id=run.pk)
     run.refresh_from_db()
