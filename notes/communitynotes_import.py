@@ -82,7 +82,14 @@ def _clean_row(row: T, free_text: tuple[str, ...], report: ImportReport, kind: s
     return row
 
 
-def _clean_rows(rows: Iterable[T], free_text: tuple[str, ...], report: ImportReport, kind: str) -> Iterator[T]:
+def _clean_rows(
+    rows: Iterable[T], free_text: tuple[str, ...], report: ImportReport, kind: str, *, block: str | None = None
+) -> Iterator[T]:
+    """`_clean_row` of each row. Given the `block` of text the rows were read from, a block without
+    any control character is passed through unchecked (no row of it can hold one)."""
+    if block is not None and _CONTROL.search(block) is None:
+        yield from rows
+        return
     for row in rows:
         kept = _clean_row(row, free_text, report, kind)
         if kept is not None:

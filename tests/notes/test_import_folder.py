@@ -121,6 +121,12 @@ def _tables() -> dict[str, set[tuple[object, ...]]]:
     }  # fmt: skip
 
 
+def _note_indexes() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'notes_note'")
+        return {name for (name,) in cursor.fetchall()}
+
+
 def _empty_tables() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -131,7 +137,9 @@ def _empty_tables() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_folder_import_equals_the_file_by_file_import_and_the_files(download: Path, tmp_path: Path) -> None:
+    migrated = _note_indexes()
     output = _import(str(download))
+    assert _note_indexes() == migrated  # left out while the empty notes table filled, then built
     notes = _tsv(download / "notes-00000.tsv")
     history = _tsv(download / "noteStatusHistory-00000.tsv")
     assert f"notes upserted: {len(notes)}" in output
@@ -179,6 +187,7 @@ def test_an_import_killed_mid_shard_resumes_with_nothing_duplicated_or_lost(
     download: Path, zipped: Path, form: str
 ) -> None:
     folder = zipped if form == "zip" else download
+    migrated = _note_indexes()
     proc = _run_import(folder, "--chunk-lines", "500")
     deadline = time.monotonic() + 60
     mid_shard = None
@@ -200,6 +209,8 @@ def test_an_import_killed_mid_shard_resumes_with_nothing_duplicated_or_lost(
     partial = Rating.objects.count()
     expected = _expected_ratings(download)
     assert 0 < partial < len(expected)
+    # The notes' read indexes are out until the import ends: the rerun builds them.
+    assert "note_queue_min_side" not in _note_indexes() and "notes_note_external_id_key" in _note_indexes()
     progress = io.StringIO()
     call_command("import_communitynotes", str(folder), "--chunk-lines", "500", stdout=io.StringIO(), stderr=progress)
     said = progress.getvalue()
@@ -210,6 +221,7 @@ def test_an_import_killed_mid_shard_resumes_with_nothing_duplicated_or_lost(
     # A zip's member cannot seek: the resume reads up to the offset, and says so.
     assert ("a zip cannot seek: its bytes before that are read and discarded" in said) == (form == "zip")
     assert _ratings() == expected  # exactly the rows of an uninterrupted import
+    assert _note_indexes() == migrated
     assert Rating.objects.count() == len(expected)
     assert Note.objects.filter(num_ratings__gt=0).count() == len({r[0] for r in expected})
     assert ImportedNoteHistory.objects.count() == len(_tsv(download / "noteStatusHistory-00000.tsv"))
