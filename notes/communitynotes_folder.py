@@ -136,18 +136,10 @@ def _defer_note_indexes(say: Callable[[str], None]) -> None:
 
 
 def _restore_note_indexes(say: Callable[[str], None]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", [Note._meta.db_table])
-        present = {name for (name,) in cursor.fetchall()}
-        missing = [(name, create) for name, create in _note_read_indexes() if name not in present]
-        if not missing:
-            return
-        started = time.perf_counter()
-        with transaction.atomic():
-            cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # each index in one in-memory sort
-            for _, create in missing:
-                cursor.execute(create)
-    say(f"notes' read indexes built ({len(missing)}): {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    built = cni.build_missing_indexes(Note._meta.db_table, _note_read_indexes())
+    if built:
+        say(f"notes' read indexes built ({built}): {time.perf_counter() - started:.1f} s")
 
 
 def _key(file: Path) -> str:

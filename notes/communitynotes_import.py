@@ -964,12 +964,19 @@ def _drop_repeated_pairs(cursor: CursorWrapper) -> int:
 
 
 def _restore_rating_read_indexes() -> None:
+    build_missing_indexes("notes_rating", _rating_read_indexes())
+
+
+def build_missing_indexes(table: str, indexes: list[tuple[str, str]]) -> int:
+    """Run the CREATE INDEX of each (name, statement) in `indexes` that `table` lacks (left out by
+    a bulk load), each in one in-memory sort; the number built."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'notes_rating'")
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", [table])
         present = {name for (name,) in cursor.fetchall()}
-        missing = [create for name, create in _rating_read_indexes() if name not in present]
+        missing = [create for name, create in indexes if name not in present]
         if missing:
             with transaction.atomic():
                 cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # one in-memory sort
                 for create in missing:
                     cursor.execute(create)
+    return len(missing)
