@@ -71,14 +71,11 @@ def main() -> None:
     hits: dict[tuple[str, str], list[float]] = {(i, t): [] for i in inputs for t in sample.truth}
     alphas: list[float] = []
     for seed in args.seeds:
-        order = [sample.posts[i] for i in np.random.default_rng(seed).permutation(len(sample.posts))]
-        fold_of = {post: k % args.folds for k, (post, _) in enumerate(order)}
+        order, fold_of = se.post_folds(sample, seed, args.folds)
         seed_hits: dict[tuple[str, str], list[float]] = {key: [] for key in hits}
         for f in range(args.folds):
             members = [(post, g) for post, g in order if fold_of[post] == f]
-            held = np.zeros(len(sample.notes), dtype=bool)
-            for post, _ in members:
-                held[sample.by_post[post]] = True
+            held = se.held_notes(sample, members)
             keep = ~held[ratings.note]
             fit = scoring.score(
                 scoring.Ratings(ratings.rater[keep], ratings.note[keep], ratings.value[keep]), sample.data.meta,

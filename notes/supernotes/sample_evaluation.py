@@ -299,6 +299,24 @@ def jury_for_posts(
     return scores
 
 
+def post_folds(
+    sample: Posts, seed: int, folds: int, max_posts: int | None = None
+) -> tuple[list[tuple[str, np.ndarray]], dict[str, int]]:
+    """The evaluated posts in the seed's order and each post's fold: the same posts for every seed
+    (a subset by a fixed draw when `max_posts`), the seed decides the folds."""
+    chosen = sorted(np.random.default_rng(0).permutation(len(sample.posts))[: max_posts or None])
+    posts = [sample.posts[i] for i in np.random.default_rng(seed).permutation(chosen)]
+    return posts, {post: k % max(folds, 1) for k, (post, _) in enumerate(posts)}
+
+
+def held_notes(sample: Sample, members: Sequence[tuple[str, np.ndarray]]) -> np.ndarray:
+    """Per note, whether it is held out: every note of the fold's posts, scored or not."""
+    held = np.zeros(len(sample.notes), dtype=bool)
+    for post, _ in members:
+        held[sample.by_post[post]] = True
+    return held
+
+
 def run_seed(
     sample: Sample, *, seed: int, folds: int = 5, setting: Setting | None = None, jury_size: int = 200,
     max_posts: int | None = None, held_out_values: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
@@ -312,10 +330,7 @@ def run_seed(
     ratings = sample.data.ratings
     values = ratings.value
     n_raters = len(sample.data.participant_ids)
-    # The same posts for every seed (a subset by a fixed draw); the seed decides the folds.
-    chosen = sorted(np.random.default_rng(0).permutation(len(sample.posts))[: max_posts or None])
-    posts = [sample.posts[i] for i in np.random.default_rng(seed).permutation(chosen)]
-    fold_of = {post: k % max(folds, 1) for k, (post, _) in enumerate(posts)}
+    posts, fold_of = post_folds(sample, seed, folds, max_posts)
     base_cols = nf.feature_names([g for g in setting.groups if g != "writer"])
     all_base = nf.feature_names([g for g in ALL_GROUPS if g != "writer"])
     base = sample.raw_features[:, [all_base.index(c) for c in base_cols]]
@@ -330,9 +345,7 @@ def run_seed(
         members = [(post, g) for post, g in posts if fold_of[post] == f]
         if not members:
             continue
-        held = np.zeros(len(sample.notes), dtype=bool)
-        for post, _ in members:
-            held[sample.by_post[post]] = True  # every note of the post, scored or not
+        held = held_notes(sample, members)
         held_rating = held[ratings.note]
         fold_values = held_out_values(values, held_rating) if held_out_values else values
         keep = ~held_rating
