@@ -107,7 +107,9 @@ def _dt(ms: int) -> datetime:
 
 
 def _participants(ids: set[str]) -> dict[str, int]:
-    Participant.objects.bulk_create([Participant(external_id=i) for i in ids], ignore_conflicts=True)
+    # Created in sorted order, not the set's (which changes with each process's string hashing): the
+    # same file gives the same primary keys, so what reads them in key order (the jury) is repeatable.
+    Participant.objects.bulk_create([Participant(external_id=i) for i in sorted(ids)], ignore_conflicts=True)
     return dict(Participant.objects.filter(external_id__in=ids).values_list("external_id", "pk"))
 
 
@@ -115,7 +117,7 @@ def _posts(tweet_ids: set[str]) -> dict[str, int]:
     existing = dict(Post.objects.filter(external_id__in=tweet_ids).values_list("external_id", "pk"))
     missing = tweet_ids - set(existing)
     new = []
-    for tweet_id in missing:
+    for tweet_id in sorted(missing):  # sorted: the same keys in every process (see _participants)
         text = f"Post {tweet_id} (imported from the public Community Notes data; text not included)"
         new.append(
             Post(

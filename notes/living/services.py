@@ -8,6 +8,7 @@ version it revised is still current, so a run can publish at most once."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass
@@ -368,6 +369,14 @@ def suggestion_taken(*, suggestion: str, current: str, candidate: str) -> bool:
     return bool((set(_WORD.findall(suggestion.casefold())) - current_words) & candidate_words)
 
 
+def jury_seed(*texts: str) -> int:
+    """The jury's draws for a revision, fixed by what it compares (post, current text, candidate): the
+    same comparison always gets the same jurors and decision, so asking again cannot redraw a jury
+    until a candidate passes, and the decision does not depend on the run's database id."""
+    digest = hashlib.sha256("\x1f".join(texts).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
 def jury_predict(*, post_text: str, texts: list[str], seed: int = 0) -> tuple[list[float] | None, str]:
     """The jury's predicted helpfulness (intercept) of each text on the same jurors and draws, or
     (None, why) without a stored PHM or raters with scorer parameters."""
@@ -471,7 +480,8 @@ def _judge_and_score(
         failed = [st.stage for st in result.stages if st.verdict != "yes"]
         reasons.append(f"the judges did not pass it ({', '.join(failed) or 'no verdict'})")
     # 2. The jury: the candidate against the current version, same jurors and draws.
-    predicted, why = jury_predict(post_text=note.post.text, texts=[base.text, candidate], seed=run.pk)
+    seed = jury_seed(note.post.text, base.text, candidate)
+    predicted, why = jury_predict(post_text=note.post.text, texts=[base.text, candidate], seed=seed)
     margin = settings.REVISION_JURY_MARGIN
     run.jury_margin = margin
     if predicted is None:

@@ -62,6 +62,14 @@ def test_it_imports_the_public_samples_idempotently(cn_data: Path) -> None:
     rated = Note.objects.get(external_id="1352796878438424576")
     assert rated.num_ratings == Rating.objects.filter(note=rated).count() > 0
     assert Note.objects.exclude(status=NoteStatus.NEEDS_MORE_RATINGS).exists()  # statuses from the history
+    # The notes (one batch) create their authors and posts in sorted order, not in the order of a set
+    # (which changes with every process's string hashing): the same file gives the same keys, and
+    # what reads rows in key order (the jury's training and pool) repeats from run to run.
+    authors = list(Participant.objects.filter(notes_authored__isnull=False).distinct().order_by("pk")
+                   .values_list("external_id", flat=True))  # fmt: skip
+    posts = list(Post.objects.order_by("pk").values_list("external_id", flat=True))
+    assert len(authors) > 100 and authors == sorted(authors)
+    assert len(posts) > 100 and posts == sorted(posts)
     first = _counts()
     again = _import(*args, "--status-history", str(cn_data / HISTORY))
     assert "notes upserted: 4880" in again

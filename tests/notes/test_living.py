@@ -450,6 +450,14 @@ def test_a_revision_that_does_not_beat_the_jury_margin_is_not_published(
     assert run.outcome == RevisionRun.Outcome.REJECTED and run.judges_passed
     assert "does not beat the current version's" in run.reasons
     assert NoteVersion.objects.filter(note=note).count() == 1
+    # Asking again with the same suggestions draws the same jury: the same scores, not a fresh roll.
+    Suggestion.objects.filter(note=note).update(state=Suggestion.State.PENDING)
+    again = living.revision_run_start(note=note)
+    assert again is not None and again.pk != run.pk
+    living.revision_run_execute(run_id=again.pk)
+    again.refresh_from_db()
+    assert again.candidate_text == run.candidate_text and again.outcome == RevisionRun.Outcome.REJECTED
+    assert (again.jury_current, again.jury_candidate) == (run.jury_current, run.jury_candidate)
 
 
 def test_suggestion_text_reaches_the_prompt_fenced_as_untrusted(
