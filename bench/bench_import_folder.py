@@ -16,6 +16,10 @@ Steps, each in its own process (peak RSS per process from wait4):
    (no index, no key: the floor); timed per table, then the copies and files are removed.
    `--raw-ratings-rows N`: only the first N ratings (by id: the first shard's rows), for the full
    shape, where a second copy of every rating would not fit the disk; the ratio is then per row;
+   `--raw-existing IMPORT_LOG`: only this step, on a database the import already filled (--db, kept
+   as it is): every rating and participant, piped by psql from `COPY … TO STDOUT` into a bare copy
+   (no dump file: the full shape's second copy needs only its own room), beside the ratings phase
+   read from the import's progress log;
 5. `--rescore`: `notes.services.notes_rescore()` twice in a fresh process (peak RSS, bytes per
    rating all in and above the process's own base after `django.setup()`).
 Prints one table; the database is dropped at the end unless `--keep-db`.
@@ -244,6 +248,55 @@ def _raw_copy(db: str, work: Path, ratings_rows: int | None) -> list[tuple[str, 
     return out
 
 
+def _raw_piped(db: str, table: str) -> tuple[int, float, float]:
+    """(rows, seconds of `COPY table TO STDOUT` alone, seconds of the same stream piped into a
+    plain `COPY … FROM STDIN` of a bare copy of the table): psql on both ends, no dump file, so a
+    second copy of the full shape's ratings needs only its table's room (the bare copy is dropped)."""
+    url = f"{PG}/{db}"
+    out_sql = f"COPY {table} TO STDOUT"
+    copy_table = f"cn_raw_bare_{table}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]  # noqa: S608
+        conn.execute(f"DROP TABLE IF EXISTS {copy_table}")
+        conn.execute(f"CREATE TABLE {copy_table} (LIKE {table} INCLUDING DEFAULTS)")
+    t0 = time.perf_counter()
+    subprocess.run(["psql", "-X", "-q", "-d", url, "-c", out_sql], stdout=subprocess.DEVNULL, check=True)
+    read_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    reader = subprocess.Popen(["psql", "-X", "-q", "-d", url, "-c", out_sql], stdout=subprocess.PIPE)
+    writer = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c",
+                             f"COPY {copy_table} FROM STDIN"], stdin=reader.stdout, check=False)  # fmt: skip
+    if reader.stdout:
+        reader.stdout.close()
+    if reader.wait() or writer.returncode:
+        raise SystemExit(f"raw COPY of {table} failed")
+    piped_s = time.perf_counter() - t0
+    with psycopg.connect(url, autocommit=True) as conn:
+        copied = conn.execute(f"SELECT count(*) FROM {copy_table}").fetchone()[0]  # type: ignore[index]  # noqa: S608
+        conn.execute(f"DROP TABLE {copy_table}")
+    if copied != rows:
+        raise SystemExit(f"raw COPY of {table}: {copied:,} rows, not {rows:,}")
+    return int(rows), read_s, piped_s
+
+
+def raw_existing(db: str, import_log: Path) -> None:
+    """`--raw-existing LOG`: the whole ratings phase's rows (ratings and participants) of a database
+    the folder import already filled (`--db`, its import's progress log), raw-COPYed piped into bare
+    copies (the floor; a copy with keys and indexes does not fit the disk beside the full shape),
+    beside the import's own ratings phase from the log."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    ours = _phases(import_log).get("ratings", 0.0)
+    done = [(t, *_raw_piped(db, t)) for t in ("notes_rating", "notes_participant")]
+    print(f"database {db}; load average before: {load}, after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("\n| table | rows | COPY TO alone s | raw COPY piped into a bare copy s | rows/s |")
+    print("|---|---:|---:|---:|---:|")
+    for table, rows, read_s, piped_s in done:
+        print(f"| {table} | {rows:,} | {read_s:.1f} | {piped_s:.1f} | {rows / max(piped_s, 1e-9):,.0f} |")
+    bare = sum(r[3] for r in done)
+    print(f"\nratings phase of the import (from {import_log.name}): {ours:.1f} s; raw COPY bare, ratings + "
+          f"participants: {bare:.1f} s; ours / raw (bare) = {ours / bare:.2f}x")  # fmt: skip
+
+
 def _rating_keys(conn: psycopg.Connection, table: str) -> None:
     """The ratings table's primary key, unique (note, rater) and rater index, as the migrations
     make them, on `table` where missing (a stopped bulk load leaves them out of notes_rating,
@@ -295,9 +348,17 @@ def main() -> None:
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--keep-data", action="store_true")
     parser.add_argument("--child-rescore", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--raw-existing",
+        type=Path,
+        metavar="IMPORT_LOG",
+        help="only the raw COPY, piped into bare copies, on --db as its import left it (see raw_existing)",
+    )
     args = parser.parse_args()
     if args.child_rescore:
         return child_rescore()
+    if args.raw_existing:
+        return raw_existing(args.db, args.raw_existing)
     sys.path.insert(0, str(ROOT))
     folder = args.folder or args.data
     if folder is None:
