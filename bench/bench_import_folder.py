@@ -67,6 +67,11 @@ def _wait(proc: subprocess.Popen[bytes], block: bool = True) -> tuple[int, float
     return proc.returncode, usage.ru_maxrss / 1024
 
 
+def _load() -> str:
+    """The load average (1, 5, 15 min) as printed in the tables."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _free_gb() -> float:
     return shutil.disk_usage("/").free / 2**30
 
@@ -284,10 +289,10 @@ def raw_existing(db: str, import_log: Path) -> None:
     the folder import already filled (`--db`, its import's progress log), raw-COPYed piped into bare
     copies (the floor; a copy with keys and indexes does not fit the disk beside the full shape),
     beside the import's own ratings phase from the log."""
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = _load()
     ours = _phases(import_log).get("ratings", 0.0)
     done = [(t, *_raw_piped(db, t)) for t in ("notes_rating", "notes_participant")]
-    print(f"database {db}; load average before: {load}, after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"database {db}; load average before: {load}, after: {_load()}")
     print("\n| table | rows | COPY TO alone s | raw COPY piped into a bare copy s | rows/s |")
     print("|---|---:|---:|---:|---:|")
     for table, rows, read_s, piped_s in done:
@@ -364,7 +369,7 @@ def main() -> None:
     if folder is None:
         raise SystemExit("--folder or --data (with --scale)")
     work = args.work or (args.data.parent if args.data else Path(tempfile.gettempdir()))
-    load = [" ".join(f"{x:.2f}" for x in os.getloadavg())]
+    load = [_load()]
     gen_s = generate(folder, args.scale) if args.folder is None else 0.0
     tsv_gb = sum(f.stat().st_size for f in folder.glob("*.tsv")) / 2**30
     log = work / f"{args.db}-import.log"
@@ -386,14 +391,14 @@ def main() -> None:
         else:
             runs = _import(folder, args.db, log, None, args.min_free_gb)
         phases = _phases(log)
-        load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
+        load.append(_load())
         db_gb = _db_size(args.db)
         clean = _checksum(args.db) if not full else None
         with psycopg.connect(f"{PG}/{args.db}") as conn:
             counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # type: ignore[index]  # noqa: S608
         if not full:
             raw = _raw_copy(args.db, work, None)
-        load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
+        load.append(_load())
         rescore = None
         if args.rescore:
             with psycopg.connect(f"{PG}/{args.db}", autocommit=True) as conn:

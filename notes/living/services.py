@@ -369,17 +369,18 @@ def suggestion_taken(*, suggestion: str, current: str, candidate: str) -> bool:
     return bool((set(_WORD.findall(suggestion.casefold())) - current_words) & candidate_words)
 
 
-def jury_seed(*texts: str) -> int:
-    """The jury's draws for a revision, fixed by what it compares (post, current text, candidate): the
-    same comparison always gets the same jurors and decision, so asking again cannot redraw a jury
-    until a candidate passes, and the decision does not depend on the run's database id."""
+def _jury_seed(*texts: str) -> int:
+    """The jury's draws, fixed by what it compares: the same comparison always gets the same jurors
+    and decision, so asking again cannot redraw a jury until a candidate passes, and the decision
+    does not depend on a run's database id."""
     digest = hashlib.sha256("\x1f".join(texts).encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def jury_predict(*, post_text: str, texts: list[str], seed: int = 0) -> tuple[list[float] | None, str]:
-    """The jury's predicted helpfulness (intercept) of each text on the same jurors and draws, or
-    (None, why) without a stored PHM or raters with scorer parameters."""
+def jury_predict(*, post_text: str, texts: list[str]) -> tuple[list[float] | None, str]:
+    """The jury's predicted helpfulness (intercept) of each text on the same jurors and draws (seeded
+    by the post and the texts: `_jury_seed`), or (None, why) without a stored PHM or raters with
+    scorer parameters."""
     from notes.supernotes import jury
     from notes.supernotes import selectors as supernote_selectors
     from notes.supernotes import services as supernote_services
@@ -402,7 +403,7 @@ def jury_predict(*, post_text: str, texts: list[str], seed: int = 0) -> tuple[li
             emb, post_emb, pool.rater_intercept[jurors], pool.rater_factor[jurors], feats
         ),
         pool.rater_intercept, pool.rater_factor, mu=pool.mu, ratings_per_note=pool.ratings_per_note,
-        jury_size=settings.REVISION_JURY_SIZE, stratified=True, seed=seed,
+        jury_size=settings.REVISION_JURY_SIZE, stratified=True, seed=_jury_seed(post_text, *texts),
     )  # fmt: skip
     return [float(x) for x in np.asarray(scores.intercept)], f"PHM {model.meta.version}"
 
@@ -480,8 +481,7 @@ def _judge_and_score(
         failed = [st.stage for st in result.stages if st.verdict != "yes"]
         reasons.append(f"the judges did not pass it ({', '.join(failed) or 'no verdict'})")
     # 2. The jury: the candidate against the current version, same jurors and draws.
-    seed = jury_seed(note.post.text, base.text, candidate)
-    predicted, why = jury_predict(post_text=note.post.text, texts=[base.text, candidate], seed=seed)
+    predicted, why = jury_predict(post_text=note.post.text, texts=[base.text, candidate])
     margin = settings.REVISION_JURY_MARGIN
     run.jury_margin = margin
     if predicted is None:
