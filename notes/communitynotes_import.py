@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
@@ -383,11 +384,39 @@ def import_ratings_copy(
                     return
             _finish(key, keep_finished)
             say(f"{file.name}: done, {done - skip:,} lines in {time.perf_counter() - started:.1f} s")
-    _restore_rating_key_constraints(report)
-    if touched:
-        _refresh_num_ratings()
-    _validate_rating_foreign_keys(report)
-    _restore_rating_read_indexes()
+    with bulk_step_memory():
+        for step, run in (
+            ("primary key and unique (note, rater)", lambda: _restore_rating_key_constraints(report)),
+            ("notes' rating counts", _refresh_num_ratings if touched else None),
+            ("foreign keys' validation", lambda: _validate_rating_foreign_keys(report)),
+            ("rater index", _restore_rating_read_indexes),
+        ):
+            if run is not None:
+                started = time.perf_counter()
+                run()
+                say(f"ratings, end step: {step}: {time.perf_counter() - started:.1f} s")
+
+
+# What the end steps of a bulk load may use per sort or hash (PostgreSQL's defaults, 64 MB and
+# 4 MB, are for many small queries at once): an index build sorts every rating; a foreign key's
+# validation hashes every note or participant (PostgreSQL runs it with maintenance_work_mem);
+# the rating counts group every rating by note. At the full download (2.5 M notes, 191 M
+# ratings) the defaults spill those hashes and sorts to disk in many passes.
+BULK_STEP_MEMORY = "1GB"
+
+
+@contextmanager
+def bulk_step_memory() -> Iterator[None]:
+    """This connection's sort and hash memory raised to BULK_STEP_MEMORY while the block runs."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET maintenance_work_mem = '{BULK_STEP_MEMORY}'")
+        cursor.execute(f"SET work_mem = '{BULK_STEP_MEMORY}'")
+        try:
+            yield
+        finally:
+            if connection.is_usable():  # not in a transaction the block's error aborted
+                cursor.execute("RESET maintenance_work_mem")
+                cursor.execute("RESET work_mem")
 
 
 def _resume(
@@ -427,10 +456,11 @@ def _read_ahead(
     and parsed in a thread while the caller writes this one: numpy and the database driver
     release the GIL, so the parse runs on the second core."""
 
+    blocks = download_file.line_blocks(fh, chunk_lines)
+
     def read() -> tuple[int, bytes, cio.ImportBlock | None]:
-        lines = list(islice(fh, chunk_lines))
-        block = b"".join(lines)
-        return len(lines), block, cio.parse_import_block(block, header) if lines else None
+        n_lines, block = next(blocks, (0, b""))
+        return n_lines, block, cio.parse_import_block(block, header) if n_lines else None
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-parse") as pool:
         ahead = pool.submit(read)
@@ -930,7 +960,6 @@ def _restore_rating_key_constraints(report: ImportReport) -> None:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute("LOCK TABLE notes_rating IN ACCESS EXCLUSIVE MODE")
-        cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # each index in one in-memory sort
         for name, create in missing:
             try:
                 with transaction.atomic():
@@ -978,7 +1007,7 @@ def build_missing_indexes(table: str, indexes: list[tuple[str, str]]) -> int:
         missing = [create for name, create in indexes if name not in present]
         if missing:
             with transaction.atomic():
-                cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # one in-memory sort
+                cursor.execute(f"SET LOCAL maintenance_work_mem = '{BULK_STEP_MEMORY}'")  # see bulk_step_memory
                 for create in missing:
                     cursor.execute(create)
     return len(missing)

@@ -53,6 +53,7 @@ from notes.models import (
     Rating,
     RatingLevel,
     ScoringRun,
+    count_hidden,
     filter_by_text,
     text_filter,
 )
@@ -101,7 +102,7 @@ def posts_for_home(*, page: int = 1, topic: str = "", text: str = TEXT_WITH, siz
     # (rules JSON, explanation text) to read and decode for every note of 20 posts.
     notes = Note.objects.only("id", "post_id", "text", "status", "created_at").order_by("-created_at")
     base = Post.objects.filter(topic=topic) if topic else Post.objects.all()
-    hidden = base.without_text().count() if text == TEXT_WITH else 0
+    hidden = count_hidden(base.without_text()) if text == TEXT_WITH else 0
     posts = filter_by_text(base, text)
     start = (page - 1) * size
     rows = list(
@@ -238,8 +239,9 @@ def rating_queue(*, participant: Participant, limit: int = 20, text: str = TEXT_
 
 
 def rating_queue_hidden(*, participant: Participant) -> int:
-    """How many notes of this rater's queue are on imported posts without text (hidden by default)."""
-    return rating_queue_queryset(participant=participant, text=TEXT_WITHOUT).order_by().count()
+    """How many notes of this rater's queue are on imported posts without text (hidden by
+    default), up to a cap (`count_hidden`)."""
+    return count_hidden(rating_queue_queryset(participant=participant, text=TEXT_WITHOUT))
 
 
 def rating_queue_queryset(*, participant: Participant, text: str = TEXT_WITH) -> QuerySet[Note]:

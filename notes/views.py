@@ -31,7 +31,7 @@ from notes.forms import (
 )
 from notes.living import selectors as living_selectors
 from notes.living import services as living_services
-from notes.models import DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic
+from notes.models import HIDDEN_COUNT_CAP, DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic
 from notes.supernotes import comparison as comparison_module
 from notes.supernotes import selectors as supernote_selectors
 from notes.supernotes import services as supernote_services
@@ -48,7 +48,12 @@ def home(request: HttpRequest) -> HttpResponse:
         lambda: render_to_string("notes/_home_posts.html", {"home": home, "topic": topic, "text": text}),
     )
     context = {"listing": listing.value, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
-    return render(request, "notes/home.html", {**context, "hidden": home.hidden_without_text})
+    return render(request, "notes/home.html", {**context, **_hidden(home.hidden_without_text)})
+
+
+def _hidden(count: int) -> dict[str, int]:
+    """What notes/_text_hidden.html shows: the hidden count, and the cap when it was passed."""
+    return {"hidden": count, "hidden_over": HIDDEN_COUNT_CAP if count > HIDDEN_COUNT_CAP else 0}
 
 
 def _text_context(request: HttpRequest, text: str) -> dict[str, object]:
@@ -381,7 +386,7 @@ def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "notes": notes,
         "pairs": pairs,
-        "hidden": hidden,
+        **_hidden(hidden),
         "invitations": invitations,
         **_text_context(request, text),
     }
@@ -509,7 +514,7 @@ def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
     topic, page, text = _list_filters(request)
     stuck = supernote_selectors.stuck_page(page=page, topic=topic, text=text)
     context = {"stuck": stuck, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
-    return render(request, "notes/stuck_posts.html", {**context, "hidden": stuck.hidden_without_text})
+    return render(request, "notes/stuck_posts.html", {**context, **_hidden(stuck.hidden_without_text)})
 
 
 @endpoint(methods=["GET"], permission="notes.add_supernoterun")

@@ -28,6 +28,7 @@ from notes.models import (
     RatingLevel,
     SupernoteComparison,
     SupernoteRun,
+    count_hidden,
     filter_by_text,
 )
 from notes.supernotes import comparison, eligibility
@@ -74,7 +75,7 @@ class StuckPage:
 def stuck_page(*, page: int = 1, topic: str = "", text: str = TEXT_WITH, size: int = STUCK_PAGE_SIZE) -> StuckPage:
     """One page of stuck posts (longest stuck first) under the health-topic and post-text filters."""
     posts = stuck_posts_qs().filter(topic=topic) if topic else stuck_posts_qs()
-    hidden = posts.without_text().count() if text == TEXT_WITH else 0
+    hidden = count_hidden(posts.without_text()) if text == TEXT_WITH else 0
     start = (page - 1) * size
     items = stuck_posts(queryset=filter_by_text(posts, text), offset=start, limit=size + 1)
     return StuckPage(items=items[:size], page=page, has_next=len(items) > size, hidden_without_text=hidden)

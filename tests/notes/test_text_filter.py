@@ -75,6 +75,26 @@ def test_rating_queue_hides_notes_on_posts_without_text(rater_client: Any, rater
     assert {n.pk for n in everything.context["notes"]} == {readable.pk, *(n.pk for n in hidden)}
 
 
+def test_the_pages_count_hidden_rows_up_to_a_cap_and_then_say_more_than(
+    rater_client: Any, rater: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from notes import models, views
+
+    participant = participant_for_user(user=rater)
+    monkeypatch.setattr(models, "HIDDEN_COUNT_CAP", 2)
+    monkeypatch.setattr(views, "HIDDEN_COUNT_CAP", 2)
+    notes = [Note.objects.create(post=p, text=f"Imported context {p.pk}.") for p in _imported(4)]
+    html = rater_client.get(reverse("rating_queue")).content.decode()
+    assert "More than 2 notes on imported posts without text are hidden" in html
+    # Rated or written by this rater: out of the queue, so out of the count; at the cap it is exact.
+    Note.objects.filter(pk=notes[0].pk).update(author=participant)
+    notes[1].ratings.create(rater=participant, level="HELPFUL")
+    html = rater_client.get(reverse("rating_queue")).content.decode()
+    assert "2 notes on imported posts without text are hidden" in html and "More than" not in html
+    home = rater_client.get("/").content.decode()
+    assert "More than 2 imported posts without text are hidden" in home
+
+
 def test_stuck_posts_hide_posts_without_text_filter_by_topic_and_page(admin_client: Any) -> None:
     readable = post_create(text="Vaccines cause autism.")
     Post.objects.filter(pk=readable.pk).update(topic=Topic.TREATMENTS)

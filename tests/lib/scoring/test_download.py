@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from crowdnotes_site.lib.scoring import columnar, scoring_tsv
+from crowdnotes_site.lib.scoring import columnar, download_file, scoring_tsv
 from crowdnotes_site.lib.scoring import communitynotes_io as cio
 from crowdnotes_site.lib.scoring import download_synth as synth
 from notes.analytics import delays
@@ -411,3 +411,19 @@ def test_a_folder_without_notes_file_is_refused(download: Path, tmp_path: Path) 
     (folder / "notes-00000.tsv").unlink()
     with pytest.raises(columnar.DownloadError, match="no notes-"):
         research.run(folder, say=lambda _m: None)
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 7, 64, 1 << 20])
+def test_line_blocks_give_the_lines_iterating_the_file_gives(piece_bytes: int) -> None:
+    import io
+    from itertools import islice
+
+    rng = np.random.default_rng(piece_bytes)
+    for last_newline in (True, False):
+        lines = [b"x" * int(n) + b"\tend\n" for n in rng.integers(0, 20, 101)] + [b"\n", b"\r\n"]
+        data = b"".join(lines) if last_newline else b"".join(lines) + b"no newline at the end"
+        for n_lines in (1, 2, 10, 500):
+            fh = io.BytesIO(data)
+            expected = [(len(c), b"".join(c)) for c in iter(lambda: list(islice(fh, n_lines)), [])]  # noqa: B023
+            assert list(download_file.line_blocks(io.BytesIO(data), n_lines, piece_bytes)) == expected
+    assert list(download_file.line_blocks(io.BytesIO(b""), 3, piece_bytes)) == []
