@@ -9,7 +9,7 @@ unless --keep-db):
 
 An existing database that already holds imported ratings (the full shape), used as it is; one
 rescoring is ~10-20 min there, and notes.tasks.score_notes's soft time limit
-(SCORING_SOFT_TIME_LIMIT_S, 50 min) applies on the default prefork pool (--pool solo or
+(SCORING_SOFT_TIME_LIMIT_S, 3 h) applies on the default prefork pool (--pool solo or
 --rescorer process: none):
 
     flock /tmp/heavy.lock .venv/bin/python bench/bench_rescore_latency.py --db cn_big \\
