@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,29 @@ def test_copy_import_matches_the_orm_path_on_the_real_sample(cn_data: Path) -> N
     assert {k: v for k, v in bulk.skipped.items() if v} == {k: v for k, v in orm.skipped.items() if v}
     assert bulk.skipped["ratings: no helpfulness answer"] == 259
     assert not ImportCheckpoint.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_bulk_load_counts_each_notes_ratings_as_it_writes_them(tmp_path: Path) -> None:
+    data = synthetic.generate(3000, seed=9)
+    notes, ratings = synthetic.write_tsv(data, tmp_path)
+    lines = ratings.read_text().splitlines(keepends=True)
+    lines.append(lines[1])  # the same pair again in the last chunk: the first row goes at the end
+    ratings.write_text("".join(lines))
+    _import("--notes", str(notes))
+    progress: list[str] = []
+    cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, progress=progress.append)
+    assert any("notes' rating counts (counted as the chunks were written)" in line for line in progress)
+    in_table = Counter(Rating.objects.values_list("note_id", flat=True))
+    assert Rating.objects.count() == len(data.value)
+    assert {n.pk: n.num_ratings for n in Note.objects.all()} == {n.pk: in_table[n.pk] for n in Note.objects.all()}
+    # A load into a table that already holds ratings counts by a pass over the table.
+    Rating.objects.filter(pk=Rating.objects.order_by("pk").values("pk")[:1]).delete()
+    Note.objects.update(num_ratings=0)
+    cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, progress=progress.append)
+    assert "notes' rating counts (a pass over the ratings table)" in progress[-2]
+    in_table = Counter(Rating.objects.values_list("note_id", flat=True))
+    assert {n.pk: n.num_ratings for n in Note.objects.all()} == {n.pk: in_table[n.pk] for n in Note.objects.all()}
 
 
 @pytest.mark.django_db

@@ -355,6 +355,13 @@ def test_the_import_parse_reads_v1_answers_and_counts_rows_without_one() -> None
     assert rows.tags.tolist() == [0, 1] and rows.no_answer == 2
 
 
+def test_the_import_parse_of_a_block_without_ratings_is_empty_not_refused() -> None:
+    for block in (b"", b"\n\n", b"  \n\t\n"):
+        rows = cio.parse_import_block(block, IMPORT_HEADER)
+        assert rows is not None and len(rows.note_id) == 0 and rows.rater_keys == []
+        assert (rows.wrong_fields, rows.no_answer) == (0, 0)  # blank lines are not counted
+
+
 @pytest.mark.parametrize(
     "line",
     [
