@@ -69,6 +69,11 @@ def count_hidden(queryset: models.QuerySet[_M]) -> int:
     return queryset.order_by()[: HIDDEN_COUNT_CAP + 1].count()
 
 
+def hidden_over(count: int) -> int:
+    """The cap when `count` (from `count_hidden`) passed it, else 0: the page then says "More than" it."""
+    return HIDDEN_COUNT_CAP if count > HIDDEN_COUNT_CAP else 0
+
+
 class PostQuerySet(models.QuerySet["Post"]):
     def with_text(self) -> PostQuerySet:
         return self.filter(has_text_q())

@@ -31,7 +31,7 @@ from notes.forms import (
 )
 from notes.living import selectors as living_selectors
 from notes.living import services as living_services
-from notes.models import HIDDEN_COUNT_CAP, DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic
+from notes.models import DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic, hidden_over
 from notes.supernotes import comparison as comparison_module
 from notes.supernotes import selectors as supernote_selectors
 from notes.supernotes import services as supernote_services
@@ -53,7 +53,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def _hidden(count: int) -> dict[str, int]:
     """What notes/_text_hidden.html shows: the hidden count, and the cap when it was passed."""
-    return {"hidden": count, "hidden_over": HIDDEN_COUNT_CAP if count > HIDDEN_COUNT_CAP else 0}
+    return {"hidden": count, "hidden_over": hidden_over(count)}
 
 
 def _text_context(request: HttpRequest, text: str) -> dict[str, object]:

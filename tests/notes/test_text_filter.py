@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from notes import models
 from notes.models import Note, Post, Topic
 from notes.services import participant_for_user, post_create
 from notes.supernotes import selectors as supernote_selectors
@@ -78,11 +79,8 @@ def test_rating_queue_hides_notes_on_posts_without_text(rater_client: Any, rater
 def test_the_pages_count_hidden_rows_up_to_a_cap_and_then_say_more_than(
     rater_client: Any, rater: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from notes import models, views
-
     participant = participant_for_user(user=rater)
     monkeypatch.setattr(models, "HIDDEN_COUNT_CAP", 2)
-    monkeypatch.setattr(views, "HIDDEN_COUNT_CAP", 2)
     notes = [Note.objects.create(post=p, text=f"Imported context {p.pk}.") for p in _imported(4)]
     html = rater_client.get(reverse("rating_queue")).content.decode()
     assert "More than 2 notes on imported posts without text are hidden" in html

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import shutil
 import zipfile
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -415,9 +417,6 @@ def test_a_folder_without_notes_file_is_refused(download: Path, tmp_path: Path) 
 
 @pytest.mark.parametrize("piece_bytes", [1, 7, 64, 1 << 20])
 def test_line_blocks_give_the_lines_iterating_the_file_gives(piece_bytes: int) -> None:
-    import io
-    from itertools import islice
-
     rng = np.random.default_rng(piece_bytes)
     for last_newline in (True, False):
         lines = [b"x" * int(n) + b"\tend\n" for n in rng.integers(0, 20, 101)] + [b"\n", b"\r\n"]
