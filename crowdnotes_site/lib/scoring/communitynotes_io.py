@@ -556,7 +556,7 @@ def _distinct_keys(matrix: np.ndarray) -> tuple[list[str], np.ndarray]:
 @dataclass(frozen=True)
 class _Lines:
     """Where the lines and the tab-separated fields of a block of whole lines are (byte offsets
-    into `a`, the block padded so that a field may be read 8 bytes ahead)."""
+    into `a`, the block padded so that a field may be read 3 bytes ahead)."""
 
     a: np.ndarray
     starts: np.ndarray
@@ -568,7 +568,7 @@ class _Lines:
 
     @classmethod
     def of(cls, block: bytes, width: int) -> _Lines:
-        a = np.frombuffer(block + b"\n" + bytes(8), dtype=np.uint8)
+        a = np.frombuffer(block + b"\n\0\0\0", dtype=np.uint8)
         ends = np.flatnonzero(a[: len(block) + 1] == 10)
         if len(block) and block[-1:] == b"\n":
             ends = ends[:-1]  # the padding newline closes nothing
@@ -593,23 +593,15 @@ class _Lines:
         return field
 
 
-# _BYTE_MASKS[k]: the first k bytes of a little-endian 8-byte word.
-_BYTE_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
-
-
 def _copy_fields(out: np.ndarray, a: np.ndarray, s: np.ndarray, e: np.ndarray) -> None:
-    """Each field a[s:e] into its row of `out`, left-aligned (the rest stays zero); `out` is
-    C-contiguous uint8 rows at least as wide as the longest field, the width a multiple of 8, and
-    `a` has 8 bytes of padding after the last field. Copied 8 bytes at a time: one gather per
-    word of the row (a view of `a` with a word at every byte offset), not one per byte."""
-    words = out.view("<u8")
-    at = np.ndarray(shape=(len(a) - 7,), dtype="<u8", buffer=a, strides=(1,))
+    """Each field a[s:e] into its row of `out`, left-aligned (the rest stays zero); `out` is at
+    least as wide as the longest field."""
     length = e - s
-    for j in range(words.shape[1]):
-        left = np.clip(length - 8 * j, 0, 8)
-        if not left.any():
+    for k in range(out.shape[1]):
+        on = length > k
+        if not on.any():
             break
-        words[:, j] = at.take(np.minimum(s + 8 * j, len(at) - 1)) & _BYTE_MASKS[left]
+        out[:, k] = a.take(s + k, mode="clip") * on
 
 
 def _parse_block(block: bytes, lay: _RatingLayout, file: str, first_line: int, report: ReadReport) -> RatingArrays:
@@ -946,7 +938,8 @@ def parse_import_block(block: bytes, header: list[str]) -> ImportBlock | None:
         return "skip"
 
     columns = [f"c{i}" for i in range(len(header))]  # positions, not names: a name may repeat
-    if block.strip(b"\n"):
+    col = [pa.array([], pa.string())] * len(header)
+    if block.strip(b"\n"):  # (pyarrow refuses an empty file)
         table = pacsv.read_csv(
             io.BytesIO(block),
             read_options=pacsv.ReadOptions(column_names=columns, use_threads=False, block_size=len(block) + 1),
@@ -957,10 +950,9 @@ def parse_import_block(block: bytes, header: list[str]) -> ImportBlock | None:
                 column_types=dict.fromkeys(columns, pa.string()), strings_can_be_null=False
             ),
         ).combine_chunks()
-    else:  # only empty lines (pyarrow refuses an empty file)
-        table = pa.table({c: pa.array([], pa.string()) for c in columns})
-    n = table.num_rows
-    col = [table.column(i).chunk(0) if n else pa.array([], pa.string()) for i in range(len(header))]
+        if table.num_rows:
+            col = [table.column(i).chunk(0) for i in range(len(header))]
+    n = len(col[lay.note])
     note_id, ok = _arrow_digits(col[lay.note], 19)
     created, ok_t = _arrow_digits(col[lay.time], 18)
     level = np.full(n, -1, dtype=np.int8)
