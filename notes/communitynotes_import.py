@@ -401,7 +401,7 @@ def import_ratings_copy(
         return " (nothing written)"
 
     with bulk_step_memory():
-        steps: list[tuple[str, Callable[[], object]]] = [
+        steps: list[tuple[str, Callable[[], str | None]]] = [  # a step may say how it went
             ("primary key and unique (note, rater)", lambda: _restore_rating_key_constraints(report, counts)),
             ("foreign keys' validation", lambda: _validate_rating_foreign_keys(report, counts)),
             ("notes' rating counts", rating_counts),
@@ -409,8 +409,7 @@ def import_ratings_copy(
         ]
         for step, run in steps:
             started = time.perf_counter()
-            how = run()
-            how = how if isinstance(how, str) else ""
+            how = run() or ""
             say(f"ratings, end step: {step}{how}: {time.perf_counter() - started:.1f} s")
 
 
