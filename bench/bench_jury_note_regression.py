@@ -56,6 +56,7 @@ def main() -> None:
 
     from crowdnotes_site.lib.scoring import scoring
     from evidence.embedding import MINILM
+    from notes.supernotes import evaluation
     from notes.supernotes import sample_evaluation as se
     from notes.supernotes.services import embedder
 
@@ -79,10 +80,10 @@ def main() -> None:
             keep = ~held[ratings.note]
             fit = scoring.score(
                 scoring.Ratings(ratings.rater[keep], ratings.note[keep], ratings.value[keep]), sample.data.meta,
-                len(sample.data.participant_ids), se._scorer_config(),
+                len(sample.data.participant_ids), evaluation.OFFLINE_SCORING,
             )  # fmt: skip
             intercept = np.asarray(fit.note_intercept, dtype=float)
-            feats = np.concatenate([sample.raw_features, se._writer_features(sample, intercept, ~held)], axis=1)
+            feats = np.concatenate([sample.raw_features, se.writer_features(sample, intercept, ~held)], axis=1)
             feats = (feats - feats.mean(axis=0)) / (feats.std(axis=0) + 1e-6)
             target = ~held & has_text & ~np.isnan(intercept)
             for name, x in zip(inputs, (sample.emb, feats, np.concatenate([sample.emb, feats], axis=1)), strict=True):

@@ -36,8 +36,8 @@ class EvalResult:
     calibration: list[dict[str, object]]
 
 
-def _scorer_config() -> scoring.ScoringConfig:
-    return scoring.ScoringConfig(valid_rating_window_ms=None, lock_after_days=None)
+# The scorer of an offline evaluation: every rating counts (no 48 h window) and no status locks.
+OFFLINE_SCORING = scoring.ScoringConfig(valid_rating_window_ms=None, lock_after_days=None)
 
 
 def evaluate_synthetic(
@@ -49,7 +49,7 @@ def evaluate_synthetic(
     data = synthetic.generate(n_ratings, seed=seed)
     meta = scoring.NotesMeta(n_notes=data.n_notes)
     ratings = scoring.Ratings(data.rater, data.note, data.value)
-    full = scoring.score(ratings, meta, data.n_raters, _scorer_config())
+    full = scoring.score(ratings, meta, data.n_raters, OFFLINE_SCORING)
     # Evaluation posts: groups of notes that all got an empirical intercept.
     scored = np.flatnonzero(~np.isnan(full.note_intercept))
     rng.shuffle(scored)
@@ -61,7 +61,7 @@ def evaluate_synthetic(
     # Jurors' parameters and μ from the ratings without the held-out notes.
     keep = ~held[data.note]
     train_fit = scoring.score(
-        scoring.Ratings(data.rater[keep], data.note[keep], data.value[keep]), meta, data.n_raters, _scorer_config()
+        scoring.Ratings(data.rater[keep], data.note[keep], data.value[keep]), meta, data.n_raters, OFFLINE_SCORING
     )
     proj = rng.normal(0, 1, (2, EMBED_DIM))
     latent = np.stack([data.true_note_intercept, data.true_note_factor], axis=1)

@@ -31,7 +31,7 @@ import numpy as np
 
 from crowdnotes_site.lib.scoring import communitynotes_io as cio
 from crowdnotes_site.lib.scoring import scoring, scoring_tsv
-from notes.supernotes import comparison, jury, phm
+from notes.supernotes import comparison, evaluation, jury, phm
 from notes.supernotes import features as nf
 
 TRUTHS = {
@@ -92,10 +92,6 @@ class Sample(Posts):
         )
 
 
-def _scorer_config() -> scoring.ScoringConfig:
-    return scoring.ScoringConfig(valid_rating_window_ms=None, lock_after_days=None)
-
-
 def read_reasons(notes_path: str | Path) -> dict[int, dict[str, str]]:
     """The notes file's reason and ordinal columns by noteId (the 2021 layout; absent columns are absent)."""
     wanted = (*nf.REASON_COLUMNS, *nf.ORDINALS)
@@ -139,7 +135,7 @@ def load_sample(
 ) -> Sample:  # fmt: skip
     data = scoring_tsv.load(notes_path, ratings_path)
     n = data.meta.n_notes
-    full = scoring.score(data.ratings, data.meta, len(data.participant_ids), _scorer_config())
+    full = scoring.score(data.ratings, data.meta, len(data.participant_ids), evaluation.OFFLINE_SCORING)
     index = {note_id: i for i, note_id in enumerate(data.note_ids)}
     reasons = read_reasons(notes_path)
     notes: list[nf.NoteInput | None] = [None] * n
@@ -246,7 +242,7 @@ class SeedRun:
     phm_inputs: list[str] = field(default_factory=list)
 
 
-def _writer_features(sample: Sample, intercept: np.ndarray, usable: np.ndarray) -> np.ndarray:
+def writer_features(sample: Sample, intercept: np.ndarray, usable: np.ndarray) -> np.ndarray:
     """Per note, the writer's record: the writer's `usable` notes written strictly before it, with
     the given intercepts (nan: none)."""
     out = np.zeros((len(sample.notes), len(nf.WRITER)), dtype=np.float32)
@@ -352,12 +348,12 @@ def run_seed(
         label = np.where(fold_values == 1.0, 0, np.where(fold_values == 0.5, 1, 2))
         fit = scoring.score(
             scoring.Ratings(ratings.rater[keep], ratings.note[keep], fold_values[keep]), sample.data.meta, n_raters,
-            _scorer_config(),
+            evaluation.OFFLINE_SCORING,
         )  # fmt: skip
         ri, rf = fit.rater_intercept, fit.rater_factor
         cols, names = [base], list(base_cols)
         if "writer" in setting.groups:
-            cols.append(_writer_features(sample, np.asarray(fit.note_intercept), ~held))
+            cols.append(writer_features(sample, np.asarray(fit.note_intercept), ~held))
             names += list(nf.WRITER)
         feats = np.concatenate(cols, axis=1)
         usable = keep & ~np.isnan(rf[ratings.rater])

@@ -102,13 +102,13 @@ def test_a_writers_record_counts_only_earlier_notes_on_training_posts(sample: se
     first, last = mine[0], mine[-1]
     intercept = np.full(len(sample.notes), 0.3)
     usable = np.ones(len(sample.notes), dtype=bool)
-    base = se._writer_features(sample, intercept, usable)
+    base = se.writer_features(sample, intercept, usable)
     assert base[first].tolist() == [0.0] * len(base[first])  # nothing written before the first note
     later = intercept.copy()
     later[last] = -5.0  # the writer's last note: no earlier note's record may see it
-    assert np.array_equal(se._writer_features(sample, later, usable)[mine[:-1]], base[mine[:-1]])
+    assert np.array_equal(se.writer_features(sample, later, usable)[mine[:-1]], base[mine[:-1]])
     usable[mine[0]] = False  # a note of a held-out post never counts
-    assert se._writer_features(sample, intercept, usable)[mine[1], 1] == 0.0
+    assert se.writer_features(sample, intercept, usable)[mine[1], 1] == 0.0
 
 
 def test_rules_share_ties_and_the_summary_compares_the_jury_with_the_best_rule(sample: se.Sample) -> None:
