@@ -51,7 +51,7 @@ from crowdnotes_site.lib.scoring import columnar, scoring
 from notes.analytics import download
 from notes.supernotes import download_training as dt
 from notes.supernotes import features as nf
-from notes.supernotes import jury, phm
+from notes.supernotes import jury
 from notes.supernotes import sample_evaluation as se
 
 TRUTH = "download"
@@ -341,12 +341,7 @@ class Evaluation:
         posts = [p.posts[i] for i in order]
         folds = max(o.folds, 1)
         fold_of = {post: k % folds for k, (post, _) in enumerate(posts)}
-        scores: dict[str, dict[int, float]] = {}
-        aucs: list[float] = []
-        pooled_p: list[np.ndarray] = []
-        pooled_y: list[np.ndarray] = []
-        train_seconds = jury_seconds = 0.0
-        inputs: list[str] = []
+        tally = se.SeedTally()
         index = {nid: i for i, nid in enumerate(p.note_ids)}
         for f in range(folds):
             members = [(post, g) for post, g in posts if fold_of[post] == f]
@@ -363,8 +358,8 @@ class Evaluation:
             self.training.append({"seed": seed, "fold": f, "auc_training_side": model.meta.auc,
                                   "counts": data["counts"], "seconds": data["seconds"],
                                   "refit_seconds": fit.seconds})  # fmt: skip
-            inputs = model.meta.inputs
-            train_seconds += model.meta.train_seconds
+            tally.inputs = model.meta.inputs
+            tally.train_seconds += model.meta.train_seconds
             # AUC on the fold's candidates' held-out ratings (raters with refit parameters).
             at = np.array([index.get(int(n), -1) for n in fit.held_note_id], dtype=np.int64)
             fold_cands = np.zeros(len(p.note_ids), dtype=bool)
@@ -377,28 +372,20 @@ class Evaluation:
                 p_fold = se.helpful_probability(
                     model, p.emb, p.feats, at[rows], fit.held_intercept[rows], fit.held_factor[rows]
                 )
-            y_fold = fit.held_value[rows] == 1.0
-            aucs.append(round(phm.auc(p_fold, y_fold), 4))
-            pooled_p.append(p_fold)
-            pooled_y.append(y_fold)
+            auc = tally.add_auc(p_fold, fit.held_value[rows] == 1.0)
             started = time.monotonic()
             _ids, pri, prf = fit.raters
             with one_torch_thread():
-                scores.update(
+                tally.scores.update(
                     se.jury_for_posts(
                         model, members, p.emb, p.feats, pri.astype(float), prf.astype(float), mu=fit.mu,
                         ratings_per_note=fit.ratings_per_note, jury_size=o.jury_size, seed=seed, fold=f,
                     )
                 )  # fmt: skip
-            jury_seconds += time.monotonic() - started
-            self.say(f"seed {seed} fold {f}: {len(members):,} posts, held-out AUC {aucs[-1]:.3f}, "
+            tally.jury_seconds += time.monotonic() - started
+            self.say(f"seed {seed} fold {f}: {len(members):,} posts, held-out AUC {auc:.3f}, "
                      f"jury {time.monotonic() - started:.1f} s")  # fmt: skip
-        all_p = np.concatenate(pooled_p) if pooled_p else np.zeros(0)
-        all_y = np.concatenate(pooled_y) if pooled_y else np.zeros(0, dtype=bool)
-        return se.SeedRun(
-            seed, fold_of, scores, aucs, round(phm.auc(all_p, all_y), 4), round(train_seconds, 2),
-            round(jury_seconds, 3), inputs,
-        )  # fmt: skip
+        return tally.run(seed, fold_of)
 
 
 def setting(options: Options) -> se.Setting:

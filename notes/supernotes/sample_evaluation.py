@@ -242,6 +242,35 @@ class SeedRun:
     phm_inputs: list[str] = field(default_factory=list)
 
 
+@dataclass
+class SeedTally:
+    """A seed's folds as they finish (both evaluations' fold loops): the jury's intercepts, the
+    held-out AUC per fold and pooled over the folds, and the time spent."""
+
+    scores: dict[str, dict[int, float]] = field(default_factory=dict)
+    aucs: list[float] = field(default_factory=list)
+    pooled_p: list[np.ndarray] = field(default_factory=list)
+    pooled_y: list[np.ndarray] = field(default_factory=list)
+    train_seconds: float = 0.0
+    jury_seconds: float = 0.0
+    inputs: list[str] = field(default_factory=list)
+
+    def add_auc(self, p_fold: np.ndarray, y_fold: np.ndarray) -> float:
+        """The fold's AUC on its held-out ratings (P(Helpful) against Helpful), kept for the pool."""
+        self.aucs.append(round(phm.auc(p_fold, y_fold), 4))
+        self.pooled_p.append(p_fold)
+        self.pooled_y.append(y_fold)
+        return self.aucs[-1]
+
+    def run(self, seed: int, fold_of: dict[str, int]) -> SeedRun:
+        all_p = np.concatenate(self.pooled_p) if self.pooled_p else np.zeros(0)
+        all_y = np.concatenate(self.pooled_y) if self.pooled_y else np.zeros(0, dtype=bool)
+        return SeedRun(
+            seed, fold_of, self.scores, self.aucs, round(phm.auc(all_p, all_y), 4), round(self.train_seconds, 2),
+            round(self.jury_seconds, 3), self.inputs,
+        )  # fmt: skip
+
+
 def writer_features(sample: Sample, intercept: np.ndarray, usable: np.ndarray) -> np.ndarray:
     """Per note, the writer's record: the writer's `usable` notes written strictly before it, with
     the given intercepts (nan: none)."""
@@ -331,12 +360,7 @@ def run_seed(
     all_base = nf.feature_names([g for g in ALL_GROUPS if g != "writer"])
     base = sample.raw_features[:, [all_base.index(c) for c in base_cols]]
     emb = sample.emb if setting.embedding else np.zeros((len(sample.notes), 1), dtype=np.float32)
-    scores: dict[str, dict[int, float]] = {}
-    aucs: list[float] = []
-    pooled_p: list[np.ndarray] = []
-    pooled_y: list[np.ndarray] = []
-    train_seconds = jury_seconds = 0.0
-    inputs: list[str] = []
+    tally = SeedTally()
     for f in range(max(folds, 1)):
         members = [(post, g) for post, g in posts if fold_of[post] == f]
         if not members:
@@ -367,32 +391,24 @@ def run_seed(
             epochs=setting.epochs, validation=setting.validation, weight_decay=setting.weight_decay,
             dropout=setting.dropout, hidden=setting.hidden, seed=seed * 100 + f,
         )  # fmt: skip
-        inputs = model.meta.inputs
-        train_seconds += sum(m.meta.train_seconds for m in model.members)
+        tally.inputs = model.meta.inputs
+        tally.train_seconds += sum(m.meta.train_seconds for m in model.members)
         # AUC on the held-out posts' ratings (raters with parameters from the training folds).
         rows = np.flatnonzero(held_rating & ~np.isnan(rf[ratings.rater]) & (label != 1))
         raters = ratings.rater[rows]
         p_fold = helpful_probability(model, emb, feats, ratings.note[rows], ri[raters], rf[raters])
-        y_fold = label[rows] == 0
-        aucs.append(round(phm.auc(p_fold, y_fold), 4))
-        pooled_p.append(p_fold)
-        pooled_y.append(y_fold)
+        tally.add_auc(p_fold, label[rows] == 0)
         pool = np.flatnonzero(~np.isnan(rf))
         started = time.monotonic()
-        scores.update(
+        tally.scores.update(
             jury_for_posts(
                 model, members, emb, feats, ri[pool], rf[pool], mu=fit.mu,
                 ratings_per_note=float(fit.diagnostics.get("ratings_per_note", 1.0)), jury_size=jury_size,
                 seed=seed, fold=f, draws=setting.draws,
             )
         )  # fmt: skip
-        jury_seconds += time.monotonic() - started
-    all_p = np.concatenate(pooled_p) if pooled_p else np.zeros(0)
-    all_y = np.concatenate(pooled_y) if pooled_y else np.zeros(0, dtype=bool)
-    return SeedRun(
-        seed, fold_of, scores, aucs, round(phm.auc(all_p, all_y), 4), round(train_seconds, 2),
-        round(jury_seconds, 3), inputs,
-    )  # fmt: skip
+        tally.jury_seconds += time.monotonic() - started
+    return tally.run(seed, fold_of)
 
 
 # --- P@1 per truth -----------------------------------------------------------------------------
