@@ -37,7 +37,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -233,6 +233,9 @@ def load_posts(
 # --- the scorer without the held-out notes -----------------------------------------------------
 
 
+RATING_COLUMNS = tuple(f.name for f in fields(scoring.Ratings))
+
+
 @dataclass
 class Refit:
     """The scorer fitted without the held-out notes' ratings, and those ratings (for the AUC)."""
@@ -250,25 +253,26 @@ class Refit:
 
 def refit(folder: Path, held_notes: np.ndarray, config: scoring.ScoringConfig | None = None) -> Refit:
     """The research run's scorer (`columnar.load`, `scoring.score`, the same default config) on the
-    download's ratings without those of `held_notes` (noteIds)."""
+    download's ratings without those of `held_notes` (noteIds).
+
+    The held-out ratings are taken out first (a few hundred thousand); then each column is replaced
+    by its kept rows, one column at a time, so the whole download's ratings are held once, as the
+    research run's score step holds them, not twice (the full columns beside their kept copies)."""
     t0 = time.perf_counter()
     data = columnar.load(folder / "columnar")
     ids = np.asarray(data.note_ids, dtype=np.int64)
     held_index = np.zeros(len(ids), dtype=bool)
     held_index[np.flatnonzero(np.isin(ids, np.asarray(held_notes, dtype=np.int64)))] = True
     r = data.ratings
-    out = held_index[r.note]
-    keep = ~out
-
-    def kept_of(column: np.ndarray | None) -> np.ndarray | None:
-        return None if column is None else column[keep]
-
-    kept = scoring.Ratings(
-        r.rater[keep], r.note[keep], r.value[keep], kept_of(r.created_at_ms), kept_of(r.incorrect_tag),
-        kept_of(r.any_not_helpful_tag), kept_of(r.not_helpful_tags),
-    )  # fmt: skip
-    fit = scoring.score(kept, data.meta, len(data.participant_ids), config)
-    del kept
+    keep = ~held_index[r.note]
+    rows = np.flatnonzero(~keep)
+    held_note_id, who, held_value = ids[r.note[rows]], r.rater[rows], np.asarray(r.value[rows], dtype=float)
+    for name in RATING_COLUMNS:
+        column = getattr(r, name)
+        if column is not None:
+            setattr(r, name, column[keep])  # the full column goes once nothing else holds it
+    del column
+    fit = scoring.score(r, data.meta, len(data.participant_ids), config)
     ri, rf = np.asarray(fit.rater_intercept), np.asarray(fit.rater_factor)
     with_factor = np.flatnonzero(~np.isnan(rf) & ~np.isnan(ri))
     people = data.participant_ids
@@ -277,12 +281,10 @@ def refit(folder: Path, held_notes: np.ndarray, config: scoring.ScoringConfig | 
         ri[with_factor].astype(np.float32),
         rf[with_factor].astype(np.float32),
     )
-    rows = np.flatnonzero(out)
-    who = r.rater[rows]
     return Refit(
-        raters, float(fit.mu), float(fit.diagnostics.get("ratings_per_note", 1.0)), ids[r.note[rows]],
-        ri[who].astype(np.float32), rf[who].astype(np.float32), np.asarray(r.value[rows], dtype=float),
-        int(keep.sum()), round(time.perf_counter() - t0, 2),
+        raters, float(fit.mu), float(fit.diagnostics.get("ratings_per_note", 1.0)), held_note_id,
+        ri[who].astype(np.float32), rf[who].astype(np.float32), held_value, len(r.rater),
+        round(time.perf_counter() - t0, 2),
     )  # fmt: skip
 
 
