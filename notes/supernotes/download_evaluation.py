@@ -37,7 +37,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -233,9 +233,6 @@ def load_posts(
 # --- the scorer without the held-out notes -----------------------------------------------------
 
 
-RATING_COLUMNS = tuple(f.name for f in fields(scoring.Ratings))
-
-
 @dataclass
 class Refit:
     """The scorer fitted without the held-out notes' ratings, and those ratings (for the AUC)."""
@@ -255,9 +252,9 @@ def refit(folder: Path, held_notes: np.ndarray, config: scoring.ScoringConfig | 
     """The research run's scorer (`columnar.load`, `scoring.score`, the same default config) on the
     download's ratings without those of `held_notes` (noteIds).
 
-    The held-out ratings are taken out first (a few hundred thousand); then each column is replaced
-    by its kept rows, one column at a time, so the whole download's ratings are held once, as the
-    research run's score step holds them, not twice (the full columns beside their kept copies)."""
+    The held-out ratings are taken out first (a few hundred thousand); then `Ratings.keep_rows` drops
+    them column by column, so the whole download's ratings are held once, as the research run's
+    score step holds them, not twice (the full columns beside their kept copies)."""
     t0 = time.perf_counter()
     data = columnar.load(folder / "columnar")
     ids = np.asarray(data.note_ids, dtype=np.int64)
@@ -267,11 +264,7 @@ def refit(folder: Path, held_notes: np.ndarray, config: scoring.ScoringConfig | 
     keep = ~held_index[r.note]
     rows = np.flatnonzero(~keep)
     held_note_id, who, held_value = ids[r.note[rows]], r.rater[rows], np.asarray(r.value[rows], dtype=float)
-    for name in RATING_COLUMNS:
-        column = getattr(r, name)
-        if column is not None:
-            setattr(r, name, column[keep])  # the full column goes once nothing else holds it
-    del column
+    r.keep_rows(keep)  # the download's ratings held once (data.ratings is r), not beside a kept copy
     fit = scoring.score(r, data.meta, len(data.participant_ids), config)
     ri, rf = np.asarray(fit.rater_intercept), np.asarray(fit.rater_factor)
     with_factor = np.flatnonzero(~np.isnan(rf) & ~np.isnan(ri))

@@ -501,17 +501,11 @@ def load(columnar_dir: str | Path) -> stsv.LoadedData:
         last_non_nmr = np.r_[last_non_nmr, np.full(grow, -1, dtype=np.int64)]
         locked = np.r_[locked, np.full(grow, scoring.NO_STATUS, dtype=np.int64)]
     keep, dropped = stsv.kept_ratings(note, rater, n_people, known, nm, created_arr)
-    n_kept = int(keep.sum())
-    if n_kept < total:  # compress one column at a time: one extra column at most
-        note = note[keep]
-        rater = rater[keep]
-        value = value[keep]
-        created = created[keep]
-        inc = inc[keep]
-        nh = nh[keep]
-        tags = tags[keep]
-    del keep
     ratings = scoring.Ratings(rater, note, value, created, inc, nh, tags)
+    del raters, rater, note, value, created, inc, nh, tags  # the columns held by `ratings` alone
+    if not keep.all():
+        ratings.keep_rows(keep)
+    del keep
     meta = scoring.NotesMeta(
         n_notes=n_notes,
         not_misleading=nm,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -185,6 +185,14 @@ class Ratings:
         # results are those of float64 values, bit for bit.
         value = np.asarray(self.value)
         self.value = value if value.dtype == np.float32 else value.astype(np.float64)
+
+    def keep_rows(self, keep: np.ndarray) -> None:
+        """Only the rows where `keep` is true, replaced column by column: with no other reference to
+        the columns, at most one column is held twice at a time (a copy would hold them all twice)."""
+        for column in fields(self):
+            values = getattr(self, column.name)
+            if values is not None:
+                setattr(self, column.name, values[keep])
 
 
 def _index_array(values: np.ndarray) -> np.ndarray:
