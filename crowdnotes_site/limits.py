@@ -15,7 +15,7 @@ The client address is the one the trusted proxies saw (crowdnotes_site/clientip.
 
 When the counters cannot be read (Redis down or slow), a group fails open or closed:
 reads (GET) are never counted, so they never depend on Redis; the POSTs that start costly work
-(CPU or LLM: contribute, evidence, draft, preflight, prefetch) or that the lockout does not
+(CPU or LLM: contribute, evidence, draft, preflight, prefetch, suggestion) or that the lockout does not
 otherwise guard (signup) are refused with a 503 "try again in a minute" page, because letting
 them through uncounted would let anyone queue unbounded work during an outage; log-in (guarded
 by the lockout in the database) and ratings (one small row each) go through uncounted.
@@ -53,6 +53,7 @@ ACTIONS = {
     "draft": "draft requests",
     "preflight": "pre-flight checks",
     "rating": "ratings",
+    "suggestion": "suggestions",
     "note_request": "note requests",
     "prefetch": "links read ahead",
     "supernote": "Supernote runs started by you",
@@ -71,6 +72,7 @@ FAIL_CLOSED = frozenset(
         "draft",
         "preflight",
         "prefetch",
+        "suggestion",
         "supernote",
         "supernote_site",
         "note_request",

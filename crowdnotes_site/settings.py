@@ -481,6 +481,8 @@ RATE_LIMITS = {
     "draft": env_str("RATE_LIMIT_DRAFT", "30/h"),
     "preflight": env_str("RATE_LIMIT_PREFLIGHT", "30/h"),
     "rating": env_str("RATE_LIMIT_RATING", "300/h"),
+    # Ratings that carry a suggestion (each may fetch a source and ask the LLM for its kind).
+    "suggestion": env_str("RATE_LIMIT_SUGGESTION", "30/h"),
     "note_request": env_str("RATE_LIMIT_NOTE_REQUEST", "30/h"),
     # The URL field's debounced head-start requests (evidence.prefetch): one per typing pause.
     "prefetch": env_str("RATE_LIMIT_PREFETCH", "60/m"),

@@ -160,13 +160,22 @@ def _refuse_unless_allowed(snippet: Snippet, action: str) -> None:
 
 @transaction.atomic
 def snippets_add(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
-    """Attach evidence URLs to a draft, each queued for processing once the transaction commits."""
-    start = job.snippets.count()
+    """Attach evidence URLs to a draft, each queued for processing once the transaction commits.
+    Returns the snippets added: a URL the draft already has is skipped, so a repeated request (a
+    double click, a retry, a local copy's URL of a page it holds) adds nothing twice."""
+    existing = set(job.snippets.values_list("url", flat=True))
+    start = len(existing)
     # A local copy's URL stands for its page: stored (and later cited, categorised, sent to X) as the original.
-    urls = [local_copies.real_address(url) for url in urls]
-    snippets = [
-        Snippet.objects.create(post=job.post, draft_job=job, url=url, position=start + i) for i, url in enumerate(urls)
-    ]
+    wanted = [url for url in dict.fromkeys(local_copies.real_address(url) for url in urls) if url not in existing]
+    snippets: list[Snippet] = []
+    for url in wanted:
+        # get_or_create inserts in a savepoint: a concurrent add of the same URL that committed
+        # first (unique_url_per_draft) is found, not raised, and this request leaves it to that one.
+        snippet, created = Snippet.objects.get_or_create(
+            draft_job=job, url=url, defaults={"post_id": job.post_id, "position": start + len(snippets)}
+        )
+        if created:
+            snippets.append(snippet)
     for snippet in snippets:
         _enqueue_processing(snippet.pk, job.contributor_id)
     return snippets

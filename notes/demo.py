@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -31,6 +32,9 @@ from notes.models import Note, NoteStatusChange, Participant, Post, Rating, Rati
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
 from notes.supernotes.services import SupernoteError, supernote_run_start
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 DEMO_PASSWORD = "crowdnotes-demo"  # noqa: S105 - published demo login, demo data only
 DEMO_USERS = {"demo-contributor": [CONTRIBUTOR], "demo-rater": [RATER], "demo-admin": [ADMIN, CONTRIBUTOR, RATER]}
@@ -209,14 +213,62 @@ def corpus_posts_without_notes(path: Path) -> list[tuple[str, datetime]]:
     return [(p["text"], _when(p["posted"])) for p in _corpus(path)["posts"] if not p["notes"]]  # type: ignore[attr-defined]
 
 
-def corpus_living(path: Path) -> tuple[str, tuple[str, str]] | None:
-    """(external id of the living note, (URL, quote) of the source its first suggester adds)."""
+@dataclass(frozen=True)
+class LivingRound:
+    """One revision of the demo's living note: a rater's suggestion with a quote of a real page as its
+    source, and what the note's author decides if the revision is proposed."""
+
+    rater: int  # which of the note's three demo raters suggests it
+    suggestion: str
+    url: str
+    quote: str
+    accept: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class LivingCorpus:
+    note_id: str  # external id of the living note
+    author: str  # the login given to its (simulated) author, who decides on its revisions
+    rounds: tuple[LivingRound, ...]
+
+
+def corpus_living(path: Path) -> LivingCorpus | None:
+    """The corpus demo's living note and its revision rounds (None for another demo source)."""
     if path.suffix != ".json":
         return None
     living = _corpus(path).get("living")
     if not isinstance(living, dict):
         return None
-    return corpus_note_id(living["post"], 1), (living["source"]["url"], living["source"]["quote"])
+    rounds = tuple(
+        LivingRound(
+            r["rater"],
+            r["suggestion"],
+            r["source"]["url"],
+            r["source"]["quote"],
+            r["decision"] == "accept",
+            r["reason"],
+        )
+        for r in living["revisions"]
+    )
+    return LivingCorpus(corpus_note_id(living["post"], 1), living["author"], rounds)
+
+
+def demo_author_login(username: str, participant: Participant) -> User | None:
+    """A contributor login for a simulated demo author (the author of the living note decides on its
+    revisions); None when that author already has another login."""
+    if participant.user_id is not None:
+        return participant.user
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        user.set_password(DEMO_PASSWORD)
+        user.save()
+    user.groups.set(Group.objects.filter(name=CONTRIBUTOR))
+    if Participant.objects.filter(user=user).exists():
+        return None
+    participant.user = user
+    participant.save(update_fields=["user"])
+    return user
 
 
 def demo_pages() -> tuple[Path, Path]:

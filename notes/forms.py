@@ -138,7 +138,13 @@ class AddEvidenceForm(forms.Form):
         self.existing = existing
 
     def clean_urls(self) -> list[str]:
-        return parse_url_lines(self.cleaned_data["urls"], already=self.existing)
+        raw = self.cleaned_data["urls"]
+        # URLs that are all on the draft already repeat an earlier add (a double click, a retried
+        # POST): answered as that add was, adding nothing. A new paste repeating one is refused.
+        lines = {line.strip() for line in raw.splitlines() if line.strip()}
+        if lines and lines <= set(self.existing):
+            return []
+        return parse_url_lines(raw, already=self.existing)
 
 
 class NoteForm(forms.Form):
@@ -206,7 +212,10 @@ class RatingForm(forms.Form):
         label="What was not helpful about it?",
     )  # fmt: skip
 
-    # Issue 36: a suggested change sent with the rating (withdrawn when the rating changes).
+    # The version of the note the rater read: a rating or suggestion for a text that is no longer
+    # current is refused, never attached to another text.
+    version = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    # A suggested change sent with the rating (withdrawn when the rating changes).
     suggestion = forms.CharField(
         required=False, label="Suggest a change to this note (optional)",
         widget=forms.Textarea(attrs={"rows": 3}),

@@ -655,6 +655,10 @@ class NoteVersion(models.Model):
     final_intercept = models.FloatField(null=True, blank=True)
     # The jury's predicted helpfulness (intercept) when a revision compared it with a candidate.
     predicted_intercept = models.FloatField(null=True, blank=True)
+    # The person who accepted this text (a revision's version; None for version 1, written by its author).
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["note", "number"]
@@ -697,8 +701,11 @@ class RevisionRun(Stateful, models.Model):
         FAILED = "failed", "Failed"
 
     class Outcome(models.TextChoices):
-        PUBLISHED = "published", "Published"
-        REJECTED = "rejected", "Rejected"
+        # The machine's checks passed it: it waits for the note's author (or an admin) to decide.
+        PROPOSED = "proposed", "Proposed, waiting for a person"
+        PUBLISHED = "published", "Accepted by a person and published"
+        DECLINED = "declined", "Declined by a person"
+        REJECTED = "rejected", "Rejected by the checks"
 
     TRANSITIONS: ClassVar[Transitions] = Transitions("revision run", RUN_STEPS)
 
@@ -716,6 +723,15 @@ class RevisionRun(Stateful, models.Model):
     jury_candidate = models.FloatField(null=True, blank=True)
     jury_margin = models.FloatField(null=True, blank=True)
     reasons = models.TextField(blank=True)
+    # The checks that do not depend on the model that wrote the candidate (notes/living/checks.py):
+    # [{"name", "passed", "value", "bound", "detail"}]
+    checks = models.JSONField(default=list, blank=True)
+    # The person who accepted or declined a proposal, when, and why.
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
     published_version = models.OneToOneField(
         NoteVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="revision_run"
     )
@@ -728,10 +744,16 @@ class RevisionRun(Stateful, models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [
+            ("decide_revision", "Can accept or decline proposed revisions of notes whose author cannot"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["note"], condition=Q(state__in=["queued", "running"]), name="one_active_revision_per_note"
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["note"], condition=Q(outcome="proposed"), name="one_open_proposal_per_note"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -744,6 +766,7 @@ class Suggestion(models.Model):
     class State(models.TextChoices):
         PENDING = "pending", "Waiting for a revision"
         WITHDRAWN = "withdrawn", "Withdrawn (the rating was changed or withdrawn)"
+        IN_PROPOSAL = "in_proposal", "Used in a proposed version waiting for a person's decision"
         USED_PUBLISHED = "used_published", "Used in a published version"
         USED_REJECTED = "used_rejected", "Used in a revision that was rejected"
         NOT_USED = "not_used", "Not used"

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import MD5, Cast, Least
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -94,13 +95,19 @@ class HomePage:
         return content_key(self.page, self.has_next, self.hidden_without_text, rows)
 
 
-def posts_for_home(*, page: int = 1, topic: str = "", text: str = TEXT_WITH, size: int = HOME_PAGE_SIZE) -> HomePage:
-    """One page of posts, newest first, with their notes. The page counts the prefetched notes (a
-    COUNT annotation would group every post and note of the table before the limit), and reads one
-    row past the page to know whether an older page exists (no COUNT of the whole table)."""
+def posts_for_home(
+    *, page: int = 1, topic: str = "", text: str = TEXT_WITH, size: int = HOME_PAGE_SIZE,
+    hidden_notes: Collection[int] = frozenset(),
+) -> HomePage:  # fmt: skip
+    """One page of posts, newest first, with their notes but those in `hidden_notes` (the viewer's open
+    blind comparison: notes.supernotes.selectors.hidden_note_ids). The page counts the prefetched
+    notes (a COUNT annotation would group every post and note of the table before the limit), and
+    reads one row past the page to know whether an older page exists (no COUNT of the whole table)."""
     # Only what the page shows of a note: no author join, and none of the scorer's stored fields
     # (rules JSON, explanation text) to read and decode for every note of 20 posts.
     notes = Note.objects.only("id", "post_id", "text", "status", "created_at").order_by("-created_at")
+    if hidden_notes:
+        notes = notes.exclude(pk__in=hidden_notes)
     base = Post.objects.filter(topic=topic) if topic else Post.objects.all()
     hidden = count_hidden(base.without_text()) if text == TEXT_WITH else 0
     posts = filter_by_text(base, text)
@@ -111,6 +118,14 @@ def posts_for_home(*, page: int = 1, topic: str = "", text: str = TEXT_WITH, siz
         ]
     )
     return HomePage(posts=rows[:size], page=page, has_next=len(rows) > size, hidden_without_text=hidden)
+
+
+def post_notes(*, post: Post, hidden_notes: Collection[int] = frozenset()) -> tuple[list[Note], list[int]]:
+    """The notes of a post's page, newest first, with their authors, but those in `hidden_notes` (the
+    viewer's open blind comparison: notes.supernotes.selectors.hidden_note_ids); and the ids of the
+    post's notes left out."""
+    notes = list(post.notes.select_related("author__user").order_by("-created_at"))
+    return [n for n in notes if n.pk not in hidden_notes], [n.pk for n in notes if n.pk in hidden_notes]
 
 
 # How often the draft page asks for news (htmx), and reloads itself without JavaScript: every
@@ -233,21 +248,26 @@ def notes_for_user(*, user: User) -> QuerySet[Note]:
 # --- Ratings and scoring ---------------------------------------------------------------------
 
 
-def rating_queue(*, participant: Participant, limit: int = 20, text: str = TEXT_WITH) -> list[Note]:
+def rating_queue(
+    *, participant: Participant, limit: int = 20, text: str = TEXT_WITH, hidden_notes: Collection[int] = frozenset()
+) -> list[Note]:
     """The first `limit` notes of `rating_queue_queryset`."""
-    return list(rating_queue_queryset(participant=participant, text=text)[:limit])
+    return list(rating_queue_queryset(participant=participant, text=text, hidden_notes=hidden_notes)[:limit])
 
 
-def rating_queue_hidden(*, participant: Participant) -> int:
+def rating_queue_hidden(*, participant: Participant, hidden_notes: Collection[int] = frozenset()) -> int:
     """How many notes of this rater's queue are on imported posts without text (hidden by
     default), up to a cap (`count_hidden`)."""
-    return count_hidden(rating_queue_queryset(participant=participant, text=TEXT_WITHOUT))
+    return count_hidden(rating_queue_queryset(participant=participant, text=TEXT_WITHOUT, hidden_notes=hidden_notes))
 
 
-def rating_queue_queryset(*, participant: Participant, text: str = TEXT_WITH) -> QuerySet[Note]:
+def rating_queue_queryset(
+    *, participant: Participant, text: str = TEXT_WITH, hidden_notes: Collection[int] = frozenset()
+) -> QuerySet[Note]:
     """Notes this rater can rate next, most needed first.
 
-    Notes that still need ratings, not written and not yet rated by this rater. A note lacking
+    Notes that still need ratings, not written and not yet rated by this rater, and not in
+    `hidden_notes` (the rater's open blind comparison: notes.supernotes.selectors.hidden_note_ids). A note lacking
     raters from this rater's side (the sign of their factor) comes first, then notes lacking
     either side (for raters without a factor yet), then notes with fewer ratings, newest first.
     The side counts are the note's stored counters (the last scoring's, plus ratings made since:
@@ -265,12 +285,19 @@ def rating_queue_queryset(*, participant: Participant, text: str = TEXT_WITH) ->
         .exclude(Exists(Rating.objects.filter(note=OuterRef("pk"), rater=participant)))
         .select_related("post")
     )
+    if hidden_notes:
+        notes = notes.exclude(pk__in=hidden_notes)
     notes = filter_by_text(notes, text, prefix="post__")
     return notes.order_by(first, "num_ratings", "-created_at", "-pk")
 
 
-def note_for_rating(*, note_id: int, participant: Participant) -> tuple[Note, Rating | None]:
-    """The note with its post, and only this rater's own rating (never anybody else's)."""
+def note_for_rating(
+    *, note_id: int, participant: Participant, hidden_notes: Collection[int] = frozenset()
+) -> tuple[Note, Rating | None]:
+    """The note with its post, and only this rater's own rating (never anybody else's); 404 for a
+    note in `hidden_notes` (the rater's open blind comparison)."""
+    if note_id in hidden_notes:
+        raise Http404("No note here.")
     note = get_object_or_404(Note.objects.select_related("post"), pk=note_id)
     own = Rating.objects.filter(note=note, rater=participant).first()
     return note, own

@@ -276,10 +276,19 @@ def draft_job_start(
     created = job is None
     if job is None:
         mode = DraftJob.Mode.AUTOMATION if find_evidence else DraftJob.Mode.AUGMENTATION
-        job = DraftJob.objects.create(post=post, contributor=user, mode=mode)
-    existing = set(job.snippets.values_list("url", flat=True))
-    skipped = [u for u in urls if u in existing]
-    added = snippets.snippets_add(job=job, urls=[u for u in urls if u not in existing])
+        try:
+            with transaction.atomic():
+                job = DraftJob.objects.create(post=post, contributor=user, mode=mode)
+        except IntegrityError:
+            # A concurrent identical request opened it first (one_open_draft_job_per_contributor_post,
+            # checked once that one committed): add to that draft, as a later repeat would.
+            job = draft_job_open(post=post, user=user)
+            if job is None:
+                raise
+            created = False
+    added = snippets.snippets_add(job=job, urls=urls)
+    new = {snippet.url for snippet in added}
+    skipped = [u for u in urls if local_copies.real_address(u) not in new]
     if find_evidence:
         try:
             automation_run_start(job=job)
@@ -496,9 +505,19 @@ class RatingError(Exception):
     """A rating that the rules do not allow (shown to the rater as is)."""
 
 
+class StaleVersionError(RatingError):
+    """The rater read a version of the note that is no longer its text: the rating is not attached
+    to another text than the one read."""
+
+
 @transaction.atomic
-def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[str] = ()) -> tuple[Rating, bool]:
-    """Create or change this rater's one rating of the note. Returns (rating, created)."""
+def rating_submit(
+    *, rater: Participant, note: Note, level: str, tags: Iterable[str] = (), read_version: int | None = None
+) -> tuple[Rating, bool]:
+    """Create or change this rater's one rating of the note. Returns (rating, created).
+
+    `read_version` is the version number the rater read (the rating form carries it): when another
+    version is current by the time the rating arrives, it is refused (StaleVersionError)."""
     if not note.can_be_rated_by(rater):
         raise RatingError("You cannot rate your own note.")
     if level not in TAGS_FOR_LEVEL:
@@ -512,6 +531,14 @@ def rating_submit(*, rater: Participant, note: Note, level: str, tags: Iterable[
     version_id = (
         Note.objects.select_for_update(no_key=True).filter(pk=note.pk).values_list("current_version_id", flat=True)
     ).first()
+    if read_version is not None:
+        # A note without versions is read as its version 1.
+        number = NoteVersion.objects.filter(pk=version_id or 0).values_list("number", flat=True).first() or 1
+        if number != read_version:
+            raise StaleVersionError(
+                f"This note has a new text (version {number}) since you opened it (version {read_version}): "
+                "your rating was not saved. Read the text below and rate again."
+            )
     before = Rating.objects.filter(note=note, rater=rater).values_list("level", "tags").first()
     rating, created = Rating.objects.update_or_create(
         note=note, rater=rater, defaults={"level": level, "tags": tag_list, "version_id": version_id}

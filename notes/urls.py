@@ -46,5 +46,7 @@ urlpatterns = [
         name="suggestion_source_review",
     ),
     path("revisions/", living.revision_audit, name="revision_audit"),
+    path("revisions/<int:run_id>/", living.revision_proposal, name="revision_proposal"),
+    path("revisions/<int:run_id>/decide/", living.revision_proposal_decide, name="revision_proposal_decide"),
     path("living/analytics/", living.living_analytics, name="living_analytics"),
 ]

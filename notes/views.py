@@ -40,7 +40,8 @@ from notes.supernotes import services as supernote_services
 @endpoint(methods=["GET"], permission=PUBLIC)
 def home(request: HttpRequest) -> HttpResponse:
     topic, page_number, text = _list_filters(request)
-    home = selectors.posts_for_home(page=page_number, topic=topic, text=text)
+    hidden_notes = supernote_selectors.hidden_note_ids(user=request.user)
+    home = selectors.posts_for_home(page=page_number, topic=topic, text=text, hidden_notes=hidden_notes)
     # The list is the same for every visitor: rendered once per worker and content (rendering 20
     # posts with their notes cost more than the queries that read them).
     listing = _HOME_LISTS.get_or_build(
@@ -75,15 +76,18 @@ def spiking_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
 @endpoint(methods=["GET"], permission=PUBLIC)
 def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
     post = get_object_or_404(Post, pk=post_id)
-    notes = post.notes.select_related("author__user").order_by("-created_at")
+    # A rater with an open blind comparison on this post sees neither of its two notes, nor the
+    # run's proposal, until they answer it; the page links to the comparison instead.
+    open_comparisons = supernote_selectors.open_comparisons(user=request.user)
+    notes, left_out = selectors.post_notes(post=post, hidden_notes=open_comparisons)
     viewer = selectors.participant_of(user=request.user)
     run = supernote_selectors.latest_run(post=post)
     # The run's details only for admins and its starter; raters still get the blind comparison.
-    # A rater with an open blind comparison on this post sees neither note's origin nor the run's
-    # proposal until they answer it.
-    blind = supernote_selectors.blinded_note_ids(participant=viewer, post=post)
-    run_visible = run is not None and not blind and supernote_services.supernote_run_visible_to(run, request.user)
-    context = {"post": post, "notes": notes, "viewer": viewer, "run": run, "run_visible": run_visible, "blind": blind}
+    run_visible = run is not None and not left_out and supernote_services.supernote_run_visible_to(run, request.user)
+    context = {"post": post, "notes": notes, "viewer": viewer, "run": run, "run_visible": run_visible,
+               "n_blind": len(left_out), "comparisons": sorted({open_comparisons[pk] for pk in left_out})}  # fmt: skip
+    # A note whose new version gathers ratings keeps showing the version the crowd rated.
+    context["shown"] = living_selectors.shown_statuses(notes=notes)
     return render(request, "notes/post_detail.html", {**context, **(_run_context(run) if run_visible else {})})
 
 
@@ -360,7 +364,8 @@ def my_notes(request: AuthenticatedHttpRequest) -> HttpResponse:
     progress = selectors.notes_progress(notes=list(selectors.notes_for_user(user=request.user)))
     if request.htmx:
         return render(request, "notes/my_notes.html#notes", {"progress": progress})
-    context = {"drafts": selectors.drafts_for_user(user=request.user), "progress": progress}
+    context = {"drafts": selectors.drafts_for_user(user=request.user), "progress": progress,
+               "proposals": living_selectors.proposals_for_author(user=request.user)}  # fmt: skip
     return render(request, "notes/my_notes.html", context)
 
 
@@ -379,10 +384,13 @@ def my_note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpRespo
 def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     participant = _participant(request)
     text = selectors.text_filter(request.GET.get("text"))
-    notes = selectors.rating_queue(participant=participant, text=text)
-    hidden = selectors.rating_queue_hidden(participant=participant) if text == selectors.TEXT_WITH else 0
+    blind = supernote_selectors.hidden_note_ids(user=request.user)
+    notes = selectors.rating_queue(participant=participant, text=text, hidden_notes=blind)
+    hidden = (
+        selectors.rating_queue_hidden(participant=participant, hidden_notes=blind) if text == selectors.TEXT_WITH else 0
+    )
     pairs = supernote_selectors.comparisons_available(participant=participant)
-    invitations = living_selectors.invitations(participant=participant)
+    invitations = living_selectors.invitations(participant=participant, hidden_notes=blind)
     context = {
         "notes": notes,
         "pairs": pairs,
@@ -397,7 +405,8 @@ def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
 @limited("rating")
 def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     participant = _participant(request)
-    note, own = selectors.note_for_rating(note_id=note_id, participant=participant)
+    blind = supernote_selectors.hidden_note_ids(user=request.user)
+    note, own = selectors.note_for_rating(note_id=note_id, participant=participant, hidden_notes=blind)
     if not note.can_be_rated_by(participant):
         raise PermissionDenied(
             "You wrote this note, and authors cannot rate their own notes: its status comes from other raters."
@@ -411,15 +420,23 @@ def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
         refusal = living_services.suggestion_source_refusal(user=request.user)
         if refusal:
             form.add_error("suggestion_source", refusal)
+    # A suggestion has its own rate on top of the rating's (its source fetch and kind tagging cost more).
+    if request.method == "POST" and form.is_valid() and form.cleaned_data["suggestion"]:
+        if refused := limits.refusal(request, "suggestion"):
+            return refused
     if request.method == "POST" and form.is_valid():
         if note.current_version_id is None:  # a note without versions gets its text as version 1
             living_services.current_version(note)
-        rating, _ = services.rating_submit(
-            rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags
-        )
         text, source = form.cleaned_data["suggestion"], form.cleaned_data["suggestion_source"]
-        if text:
-            living_services.suggestion_add(rating=rating, text=text, source_url=source)
+        try:
+            rating, _ = services.rating_submit(
+                rater=participant, note=note, level=form.cleaned_data["level"], tags=form.tags,
+                read_version=form.cleaned_data["version"],
+            )  # fmt: skip
+            if text:
+                living_services.suggestion_add(rating=rating, text=text, source_url=source)
+        except (services.StaleVersionError, living_services.StaleSuggestionError) as exc:
+            return _stale_rating(request, note, str(exc))
         if not request.htmx:
             thanks = "Thanks, your rating is saved. You can change it at any time."
             if text:
@@ -432,6 +449,16 @@ def rate_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     if request.htmx:  # htmx only swaps 2xx responses, so errors come back as 200 with the form
         return render(request, "notes/rate_note.html#rating-form", context)
     return render(request, "notes/rate_note.html", context, status=400 if form.errors else 200)
+
+
+def _stale_rating(request: AuthenticatedHttpRequest, note: Note, message: str) -> HttpResponse:
+    """The rater read a text that is no longer the note's: say so and show the current text."""
+    messages.error(request, message)
+    if request.htmx:  # the new text is outside the swapped form: reload the page
+        return HttpResponse(headers={"HX-Redirect": reverse("rate_note", args=[note.pk])})
+    note.refresh_from_db()
+    context = {"note": note, "form": RatingForm(), "saved": False, "own": None, "version": note.current_version}
+    return render(request, "notes/rate_note.html", context, status=409)
 
 
 @endpoint(methods=["POST"], permission="notes.add_rating")
@@ -582,10 +609,7 @@ def comparison(request: AuthenticatedHttpRequest, comparison_id: int) -> HttpRes
         SupernoteComparison.objects.select_related("supernote__post", "other_note"), pk=comparison_id, rater=participant
     )
     form = ComparisonForm(request.POST if request.method == "POST" else None)
-    if request.method == "POST" and item.answered_at is not None:
-        form.is_valid()
-        form.add_error(None, "You already answered this comparison: one answer per rater and pair.")
-    elif request.method == "POST" and form.is_valid():
+    if request.method == "POST" and form.is_valid():  # the service refuses a second, different answer
         try:
             supernote_services.comparison_answer(
                 item=item, rater=participant, preferred=form.cleaned_data["preferred"], scores_a=form.scores("a"),
@@ -596,6 +620,8 @@ def comparison(request: AuthenticatedHttpRequest, comparison_id: int) -> HttpRes
         else:
             messages.success(request, "Thanks, your comparison is saved.")
             return redirect("rating_queue")
+    elif request.method == "POST" and item.answered_at is not None:
+        form.add_error(None, "You already answered this comparison: one answer per rater and pair.")
     sides = supernote_selectors.comparison_sides(item=item)
     context = {
         "item": item, "form": form, "post": item.supernote.post,

@@ -124,12 +124,12 @@ def test_the_admin_login_answers_429_after_the_same_number_of_tries_as_the_sites
 # --- 2. The blind comparison was not blind ------------------------------------------------------
 
 
-def test_the_post_page_hides_the_origin_during_an_open_comparison(make_user: Any) -> None:
+def test_the_post_page_hides_the_pair_during_an_open_comparison(make_user: Any) -> None:
     from django.urls import reverse
 
     from notes.models import SupernoteComparison, SupernoteRun
     from notes.roles import ADMIN, RATER
-    from tests.notes.supernotes.test_comparison import _answer, _pair
+    from tests.notes.supernotes.test_comparison import WEAK_TEXT, _answer, _pair
 
     post, supernote, best, _ = _pair(make_user)
     SupernoteRun.objects.create(post=post, state=SupernoteRun.State.DONE, proposed_note=supernote)
@@ -143,22 +143,22 @@ def test_the_post_page_hides_the_origin_during_an_open_comparison(make_user: Any
     item = SupernoteComparison.objects.get(rater__user=rater)
     assert client.get(started["Location"]).status_code == 200  # GET /compare/<id>/: Note A and Note B
     page = client.get(page_url).content.decode()
-    assert "Supernote</span>" not in page
-    assert page.count('<span class="origin">') == 1  # only the third note, not in the pair, keeps its label
-    assert supernote.text in page and best.text in page  # the texts stay readable, unlabelled
+    # Neither note of the pair is listed (showing one would single out the other); the third note is.
+    assert supernote.text not in page and best.text not in page and WEAK_TEXT in page
+    assert page.count('<span class="origin">') == 1
     assert "Proposed Supernote" not in page
-    assert page.count("origin hidden until you answer your blind comparison") == 2
+    assert "2 notes of this post are hidden from you" in page and reverse("comparison", args=[item.pk]) in page
     for url in (
         reverse("rating_queue"),
         reverse("rate_note", args=[supernote.pk]),
         reverse("rate_note", args=[best.pk]),
     ):
-        assert '<span class="origin">Supernote</span>' not in client.get(url).content.decode()
-    # Once answered, the origin is shown.
+        assert supernote.text not in client.get(url).content.decode()
+    # Once answered, both notes are shown with their origin.
     assert client.post(reverse("comparison", args=[item.pk]), _answer()).status_code == 302
     page = client.get(page_url).content.decode()
-    assert '<span class="origin">Supernote</span>' in page
-    assert "origin hidden" not in page
+    assert '<span class="origin">Supernote</span>' in page and supernote.text in page and best.text in page
+    assert "hidden from you" not in page
 
 
 # --- 6. Sliding windows, per-user limits on POSTs that start work ---------------------------------

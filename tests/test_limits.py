@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from evidence.models import Snippet
-from notes.models import DraftJob, Note, Post
+from notes.models import DraftJob, Note, Post, Suggestion
 from notes.services import participant_for_user, post_create
 from tests.conftest import CsrfClient
 
@@ -101,6 +101,23 @@ def test_it_limits_ratings_per_rater(rater_client: Any, rater: Any, contributor:
     assert response.status_code == 429
     assert "Too many ratings: at most 2 per hour." in response.content.decode()
     assert note.ratings.get().level == "NOT_HELPFUL"
+
+
+def test_it_limits_suggestions_per_rater(rater_client: Any, rater: Any, contributor: Any, settings: Any) -> None:
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "suggestion": "2/h"}
+    author = participant_for_user(user=contributor)
+    post = post_create(text="A claim about vitamins")
+    notes = [Note.objects.create(post=post, author=author, text=f"Context {i}.") for i in range(4)]
+    suggest = {"level": "HELPFUL", "suggestion": "Cite the 2022 trial."}
+    for note in notes[:2]:
+        assert rater_client.post(f"/rate/{note.pk}/", suggest).status_code == 302
+    response = rater_client.post(f"/rate/{notes[2].pk}/", suggest)
+    assert response.status_code == 429
+    assert "Too many suggestions: at most 2 per hour." in response.content.decode()
+    assert Suggestion.objects.count() == 2 and not notes[2].ratings.exists()
+    # A rating without a suggestion counts against the rating limit only.
+    assert rater_client.post(f"/rate/{notes[3].pk}/", {"level": "HELPFUL"}).status_code == 302
+    assert notes[3].ratings.exists()
 
 
 def test_it_caps_the_evidence_pages_one_contributor_has_waiting(

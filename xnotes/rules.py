@@ -74,12 +74,24 @@ def _describe(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _expect(name: str, value: Any, kind: type) -> None:
+    """Raise XShapeError naming `value` unless it is absent (None) or of `kind`."""
+    if value is not None and not isinstance(value, kind):
+        raise XShapeError(
+            f"X's answer has {name} = {type(value).__name__} {_describe(value)}, expected a JSON {kind.__name__}"
+        )
+
+
+def _expect_object(payload: Any) -> None:
+    if not isinstance(payload, dict):
+        raise XShapeError(f"X's answer is {type(payload).__name__} {_describe(payload)}, expected a JSON object")
+
+
 def check_shape(payload: Any) -> None:
     """Raise XShapeError, naming what X sent, unless `payload` has the shape of a posts answer:
     an object whose `data` is a list of objects, `includes` an object of lists of objects, `meta`
     and `errors` an object and a list (each may be absent or null)."""
-    if not isinstance(payload, dict):
-        raise XShapeError(f"X's answer is {type(payload).__name__} {_describe(payload)}, expected a JSON object")
+    _expect_object(payload)
     expected: list[tuple[str, Any, type]] = [
         ("data", payload.get("data"), list), ("includes", payload.get("includes"), dict),
         ("meta", payload.get("meta"), dict), ("errors", payload.get("errors"), list),
@@ -88,10 +100,7 @@ def check_shape(payload: Any) -> None:
     if isinstance(includes, dict):
         expected += [(f"includes.{k}", includes.get(k), list) for k in ("tweets", "media")]
     for name, value, kind in expected:
-        if value is not None and not isinstance(value, kind):
-            raise XShapeError(
-                f"X's answer has {name} = {type(value).__name__} {_describe(value)}, expected a JSON {kind.__name__}"
-            )
+        _expect(name, value, kind)
     for name in ("data", "includes.tweets", "includes.media"):
         items = payload.get("data") if name == "data" else (includes or {}).get(name.split(".")[1])
         for item in items or []:
@@ -102,6 +111,20 @@ def check_shape(payload: Any) -> None:
                     raise XShapeError(
                         f"X's answer has {name}[].{key} = {_describe(item.get(key))}, expected a JSON {kind.__name__}"
                     )
+
+
+def check_notes_written_shape(payload: Any) -> None:
+    """Raise XShapeError, naming what X sent, unless `payload` has the shape of a notes_written
+    answer: an object whose `data` is a list of objects, each with `info` and `test_result`
+    objects, `meta` an object and `errors` a list (each may be absent or null)."""
+    _expect_object(payload)
+    for name, kind in (("data", list), ("meta", dict), ("errors", list)):
+        _expect(name, payload.get(name), kind)
+    for item in payload.get("data") or []:
+        if not isinstance(item, dict):
+            raise XShapeError(f"X's answer has an item of data = {_describe(item)}, expected a JSON object")
+        for key in ("info", "test_result"):
+            _expect(f"data[].{key}", item.get(key), dict)
 
 
 def parse_posts(payload: dict[str, Any]) -> list[ParsedPost]:

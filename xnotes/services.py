@@ -594,7 +594,8 @@ def sync_written(*, client: XClient, max_pages: int = 20, test_mode: bool | None
                  on_page: Callable[[SyncStats], None] | None = None) -> SyncStats:  # fmt: skip
     """Page through notes_written (the current mode) and store each note with its evaluator
     outcomes (test mode) or status and ratings (live); proposals get their X note id back.
-    `on_page` is called after each stored page (the task's progress)."""
+    `on_page` is called after each stored page (the task's progress). A page of another shape
+    raises rules.XShapeError naming what X sent; the pages before it stay stored."""
     test_mode = settings.X_TEST_MODE if test_mode is None else test_mode
     stats = SyncStats()
     before = client.requests
@@ -607,6 +608,7 @@ def sync_written(*, client: XClient, max_pages: int = 20, test_mode: bool | None
                 raise
             on_rate_limit(limited)
             continue
+        rules.check_notes_written_shape(payload)
         stats.pages += 1
         now = timezone.now()
         with transaction.atomic():

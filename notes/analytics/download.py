@@ -187,7 +187,7 @@ def spike_tables(col: Path, *, window: int = spikes.WINDOW_DAYS, k: float = spik
     ms = np.where(created > 0, created, _snowflake_ms(n_id))
     day = ms // 86_400_000
     if not len(day):
-        return {"days": [], "spikes": []}
+        return {"window": window, "k": k, "rule": spikes.rule_text("notes"), "days": [], "spikes": []}
     first = int(day.min())
     counts = np.bincount(day - first)
     days = [dt.date(1970, 1, 1) + dt.timedelta(days=first + i) for i in range(len(counts))]

@@ -67,11 +67,98 @@ class ResearchRun:
         return {k: int(score.get(k, 0)) for k in ("helpful", "not_helpful", "needs_more_ratings")}
 
 
-def _json(path: Path) -> Any:
+# The shapes of the JSON files the page reads (what notes.analytics.download writes). A shape is a
+# dict of keys to shapes (a key ending in "?" may be absent), a one-item list (each item has that
+# shape), _Values(shape) (an object whose every value has it), or the Python types a value may have.
+_NUMBER = (int, float)
+_NUMBER_OR_NULL = (int, float, type(None))
+
+
+@dataclass(frozen=True)
+class _Values:
+    shape: Any
+
+
+_PERCENTILES = {**dict.fromkeys(("p25", "p50", "p75", "p90"), _NUMBER_OR_NULL), "n": int, "n_negative": int}
+DELAYS_SHAPE = {
+    "post_to_first_note_hours": _PERCENTILES,
+    "note_to_first_verdict_hours": _PERCENTILES,
+    "note_to_first_helpful_hours?": _PERCENTILES,
+    "note_to_first_not_helpful_hours?": _PERCENTILES,
+    "never_left_nmr_share": _NUMBER_OR_NULL,
+    "notes": int,
+    "posts": int,
+    "definitions": str,
+    "by_classification?": _Values(
+        {"notes": int, "note_to_first_verdict_hours": _PERCENTILES, "never_left_nmr_share": _NUMBER_OR_NULL}
+    ),
+}
+SPIKES_SHAPE = {
+    "window": int,
+    "k": _NUMBER,
+    "rule": str,
+    "spikes": [{"day": str, "count": int, "mean": _NUMBER, "threshold": _NUMBER, "terms": [list]}],
+}
+_STEP_SHAPE = {"rows?": _NUMBER, "seconds?": _NUMBER, "rows_per_s?": _NUMBER, "peak_rss_bytes?": _NUMBER}
+_SCORE_COUNTS = ("helpful", "not_helpful", "needs_more_ratings", "notes_written", "ratings_scored", "raters_written")
+STEP_SHAPES: dict[str, Any] = {"score": {**_STEP_SHAPE, **dict.fromkeys(_SCORE_COUNTS, int), "dropped": _Values(int)}}
+
+
+# JSON's kinds of value as the messages name them.
+_KINDS = {
+    int: "a number", float: "a number", str: "text", list: "a list", dict: "an object", bool: "true/false",
+    type(None): "null",
+}  # fmt: skip
+
+
+def _kind(value: Any) -> str:
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+def _expected(kinds: tuple[type, ...]) -> str:
+    return " or ".join(dict.fromkeys(_KINDS[k] for k in kinds))
+
+
+def shape_problem(value: Any, shape: Any, where: str = "") -> str | None:
+    """Where `value` departs from `shape` ("spikes[0].count is text, expected a number"), or None
+    when it fits. Keys beyond the shape's are allowed (a newer writer may add some)."""
+    here = where or "the file"
+    if isinstance(shape, dict | _Values):
+        if not isinstance(value, dict):
+            return f"{here} is {_kind(value)}, expected an object"
+        keys = {str(k): shape.shape for k in value} if isinstance(shape, _Values) else shape
+        for key, inner in keys.items():
+            name = key.rstrip("?")
+            path = f"{where}.{name}" if where else name
+            if name not in value:
+                if not key.endswith("?"):
+                    return f"{path} is missing"
+            elif problem := shape_problem(value[name], inner, path):
+                return problem
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{here} is {_kind(value)}, expected a list"
+        for i, item in enumerate(value):
+            if problem := shape_problem(item, shape[0], f"{where}[{i}]"):
+                return problem
+        return None
+    kinds = shape if isinstance(shape, tuple) else (shape,)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        return f"{here} is {_kind(value)}, expected {_expected(kinds)}"
+    return None
+
+
+def _json(path: Path, shape: Any = None) -> Any:
+    """The JSON file at `path`, checked against `shape`: a file that cannot be read or has another
+    shape is an error naming it and what is wrong, so the page never shows blanks for it."""
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ResearchOutputsError(f"{path}: cannot be read ({exc.__class__.__name__}: {exc})") from exc
+    if shape is not None and (problem := shape_problem(data, shape)):
+        raise ResearchOutputsError(f"{path}: not the shape this page reads: {problem}")
+    return data
 
 
 def _float(text: str) -> float | None:
@@ -109,13 +196,13 @@ def read(folder: str | Path) -> ResearchRun:
             f"{d}: no research run here (no steps/*.json). Run `manage.py research_download FOLDER` "
             "and point RESEARCH_OUTPUTS_DIR at FOLDER/research."
         )
-    steps = {p.stem: _json(p) for p in records}
+    steps = {p.stem: _json(p, STEP_SHAPES.get(p.stem, _STEP_SHAPE)) for p in records}
     finished = max(p.stat().st_mtime for p in records)
     return ResearchRun(
         folder=d,
         steps=steps,
         finished_at=datetime.fromtimestamp(finished, UTC),
-        delays=_json(d / "delays.json") if "delays" in steps and (d / "delays.json").exists() else None,
-        spikes=_json(d / "spikes.json") if "spikes" in steps and (d / "spikes.json").exists() else None,
+        delays=_json(d / "delays.json", DELAYS_SHAPE) if "delays" in steps and (d / "delays.json").exists() else None,
+        spikes=_json(d / "spikes.json", SPIKES_SHAPE) if "spikes" in steps and (d / "spikes.json").exists() else None,
         daily=_daily(d / "spikes_daily.tsv") if "spikes" in steps and (d / "spikes_daily.tsv").exists() else [],
     )

@@ -1,14 +1,16 @@
-"""Demo of living notes (issue 36), built only through the real services: a request queue, and one
-note with suggestions attached to its raters' ratings, revised by a real revision run (the LLM when
-configured, else the offline baseline; the judges and the jury decide, so the demo may show a
-rejected revision with its reasons), then one more suggestion left pending.
+"""Demo of living notes, built only through the real services: a request queue, and one note whose
+raters suggest changes with their ratings. Each round is a real revision run (the LLM when
+configured, else the offline baseline); the checks, the judges and the jury decide whether it is
+proposed, and the note's author decides on a proposal: the corpus declines the first and accepts the
+second (so the demo shows both), then one more suggestion is left pending.
 
 `load_demo` runs it (living_demo_lines): the request queue at once, the living note once a jury
 model is stored (the demo's warm-up trains it, then runs `demo_living`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -17,17 +19,34 @@ from django.db.models import Count
 from evidence import snippets as evidence_snippets
 from evidence.index.services import local_copy_index
 from evidence.models import EvidenceSource, Passage, Snippet
-from notes.demo import DEMO_CORPUS, corpus_living, demo_pages, quoted_passage
+from notes.demo import (
+    DEMO_CORPUS,
+    DEMO_PASSWORD,
+    LivingRound,
+    corpus_living,
+    demo_author_login,
+    demo_pages,
+    quoted_passage,
+)
 from notes.living import services
 from notes.models import Note, Post, Rating, RevisionRun, Suggestion
+from notes.services import rating_submit
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+# The wording suggestion of the first round: a revision that does not take up its words tells its
+# suggester "not used".
+WORDING = "Shorter sentences would read better."
 
 
 @dataclass(frozen=True)
 class LivingDemo:
     requests: int
     note: Note | None
-    run: RevisionRun | None
+    runs: list[RevisionRun] = field(default_factory=list)
     why_not: str = ""
+    decider: str = ""
 
 
 def living_demo(*, request_posts: list[Post], note: Note | None) -> LivingDemo:
@@ -38,56 +57,92 @@ def living_demo(*, request_posts: list[Post], note: Note | None) -> LivingDemo:
         for user in users[: 3 - k]:  # 3, 2 and 1 requests: the queue's order shows
             made += services.note_request_create(post=post, user=user, reason="seen shared widely").created
     if note is None:
-        return LivingDemo(made, None, None, "no demo note with ratings from three raters")
+        return LivingDemo(made, None, why_not="no demo note with ratings from three raters")
     if Suggestion.objects.filter(note=note).exists():
-        return LivingDemo(made, note, note.revision_runs.first(), "the note had suggestions already")
+        return LivingDemo(made, note, list(note.revision_runs.order_by("pk")), "the note had suggestions already")
     ratings = list(Rating.objects.filter(note=note, rater__user__isnull=False).select_related("rater__user")[:3])
     if len(ratings) < 3:
-        return LivingDemo(made, note, None, "the note has fewer than three raters with a login")
+        return LivingDemo(made, note, why_not="the note has fewer than three raters with a login")
     services.current_version(note)
-    passage = _suggested_passage(note)
-    first = services.suggestion_add(rating=ratings[0], text="Add the finding from this source.",
-                                    source_url=passage[0] if passage else "")  # fmt: skip
-    suggester = ratings[0].rater.user
-    if passage is not None and first.snippet is not None and suggester is not None:
-        # The page is a local copy of a real page, indexed: the suggester's snippet takes the passage of
-        # it the suggestion rests on, as the pipeline's match would, and the suggester confirms it.
-        _, source, chosen, start, end = passage
-        Snippet.objects.filter(pk=first.snippet.pk).update(
-            state=Snippet.State.READY, source=source, passage=chosen, sentence_start=start, sentence_end=end
-        )
-        first.snippet.refresh_from_db()
-        evidence_snippets.snippet_review(snippet=first.snippet, user=suggester, confirmed=True)
-    services.suggestion_add(rating=ratings[1], text="Shorter sentences would read better.")
-    run = services.revision_run_start(note=note)
-    if run is not None:
+    decider = _decider(note)
+    runs = []
+    for k, round_ in enumerate(_rounds(note)):
+        rating = Rating.objects.get(note=note, rater=ratings[round_.rater].rater)
+        _suggest_from_page(rating, round_)
+        if k == 0:
+            services.suggestion_add(rating=Rating.objects.get(note=note, rater=ratings[1].rater), text=WORDING)
+        run = services.revision_run_start(note=note)
+        if run is None:
+            break
         services.revision_run_execute(run_id=run.pk)
         run.refresh_from_db()
-    note.refresh_from_db()
+        if run.outcome == RevisionRun.Outcome.PROPOSED and decider is not None:
+            run = services.revision_proposal_decide(run_id=run.pk, user=decider, accept=round_.accept,
+                                                    reason=round_.reason)  # fmt: skip
+        runs.append(run)
+        note.refresh_from_db()
+        if run.outcome != RevisionRun.Outcome.DECLINED:
+            break  # the next round suggests again only after a person declined this one
     third = Rating.objects.filter(note=note, rater=ratings[2].rater).first()
-    if third is None:  # a published revision retired the ratings: the third rater rates the new version
-        from notes.services import rating_submit
-
+    if third is None:  # an accepted revision retired the ratings: the third rater rates the new version
         third, _ = rating_submit(rater=ratings[2].rater, note=note, level="SOMEWHAT_HELPFUL")
     services.suggestion_add(rating=third, text="Also mention when the guidance was last updated.")
-    return LivingDemo(made, note, run)
+    return LivingDemo(made, note, runs, decider=decider.get_username() if decider else "")
 
 
-def _suggested_passage(note: Note) -> tuple[str, EvidenceSource, Passage, int | None, int | None] | None:
-    """(URL, source, passage, highlighted sentence's start and end) the first suggester adds: the corpus
-    demo's living source (the passage of a local copy of a real page holding its quote, the quote
-    highlighted), else the note's own first confirmed snippet; None without either."""
+def _decider(note: Note) -> User | None:
+    """Who decides on the living note's revisions: its author, given the corpus's login; else an
+    admin (the public sample's notes have authors without accounts)."""
     living = corpus_living(DEMO_CORPUS)
-    if living is not None and note.external_id == living[0]:
-        url, quote = living[1]
+    if living is not None and note.external_id == living.note_id and note.author is not None:
+        demo_author_login(living.author, note.author)
+        note.refresh_from_db()
+    author = services.proposal_decider(note)
+    if author is not None:
+        return author
+    return get_user_model().objects.filter(username="demo-admin").first()
+
+
+def _rounds(note: Note) -> list[LivingRound]:
+    """The corpus's rounds for its living note; for another note, one round from its own first
+    confirmed passage, accepted if proposed."""
+    living = corpus_living(DEMO_CORPUS)
+    if living is not None and note.external_id == living.note_id:
+        return list(living.rounds)
+    own = Snippet.objects.filter(note=note, passage__isnull=False).select_related("passage").first()
+    if own is None or own.passage is None:
+        return []
+    return [LivingRound(0, "Add the finding from this source.", own.url, own.passage.text, True, "")]
+
+
+def _suggest_from_page(rating: Rating, round_: LivingRound) -> Suggestion:
+    """The rater suggests with a source; the pipeline's match is the passage of the page's local
+    copy that holds the round's quote (highlighted), and the suggester confirms it."""
+    suggestion = services.suggestion_add(rating=rating, text=round_.suggestion, source_url=round_.url)
+    passage = _quoted(round_)
+    suggester = rating.rater.user
+    if passage is None or suggestion.snippet is None or suggester is None:
+        return suggestion
+    source, chosen, start, end = passage
+    Snippet.objects.filter(pk=suggestion.snippet.pk).update(
+        state=Snippet.State.READY, source=source, passage=chosen, sentence_start=start, sentence_end=end
+    )
+    suggestion.snippet.refresh_from_db()
+    evidence_snippets.snippet_review(snippet=suggestion.snippet, user=suggester, confirmed=True)
+    return suggestion
+
+
+def _quoted(round_: LivingRound) -> tuple[EvidenceSource, Passage, int | None, int | None] | None:
+    """(source, passage, highlighted sentence's start and end) holding the round's quote: from the
+    local copy of a real page for the corpus's rounds, else the note's own indexed source."""
+    existing = EvidenceSource.objects.filter(url=round_.url).first()
+    if existing is None:
         folder, manifest = demo_pages()
-        source = local_copy_index(url=url, folder=folder, manifest=manifest,
-                                  base_url=settings.EVIDENCE_LOCAL_COPIES_URL)  # fmt: skip
-        return (url, source, *quoted_passage(source, quote))
-    own = Snippet.objects.filter(note=note, passage__isnull=False).select_related("passage", "source").first()
-    if own is None or own.source is None or own.passage is None:
+        existing = local_copy_index(url=round_.url, folder=folder, manifest=manifest,
+                                    base_url=settings.EVIDENCE_LOCAL_COPIES_URL)  # fmt: skip
+    if existing is None:
         return None
-    return own.url, own.source, own.passage, own.sentence_start, own.sentence_end
+    return (existing, *quoted_passage(existing, round_.quote))
 
 
 def demo_living_choice() -> tuple[list[Post], Note | None]:
@@ -98,7 +153,7 @@ def demo_living_choice() -> tuple[list[Post], Note | None]:
     if len(posts) < 3:
         posts = list(Post.objects.filter(is_demo=True).order_by("-pk")[:3])
     living = corpus_living(DEMO_CORPUS)
-    chosen = Note.objects.filter(is_demo=True, external_id=living[0]).first() if living else None
+    chosen = Note.objects.filter(is_demo=True, external_id=living.note_id).first() if living else None
     if chosen is not None:
         return posts, chosen
     note: Note | None = (
@@ -136,6 +191,12 @@ def living_demo_lines(*, wait_for_jury: bool) -> list[str]:
                      "demo_living).")  # fmt: skip
     elif done.why_not:
         lines.append(f"Living note: {done.why_not}.")
-    if done.run is not None:
-        lines.append(f"Revision run {done.run.pk} of note {done.run.note_id}: {done.run.reasons}")
+    for run in done.runs:
+        decision = ""
+        if run.decided_by is not None:
+            decision = f" {run.get_outcome_display()} by {run.decided_by.get_username()}"
+            decision += f": {run.decision_reason}" if run.decision_reason else "."
+        lines.append(f"Revision run {run.pk} of note {run.note_id}: {run.reasons}{decision}")
+    if done.decider and done.decider != "demo-admin":
+        lines.append(f"The living note's author decides on its revisions: login {done.decider} / {DEMO_PASSWORD}.")
     return lines

@@ -4,8 +4,10 @@ each suggester's outcomes, invitations to rate a new version, and the revision a
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
 from django.db.models import Case, Count, IntegerField, Max, Min, QuerySet, Value, When
 from django.utils.html import escape
@@ -16,6 +18,7 @@ from notes.analytics.spikes import Spike
 from notes.models import (
     Note,
     NoteRequest,
+    NoteStatus,
     NoteVersion,
     Participant,
     Post,
@@ -24,6 +27,9 @@ from notes.models import (
     RevisionRun,
     Suggestion,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 @dataclass(frozen=True)
@@ -97,28 +103,85 @@ def note_history(*, note: Note) -> list[VersionRow]:
     return rows[::-1]
 
 
-def suggestions_of(*, participant: Participant) -> QuerySet[Suggestion]:
+def suggestions_of(*, participant: Participant, hidden_notes: Collection[int] = frozenset()) -> QuerySet[Suggestion]:
+    """The participant's suggestions, newest first, but those on notes in `hidden_notes` (their open
+    blind comparison: notes.supernotes.selectors.hidden_note_ids)."""
     return (
         Suggestion.objects.filter(rater=participant)
+        .exclude(note_id__in=hidden_notes)
         .select_related("note__post", "version", "revision__published_version", "snippet__passage")
         .order_by("-created_at")
     )
 
 
-def invitations(*, participant: Participant) -> list[Note]:
-    """Notes whose older version this participant rated and whose current version they have not."""
+def invitations(*, participant: Participant, hidden_notes: Collection[int] = frozenset()) -> list[Note]:
+    """Notes whose older version this participant rated and whose current version they have not
+    (but those in `hidden_notes`, as for `suggestions_of`)."""
     rated_old = RetiredRating.objects.filter(rater=participant).values_list("version__note_id", flat=True).distinct()
     rated_now = Rating.objects.filter(rater=participant).values_list("note_id", flat=True)
     return list(
-        Note.objects.filter(pk__in=rated_old).exclude(pk__in=rated_now).select_related("current_version", "post")
+        Note.objects.filter(pk__in=rated_old)
+        .exclude(pk__in=rated_now)
+        .exclude(pk__in=hidden_notes)
+        .select_related("current_version", "post")
     )
 
 
 def revision_runs(*, note: Note | None = None, limit: int = 100) -> QuerySet[RevisionRun]:
-    runs = RevisionRun.objects.select_related("note__post", "base_version", "published_version")
+    runs = RevisionRun.objects.select_related("note__post", "base_version", "published_version", "decided_by")
     if note is not None:
         runs = runs.filter(note=note)
     return runs.order_by("-created_at")[:limit]
+
+
+def proposals(*, note: Note | None = None) -> QuerySet[RevisionRun]:
+    """Proposed revisions waiting for a person, oldest first."""
+    runs = RevisionRun.objects.filter(outcome=RevisionRun.Outcome.PROPOSED).select_related(
+        "note__post", "note__author__user", "base_version"
+    )
+    return (runs.filter(note=note) if note is not None else runs).order_by("finished_at", "pk")
+
+
+def proposals_for_author(*, user: User) -> QuerySet[RevisionRun]:
+    """Proposed revisions of this user's notes (theirs to decide)."""
+    return proposals().filter(note__author__user=user).exclude(note__origin=Note.Origin.SUPERNOTE)
+
+
+def proposal_suggestions(*, run: RevisionRun) -> QuerySet[Suggestion]:
+    """The suggestions a revision run read, with what became of each."""
+    return (
+        Suggestion.objects.filter(revision=run).select_related("snippet__passage", "rater__user").order_by("created_at")
+    )
+
+
+@dataclass(frozen=True)
+class ShownStatus:
+    """The version whose status a post shows for a note while its current version gathers ratings."""
+
+    version: NoteVersion
+    current_number: int
+
+
+def shown_statuses(*, notes: list[Note]) -> dict[int, ShownStatus]:
+    """For each note whose current version is still "Needs more ratings" after replacing a version
+    the crowd had rated (Helpful or Not Helpful), that earlier version: the post keeps showing it,
+    with its status, until the current version has a status of its own. Notes not in the dict show
+    their current version."""
+    waiting = {n.pk: n for n in notes if n.status == NoteStatus.NEEDS_MORE_RATINGS and n.current_version_id}
+    if not waiting:
+        return {}
+    numbers = dict(NoteVersion.objects.filter(pk__in=[n.current_version_id for n in waiting.values()])
+                   .values_list("note_id", "number"))  # fmt: skip
+    rated = (
+        NoteVersion.objects.filter(note_id__in=[pk for pk, number in numbers.items() if number > 1])
+        .exclude(final_status__in=["", NoteStatus.NEEDS_MORE_RATINGS])
+        .order_by("note_id", "-number")
+    )
+    shown: dict[int, ShownStatus] = {}
+    for version in rated:
+        if version.note_id not in shown and version.number < numbers[version.note_id]:
+            shown[version.note_id] = ShownStatus(version, numbers[version.note_id])
+    return shown
 
 
 # --- Analytics (as the study measured X's Collaborative Notes) ----------------------------------
@@ -132,6 +195,7 @@ class KindRow:
     used_published: int
     used_rejected: int
     not_used: int
+    in_proposal: int
     pending: int
     withdrawn: int
 
@@ -155,7 +219,7 @@ def suggestions_by_kind() -> list[KindRow]:
     for kind, label in SuggestionKind.choices:
         c = {st: counts.get((kind, st), 0) for st in Suggestion.State.values}
         rows.append(KindRow(kind, str(label), sum(c.values()), c["used_published"], c["used_rejected"], c["not_used"],
-                            c["pending"], c["withdrawn"]))  # fmt: skip
+                            c["in_proposal"], c["pending"], c["withdrawn"]))  # fmt: skip
     return rows
 
 

@@ -1,10 +1,12 @@
-"""Living notes (issue 36): note requests, versions, suggestions attached to ratings, and revisions
-that are published only when the judges pass them and the jury predicts they beat the current text.
+"""Living notes: note requests, versions, suggestions attached to ratings, and revisions. A revision
+that passes the checks independent of its writer (notes/living/checks.py), the judges and the jury
+(it must beat the current text) becomes a proposal; only a person (the note's author, or an admin
+for a note without one) makes it the note's next version, or declines it with a reason.
 
 A revision run follows the claimed-run protocol of crowdnotes_site.leases: one active run per note
 (a partial unique constraint), a compare-and-set claim renewed by a heartbeat, and the work sweep
-re-queues a run whose worker was lost. Publishing re-checks, under the note's row lock, that the
-version it revised is still current, so a run can publish at most once."""
+re-queues a run whose worker was lost. Accepting re-checks, under the note's row lock, that the
+proposal is still open and the version it revised still current, so a proposal is decided once."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Max
+from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from crowdnotes_site import leases
@@ -30,11 +32,13 @@ from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from crowdnotes_site.transitions import transition_rows
+from evidence import embedding
 from evidence import snippets as evidence_snippets
 from evidence.models import Snippet
 from evidence.search.services import AutomationError, automation_run_start
 from judging.selectors import unjudgeable_reason
 from judging.services import judge_run_request, preflight_run
+from notes.living import checks as revision_checks
 from notes.models import (
     DraftJob,
     Note,
@@ -58,6 +62,10 @@ logger = logging.getLogger(__name__)
 
 class LivingError(Exception):
     """An action the rules do not allow; the message is for the user."""
+
+
+class StaleSuggestionError(LivingError):
+    """The suggestion's rating is of a version that is no longer the note's text."""
 
 
 # --- Versions ---------------------------------------------------------------------------------
@@ -206,7 +214,21 @@ def suggestion_add(*, rating: Rating, text: str, source_url: str = "") -> Sugges
     if len(text) > settings.SUGGESTION_MAX_CHARS:
         raise LivingError(f"A suggestion may have at most {settings.SUGGESTION_MAX_CHARS} characters.")
     note = rating.note
+    # Suggestions on one note serialize on its row, as ratings do (rating_submit), so the same
+    # suggestion sent again (a double click, a retried POST) finds the first and is answered with
+    # it, never a second pending one (one_pending_suggestion_per_rater_note); another replaces it.
+    Note.objects.select_for_update(no_key=True).filter(pk=note.pk).first()
     version = current_version(note)
+    if rating.version_id is not None and rating.version_id != version.pk:
+        raise StaleSuggestionError(
+            f"This note has a new text (version {version.number}) since you rated it: your suggestion was not "
+            "saved. Read the text below, rate it and suggest again."
+        )
+    pending = Suggestion.objects.filter(note=note, rater=rating.rater, state=Suggestion.State.PENDING).first()
+    if pending is not None and (pending.rating_id, pending.version_id, pending.text, pending.source_url) == (
+        rating.pk, version.pk, text, source_url
+    ):  # fmt: skip
+        return pending
     suggestions_withdraw(note=note, rater=rating.rater, reason="replaced by a newer suggestion")
     snippet = None
     if source_url:
@@ -290,12 +312,19 @@ def revision_run_start(*, note: Note) -> RevisionRun | None:
     return run
 
 
+# A suggestion reaches the reviser when it names no source, or once its suggester confirmed the
+# passage of its source (the passage's hash is checked again when the revision reads it).
+REVISABLE = Q(source_url="") | Q(snippet__confirmation=Snippet.Confirmation.CONFIRMED)
+
+
 def notes_due_for_revision(*, now: datetime | None = None) -> list[int]:
-    """Notes with at least REVISION_MIN_SUGGESTIONS pending suggestions, the newest older than
-    REVISION_QUIET_SECONDS, no active revision, and a suggestion newer than their last revision."""
+    """Notes with at least REVISION_MIN_SUGGESTIONS pending suggestions that may reach the reviser,
+    the newest older than REVISION_QUIET_SECONDS, no active revision, no proposal waiting for a
+    person, and a suggestion newer than their last revision."""
     now = now or timezone.now()
     rows = (
-        Suggestion.objects.filter(state=Suggestion.State.PENDING)
+        Suggestion.objects.filter(REVISABLE, state=Suggestion.State.PENDING)
+        .exclude(note__revision_runs__outcome=RevisionRun.Outcome.PROPOSED)
         .values("note_id")
         .annotate(n=Count("id"), newest=Max("created_at"))
         .filter(
@@ -344,6 +373,13 @@ def revision_run_execute(*, run_id: int) -> RevisionRun | None:
             raise
     run.refresh_from_db()
     return run
+
+
+def _revisable(suggestion: Suggestion) -> bool:
+    """No source, or a source whose passage its suggester confirmed (and that passage unchanged)."""
+    if not suggestion.source_url:
+        return True
+    return suggestion.snippet is not None and evidence_snippets.snippet_is_confirmed(suggestion.snippet)
 
 
 def _confirmed_evidence(note: Note, suggestions: list[Suggestion]) -> list[tuple[str, str]]:
@@ -414,13 +450,20 @@ def _revise_claimed(run: RevisionRun) -> None:
     if note.current_version_id != base.pk:
         leases.run_fail(RevisionRun, run_id=run.pk, error="superseded: the note has a newer version")
         return
-    suggestions = list(
+    if RevisionRun.objects.filter(note=note, outcome=RevisionRun.Outcome.PROPOSED).exists():
+        _finish(run, outcome=RevisionRun.Outcome.REJECTED,
+                reasons="A proposed revision of this note waits for a person's decision.")  # fmt: skip
+        return
+    pending = (
         Suggestion.objects.filter(note=note, state=Suggestion.State.PENDING, created_at__lte=run.created_at)
         .select_related("snippet__passage")
         .order_by("created_at")
     )
+    suggestions = [s for s in pending if _revisable(s)]
     if not suggestions:
-        _finish(run, outcome=RevisionRun.Outcome.REJECTED, reasons="No pending suggestion to revise from.")
+        _finish(run, outcome=RevisionRun.Outcome.REJECTED,
+                reasons="No pending suggestion to revise from (a suggestion with a source waits for its suggester "
+                        "to confirm the passage).")  # fmt: skip
         return
     missing = note.post.text_missing_reason()
     if missing:
@@ -466,7 +509,16 @@ def _judge_and_score(
     reasons: list[str] = []
     if candidate.strip() == base.text.strip():
         reasons.append("the revision is the current text unchanged")
-    # 1. Judges on the candidate with the same inputs as the note's own judge run.
+    # 1. Checks that do not depend on the model that wrote the candidate.
+    taken = [s for s in suggestions if s.pk in _taken_ids(base.text, candidate, suggestions)]
+    found = revision_checks.proposal_checks(
+        embed=embedding.encoder(revision_checks.MODEL), post_text=note.post.text, current_text=base.text,
+        candidate=candidate, current_urls=base.evidence_urls, candidate_urls=_version_urls(base, taken),
+        confirmed_urls=sorted(set(base.evidence_urls) | {u for u, _ in evidence}),
+    )  # fmt: skip
+    run.checks = [c.as_dict() for c in found]
+    reasons += revision_checks.failed(found)
+    # 2. Judges on the candidate with the same inputs as the note's own judge run.
     result = preflight_run(
         post_text=note.post.text, note_text=candidate, urls=urls,
         snippets=[Evidence(text=t, source=u) for u, t in evidence], owner=note.author.user_id if note.author else None,
@@ -480,7 +532,7 @@ def _judge_and_score(
     if not run.judges_passed:
         failed = [st.stage for st in result.stages if st.verdict != "yes"]
         reasons.append(f"the judges did not pass it ({', '.join(failed) or 'no verdict'})")
-    # 2. The jury: the candidate against the current version, same jurors and draws.
+    # 3. The jury: the candidate against the current version, same jurors and draws.
     predicted, why = jury_predict(post_text=note.post.text, texts=[base.text, candidate])
     margin = settings.REVISION_JURY_MARGIN
     run.jury_margin = margin
@@ -496,13 +548,12 @@ def _judge_and_score(
     _decide(run, suggestions, candidate=candidate, reasons=reasons)
 
 
-def _taken(run: RevisionRun, suggestions: list[Suggestion]) -> set[int]:
-    if not run.candidate_text:
+def _taken_ids(base_text: str, candidate: str, suggestions: list[Suggestion]) -> set[int]:
+    if not candidate:
         return set()
-    base_text = run.base_version.text
     return {s.pk for s in suggestions
             if suggestion_taken(suggestion=f"{s.text} {_confirmed_passage(s)}", current=base_text,
-                                candidate=run.candidate_text)}  # fmt: skip
+                                candidate=candidate)}  # fmt: skip
 
 
 def _confirmed_passage(suggestion: Suggestion) -> str:
@@ -513,46 +564,118 @@ def _confirmed_passage(suggestion: Suggestion) -> str:
     return snip.passage.text
 
 
+def _used_snippets(used: list[Suggestion]) -> list[dict[str, object]]:
+    """The confirmed passages of the suggestions a revision took up, as a version stores them."""
+    return [{"url": s.snippet.url, "text": s.snippet.passage.text, "snippet": s.snippet.pk}
+            for s in used if s.snippet is not None and s.snippet.passage is not None
+            and evidence_snippets.snippet_is_confirmed(s.snippet)]  # fmt: skip
+
+
+def _version_urls(base: NoteVersion, used: list[Suggestion]) -> list[str]:
+    """The sources a revision's version cites: the current version's and those of the suggestions it took up."""
+    return sorted(set(base.evidence_urls) | {str(s["url"]) for s in _used_snippets(used)})
+
+
+def proposal_decider(note: Note) -> User | None:
+    """Who decides on a revision of this note: its author, while they have an active account; None
+    means an admin with `notes.decide_revision` (imported notes, Supernotes, authors who are gone)."""
+    if note.origin == Note.Origin.SUPERNOTE or note.author is None or note.author.user is None:
+        return None
+    user = note.author.user
+    return user if user.is_active else None
+
+
+def may_decide(*, run: RevisionRun, user: User) -> bool:
+    decider = proposal_decider(run.note)
+    if decider is not None:
+        return bool(user.pk == decider.pk)
+    return bool(user.has_perm("notes.decide_revision"))
+
+
 def _decide(run: RevisionRun, suggestions: list[Suggestion], *, candidate: str, reasons: list[str]) -> None:
-    base = run.base_version
+    """Reject with the reasons, or offer the candidate to a person as a proposal: no text changes here."""
     run.candidate_text = candidate
-    taken = _taken(run, suggestions)
+    taken = _taken_ids(run.base_version.text, candidate, suggestions)
     if reasons:
         with transaction.atomic():
-            _resolve(run, suggestions, taken, published=False, reasons="; ".join(reasons))
+            _resolve(run, suggestions, taken, state=Suggestion.State.USED_REJECTED,
+                     reason=f"the revision that took it up was rejected: {'; '.join(reasons)}",
+                     why_none="; ".join(reasons))  # fmt: skip
             _finish(run, outcome=RevisionRun.Outcome.REJECTED, reasons="Rejected: " + "; ".join(reasons) + ".")
         return
-    why = (f"judges passed; jury {run.jury_candidate:.3f} > current {run.jury_current:.3f} + margin "
+    why = (f"checks passed; judges passed; jury {run.jury_candidate:.3f} > current {run.jury_current:.3f} + margin "
            f"{run.jury_margin:.2f}")  # fmt: skip
+    decider = proposal_decider(run.note)
+    who = f"its author ({decider.get_username()})" if decider is not None else "an admin"
     with transaction.atomic():
-        note = Note.objects.select_for_update().get(pk=run.note_id)
-        if note.current_version_id != base.pk:  # another run published meanwhile: publish at most once
-            _finish(run, outcome=RevisionRun.Outcome.REJECTED, reasons="Superseded: the note has a newer version.")
-            return
-        used = [s for s in suggestions if s.pk in taken]
-        version = _publish(note, base, run, candidate, why, used)
-        run.published_version = version
-        _resolve(run, suggestions, taken, published=True, reasons=why)
-        _finish(run, outcome=RevisionRun.Outcome.PUBLISHED, reasons=f"Published as version {version.number}: {why}.")
+        _resolve(run, suggestions, taken, state=Suggestion.State.IN_PROPOSAL,
+                 reason=f"taken up by a proposed version that waits for {who} to decide")  # fmt: skip
+        _finish(run, outcome=RevisionRun.Outcome.PROPOSED, reasons=f"Proposed: {why}. Waits for {who} to decide.")
+
+
+class ProposalError(LivingError):
+    """The proposal cannot be decided (already decided, superseded, or not this person's to decide)."""
+
+
+@transaction.atomic
+def revision_proposal_decide(*, run_id: int, user: User, accept: bool, reason: str) -> RevisionRun:
+    """A person accepts (the candidate becomes the note's next version) or declines (kept with the
+    reason) a proposed revision. Decided once: the run's outcome is checked under the note's row lock."""
+    reason = reason.strip()
+    run = RevisionRun.objects.select_related("note__author__user", "base_version").get(pk=run_id)
+    if not may_decide(run=run, user=user):
+        raise ProposalError("Only the note's author (or an admin, for a note without one) decides on its revisions.")
+    if not accept and not reason:
+        raise ProposalError("Say why you decline this revision: the suggesters see your reason.")
+    note = Note.objects.select_for_update().select_related("post").get(pk=run.note_id)
+    run.refresh_from_db()
+    if run.outcome != RevisionRun.Outcome.PROPOSED:
+        raise ProposalError(f"This revision was already decided ({run.get_outcome_display().lower()}).")
+    decided = {"decided_by": user, "decided_at": timezone.now(), "decision_reason": reason[:2000]}
+    base = run.base_version
+    proposed = list(Suggestion.objects.filter(revision=run, state=Suggestion.State.IN_PROPOSAL)
+                    .select_related("snippet__passage"))  # fmt: skip
+    name = user.get_username()
+    if note.current_version_id != base.pk:
+        Suggestion.objects.filter(pk__in=[s.pk for s in proposed]).update(
+            state=Suggestion.State.USED_REJECTED, outcome_reason="the note has a newer version than the one revised"
+        )
+        RevisionRun.objects.filter(pk=run.pk).update(outcome=RevisionRun.Outcome.DECLINED, **decided,
+                                                     reasons=run.reasons + " Superseded by a newer version.")  # fmt: skip
+        raise ProposalError("The note has a newer version than the one this revision started from.")
+    if not accept:
+        Suggestion.objects.filter(pk__in=[s.pk for s in proposed]).update(
+            state=Suggestion.State.USED_REJECTED, outcome_reason=f"the revision that took it up was declined by {name}: {reason}"
+        )  # fmt: skip
+        RevisionRun.objects.filter(pk=run.pk).update(outcome=RevisionRun.Outcome.DECLINED, **decided)
+    else:
+        why = f"proposed by revision run {run.pk} ({run.reasons.removeprefix('Proposed: ')}); accepted by user:{name}"
+        version = _publish(note, base, run, run.candidate_text, why, proposed, accepted_by=user)
+        Suggestion.objects.filter(pk__in=[s.pk for s in proposed]).update(
+            state=Suggestion.State.USED_PUBLISHED, outcome_reason=f"the version {name} accepted takes up its words"
+        )
+        RevisionRun.objects.filter(pk=run.pk).update(outcome=RevisionRun.Outcome.PUBLISHED, published_version=version,
+                                                     **decided)  # fmt: skip
+    run.refresh_from_db()
+    return run
 
 
 def _publish(
-    note: Note, base: NoteVersion, run: RevisionRun, text: str, why: str, used: list[Suggestion]
+    note: Note, base: NoteVersion, run: RevisionRun, text: str, why: str, used: list[Suggestion], *, accepted_by: User
 ) -> NoteVersion:
-    """The candidate becomes the note's current version. The old version keeps its ratings (retired,
-    no longer scored) and the status it had; the new one starts its own ratings."""
+    """The accepted candidate becomes the note's current version. The old version keeps its ratings
+    (retired, no longer scored) and the status it had, which the post keeps showing until the new
+    version has a status of its own; the new one starts its own ratings."""
     old = list(Rating.objects.filter(note=note))
     base.final_status, base.final_num_ratings, base.final_intercept = note.status, len(old), note.intercept
     base.predicted_intercept = run.jury_current
     base.save(update_fields=["final_status", "final_num_ratings", "final_intercept", "predicted_intercept"])
-    snippets = [{"url": s.snippet.url, "text": s.snippet.passage.text, "snippet": s.snippet.pk}
-                for s in used if s.snippet is not None and s.snippet.passage is not None
-                and evidence_snippets.snippet_is_confirmed(s.snippet)]  # fmt: skip
-    urls = sorted(set(base.evidence_urls) | {str(s["url"]) for s in snippets})
+    snippets = _used_snippets(used)
+    urls = _version_urls(base, used)
     version = NoteVersion.objects.create(
         note=note, number=base.number + 1, text=text, evidence_urls=urls, snippets=base.snippets + snippets,
-        producer=run.producer, reason=f"revision run {run.pk} from {len(used)} suggestion(s) taken up: {why}",
-        predicted_intercept=run.jury_candidate,
+        producer=run.producer, reason=f"{len(used)} suggestion(s) taken up; {why}",
+        predicted_intercept=run.jury_candidate, accepted_by=accepted_by,
     )  # fmt: skip
     RetiredRating.objects.bulk_create(
         [RetiredRating(version=base, rater_id=r.rater_id, level=r.level, tags=r.tags, created_at=r.created_at)
@@ -569,25 +692,24 @@ def _publish(
     NoteStatusChange.objects.create(note=note, previous_status=previous, status=NoteStatus.NEEDS_MORE_RATINGS)
     note.refresh_from_db()
     if unjudgeable_reason(note) is None:
-        judge_run_request(note=note)  # the published text's own judge run, on the judge audit
+        judge_run_request(note=note)  # the accepted text's own judge run, on the judge audit
     return version
 
 
 def _resolve(
-    run: RevisionRun, suggestions: list[Suggestion], taken: set[int], *, published: bool, reasons: str
+    run: RevisionRun, suggestions: list[Suggestion], taken: set[int], *, state: str, reason: str, why_none: str = ""
 ) -> None:
-    """Tell each suggester what became of theirs."""
+    """Tell each suggester what became of theirs: `state` and `reason` for those the candidate took
+    up; `why_none` says why there is no candidate text at all."""
     for s in suggestions:
         if s.pk in taken:
-            state = Suggestion.State.USED_PUBLISHED if published else Suggestion.State.USED_REJECTED
-            reason = ("the published version takes up its words" if published
-                      else f"the revision that took it up was rejected: {reasons}")  # fmt: skip
+            new_state, why = state, reason
         else:
-            state = Suggestion.State.NOT_USED
-            reason = ("the revision did not take up its words" if run.candidate_text
-                      else f"no revision text was written: {reasons}")  # fmt: skip
+            new_state = Suggestion.State.NOT_USED
+            why = ("the revision did not take up its words" if run.candidate_text
+                   else f"no revision text was written: {why_none}")  # fmt: skip
         Suggestion.objects.filter(pk=s.pk, state=Suggestion.State.PENDING).update(
-            state=state, outcome_reason=reason, revision=run
+            state=new_state, outcome_reason=why, revision=run
         )
 
 
@@ -595,6 +717,6 @@ def _finish(run: RevisionRun, *, outcome: str, reasons: str) -> None:
     transition_rows(
         RevisionRun.objects.filter(pk=run.pk), RevisionRun.State.DONE, outcome=outcome, reasons=reasons, candidate_text=run.candidate_text,
         judge_log=run.judge_log, judges_passed=run.judges_passed, jury_current=run.jury_current,
-        jury_candidate=run.jury_candidate, jury_margin=run.jury_margin, published_version=run.published_version,
+        jury_candidate=run.jury_candidate, jury_margin=run.jury_margin, checks=run.checks,
         claimed_until=None, finished_at=timezone.now(),
     )  # fmt: skip

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, endpoint
@@ -14,8 +15,9 @@ from crowdnotes_site.limits import limited
 from notes.analytics import spikes
 from notes.analytics.selectors import CURRENT_SPIKE_DAYS
 from notes.living import selectors, services
-from notes.models import Note, Post, Suggestion
+from notes.models import Note, Post, RevisionRun, Suggestion
 from notes.selectors import participant_of
+from notes.supernotes.selectors import hidden_note_ids
 
 
 class RequestForm(forms.Form):
@@ -84,7 +86,9 @@ def _queue_context(form: RequestByLinkForm) -> dict[str, object]:
 
 @endpoint(methods=["GET"], permission=PUBLIC)
 def note_versions(request: HttpRequest, note_id: int) -> HttpResponse:
-    note = get_object_or_404(Note.objects.select_related("post", "current_version"), pk=note_id)
+    # 404 for either note of the viewer's open blind comparison, as on every page that shows notes.
+    blind = hidden_note_ids(user=request.user)
+    note = get_object_or_404(Note.objects.select_related("post", "current_version").exclude(pk__in=blind), pk=note_id)
     history = selectors.note_history(note=note)
     previous = history[1].version if len(history) > 1 else None
     return render(request, "notes/living/note_versions.html", {"note": note, "history": history, "previous": previous})
@@ -95,8 +99,9 @@ def my_suggestions(request: AuthenticatedHttpRequest) -> HttpResponse:
     participant = participant_of(user=request.user)
     if participant is None:
         return render(request, "notes/living/my_suggestions.html", {"suggestions": [], "invitations": []})
-    context = {"suggestions": selectors.suggestions_of(participant=participant),
-               "invitations": selectors.invitations(participant=participant)}  # fmt: skip
+    blind = hidden_note_ids(user=request.user)
+    context = {"suggestions": selectors.suggestions_of(participant=participant, hidden_notes=blind),
+               "invitations": selectors.invitations(participant=participant, hidden_notes=blind)}  # fmt: skip
     return render(request, "notes/living/my_suggestions.html", context)
 
 
@@ -134,3 +139,67 @@ def living_analytics(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {"kinds": selectors.suggestions_by_kind(), "revisions": selectors.revisions_before_after(),
                "delays": selectors.request_delays()}  # fmt: skip
     return render(request, "notes/living/analytics.html", context)
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("accept", "Accept"), ("decline", "Decline")])
+    reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+                             label="Your reason (required to decline; the suggesters see it)")  # fmt: skip
+
+
+def _proposal_or_404(request: AuthenticatedHttpRequest, run_id: int) -> tuple[RevisionRun, bool]:
+    """The run and whether this user decides on it. Its decider, and whoever may read the revision
+    audit, may see it; anyone else gets a 404."""
+    run = get_object_or_404(
+        RevisionRun.objects.select_related("note__post", "note__author__user", "base_version", "published_version"),
+        pk=run_id,
+    )
+    decides = services.may_decide(run=run, user=request.user)
+    if not decides and not request.user.has_perm("judging.view_judgedecision"):
+        raise Http404("No such revision.")
+    return run, decides
+
+
+@endpoint(methods=["GET"], permission=PUBLIC, login_required=True)
+def revision_proposal(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
+    """A revision beside the current text, with its diff, the suggestions it read, the checks, the
+    judges' reasons and the jury's figures; its decider accepts or declines it here."""
+    run, decides = _proposal_or_404(request, run_id)
+    return _proposal_page(request, run, decides, DecisionForm())
+
+
+def _proposal_page(
+    request: AuthenticatedHttpRequest, run: RevisionRun, decides: bool, form: DecisionForm, status: int = 200
+) -> HttpResponse:
+    context = {
+        "run": run, "decides": decides and run.outcome == RevisionRun.Outcome.PROPOSED, "form": form,
+        "diff": selectors.word_diff(run.base_version.text, run.candidate_text) if run.candidate_text else None,
+        "suggestions": selectors.proposal_suggestions(run=run),
+        "decider": services.proposal_decider(run.note),
+    }  # fmt: skip
+    return render(request, "notes/living/proposal.html", context, status=status)
+
+
+@endpoint(methods=["POST"], permission=PUBLIC, login_required=True)
+def revision_proposal_decide(request: AuthenticatedHttpRequest, run_id: int) -> HttpResponse:
+    run, decides = _proposal_or_404(request, run_id)
+    if not decides:
+        raise PermissionDenied("Only the note's author (or an admin, for a note without one) decides on its revisions.")
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _proposal_page(request, run, decides, form, status=400)
+    accept = form.cleaned_data["decision"] == "accept"
+    try:
+        run = services.revision_proposal_decide(
+            run_id=run.pk, user=request.user, accept=accept, reason=form.cleaned_data["reason"]
+        )
+    except services.ProposalError as exc:
+        form.add_error(None, str(exc))
+        run.refresh_from_db()
+        return _proposal_page(request, run, decides, form, status=409)
+    if run.published_version is not None:
+        messages.success(request, f"Version {run.published_version.number} is now the note's text; it starts its own "
+                                  "ratings, and the post shows the previous version's status until it has one.")  # fmt: skip
+    else:
+        messages.success(request, "Declined: the revision is kept with your reason on Revision decisions.")
+    return redirect("note_versions", note_id=run.note_id)

@@ -1,6 +1,7 @@
 """Reads for Supernotes: stuck posts, the eligible notes' rating summaries, the jury pool and μ
 from the stored scorer parameters, a post's latest run, the PHM's training rows, and the blind
-comparison (which pair a post offers, the pairs a rater may judge, the win rate)."""
+comparison (which pair a post offers, the pairs a rater may judge, the notes hidden from a rater
+while theirs is open, the win rate)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from django.conf import settings
@@ -34,6 +35,9 @@ from notes.models import (
 from notes.supernotes import comparison, eligibility
 from notes.supernotes.candidates import NoteSummary
 from notes.supernotes.jury import estimate_mu
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
 
 _ELIGIBLE = Q(classification=Note.Classification.MISLEADING, status=NoteStatus.NEEDS_MORE_RATINGS) & ~Q(
     origin=Note.Origin.SUPERNOTE
@@ -318,16 +322,23 @@ class ComparisonSides:
     note_b: Note
 
 
-def blinded_note_ids(*, participant: Participant | None, post: Post) -> frozenset[int]:
-    """The notes of `post` whose origin `participant` must not be shown: both notes of each blind
-    comparison they were assigned and have not answered yet (hiding only the Supernote's label
-    would give it away by its absence). Empty once they answer, and for anyone without one."""
-    if participant is None:
-        return frozenset()
-    rows = SupernoteComparison.objects.filter(
-        rater=participant, answered_at__isnull=True, supernote__post=post
-    ).values_list("supernote_id", "other_note_id")
-    return frozenset(pk for pair in rows for pk in pair)
+def open_comparisons(*, user: User | AnonymousUser) -> dict[int, int]:
+    """Each note hidden from `user`, with the id of the blind comparison that hides it: both notes of
+    every comparison they were assigned and have not answered yet. Any page showing either note (its
+    rating count, date, id, origin or place in a list beside its text), or one of them without the
+    other, would tell the rater which is the Supernote; until they answer, only the comparison page
+    shows the two texts. Empty for anyone without an open comparison (no query for anonymous visitors)."""
+    if not user.is_authenticated:
+        return {}
+    rows = SupernoteComparison.objects.filter(rater__user=user, answered_at__isnull=True).values_list(
+        "pk", "supernote_id", "other_note_id"
+    )
+    return {note_id: pk for pk, *pair in rows for note_id in pair}
+
+
+def hidden_note_ids(*, user: User | AnonymousUser) -> frozenset[int]:
+    """The notes every page that shows notes leaves out for `user` (`open_comparisons`)."""
+    return frozenset(open_comparisons(user=user))
 
 
 def comparison_sides(*, item: SupernoteComparison) -> ComparisonSides:

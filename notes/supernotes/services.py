@@ -507,18 +507,21 @@ def comparison_answer(
     scores_b: dict[str, int],
 ) -> None:  # fmt: skip
     """Store the rater's one answer: which note ("A" or "B") is more helpful and each note's scores.
-    Refused when it was answered already (the update only matches an unanswered row)."""
+    Refused when it was answered already (the update only matches an unanswered row), unless with
+    this same answer: a repeat (a double click, a retried POST) is answered as the first was."""
     if item.rater_id != rater.pk:
         raise ComparisonError("This comparison was given to another rater.", forbidden=True)
     if preferred not in ("A", "B"):
         raise ComparisonError("Choose Note A or Note B.")
     a_is_supernote = item.supernote_first
     sn_scores, other_scores = (scores_a, scores_b) if a_is_supernote else (scores_b, scores_a)
+    answer = {
+        "supernote_preferred": (preferred == "A") == a_is_supernote,
+        "supernote_scores": sn_scores,
+        "other_scores": other_scores,
+    }
     updated = SupernoteComparison.objects.filter(pk=item.pk, answered_at__isnull=True).update(
-        answered_at=timezone.now(),
-        supernote_preferred=(preferred == "A") == a_is_supernote,
-        supernote_scores=sn_scores,
-        other_scores=other_scores,
+        answered_at=timezone.now(), **answer
     )
-    if not updated:
+    if not updated and SupernoteComparison.objects.filter(pk=item.pk).values(*answer).first() != answer:
         raise ComparisonError("You already answered this comparison: one answer per rater and pair.")

@@ -264,10 +264,14 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
         relevance = JudgeDecision.objects.get(note=run.proposed_note, stage="relevance")
         assert relevance.inputs["snippets"] and relevance.verdict == "yes", relevance.reasoning
     # The warm-up's living note (demo_living, once the jury model is stored): revised offline from a
-    # suggester's confirmed passage of a real page, published as version 2 by the judges and the jury.
+    # suggester's confirmed passage of a real page, proposed by the checks, the judges and the jury;
+    # its author declines the first proposal and accepts the second, which becomes version 2.
     living = io.StringIO()
     call_command("demo_living", stdout=living)
-    assert "Published as version 2" in living.getvalue(), living.getvalue()
+    said = living.getvalue()
+    assert (
+        "Declined by a person by demo-author" in said and "Accepted by a person and published by demo-author" in said
+    ), said
     for judge_run in JudgeRun.objects.filter(state=JudgeRun.State.QUEUED):  # version 2's own run, as the worker does it
         while judging.judge_run_step(run_id=judge_run.pk):
             pass
@@ -322,7 +326,8 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
     passage = " ".join(decision.inputs["snippets"][0]["text"].split())
     assert decision.note.text[:60] in main and passage[:200] in main, main[:2000]
     page.screenshot(path=str(artifact_path("demo-walk/judging-audit-decision.png")), full_page=True)
-    revision = RevisionRun.objects.get()
+    revision = RevisionRun.objects.order_by("pk").last()
+    assert revision is not None
     page.goto(f"{base}/notes/{revision.note_id}/versions/")
     _check_page(page, f"/notes/{revision.note_id}/versions/")
     versions = " ".join(page.locator("main").inner_text().split())
@@ -335,6 +340,12 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
         assert shown in versions, versions[:3000]
     assert NoteVersion.objects.filter(note_id=revision.note_id).count() == 2
     page.screenshot(path=str(artifact_path("demo-walk/living-note-versions.png")), full_page=True)
+    # Revision decisions: who decided each proposal, and why one was declined.
+    page.goto(f"{base}/revisions/?note={revision.note_id}")
+    _check_page(page, "/revisions/")
+    audit = " ".join(page.locator("main").inner_text().split())
+    assert "Declined by a person by demo-author" in audit and "second rater" in audit, audit[:3000]
+    assert "Accepted by a person and published by demo-author" in audit, audit[:3000]
     page.goto(f"{base}/judging/benchmark/")
     bench = page.locator("main").inner_text()
     assert "OFFLINE: offline baselines" in bench and "Demo data: 6 of 6 rows" in bench and "done" in bench

@@ -222,9 +222,11 @@ def test_every_demo_note_cites_local_copies_and_is_judged_on_their_real_text(sha
 def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note_with_two_versions(
     settings: Any, tmp_path: Path, client: Any
 ) -> None:
-    """Issue 36: the demo's living note, offline as on the demo's first start (the public sample, the
-    warm-up's jury model): a revision from a suggester's confirmed passage of a real page passes the
-    judges and beats the jury margin, so it is published as version 2; one suggestion taken, one not
+    """The demo's living note, offline as on the demo's first start (the public sample, the warm-up's
+    jury model): each round's revision adds a sentence of a real page a suggester confirmed, passes
+    the checks, the judges and the jury, and is proposed; its author declines the first (waiting for
+    a second rater to confirm the source) and accepts the second, from a second rater's confirmation
+    of the same passage, which becomes version 2. One suggestion taken, one declined, one not used
     (with its reason), one pending."""
     from notes.living.selectors import request_queue
     from notes.models import NoteVersion, RevisionRun, Suggestion
@@ -241,26 +243,35 @@ def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note_wit
     supernote_services.phm_train_from_db(embedder_name=phm.HASHING)  # as the demo's warm-up does (train_phm)
     again = StringIO()
     call_command("demo_living", stdout=again)
-    run = RevisionRun.objects.get()
-    assert run.state == RevisionRun.State.DONE and run.producer.startswith("baseline:")
-    assert run.judges_passed and [e["verdict"] for e in run.judge_log] == ["yes", "yes", "yes"]
-    assert run.jury_candidate is not None and run.jury_current is not None
-    assert run.jury_candidate > run.jury_current + settings.REVISION_JURY_MARGIN
-    assert run.outcome == RevisionRun.Outcome.PUBLISHED, run.reasons
-    assert f"Revision run {run.pk} of note {run.note_id}: {run.reasons}" in again.getvalue()
-    note = run.note
+    declined, accepted = RevisionRun.objects.order_by("pk")
+    for run in (declined, accepted):
+        assert run.state == RevisionRun.State.DONE and run.producer.startswith("baseline:")
+        assert run.judges_passed and [e["verdict"] for e in run.judge_log] == ["yes", "yes", "yes"], run.reasons
+        assert all(c["passed"] for c in run.checks), run.checks
+        assert run.jury_candidate is not None and run.jury_current is not None
+        assert run.jury_candidate > run.jury_current + settings.REVISION_JURY_MARGIN, run.reasons
+        assert run.decided_by is not None and run.decided_by.get_username() == "demo-author"
+        assert f"Revision run {run.pk} of note {run.note_id}: {run.reasons}" in again.getvalue()
+    assert declined.outcome == RevisionRun.Outcome.DECLINED and "second rater" in declined.decision_reason
+    assert accepted.outcome == RevisionRun.Outcome.PUBLISHED
+    assert "login demo-author / crowdnotes-demo" in again.getvalue()
+    note = accepted.note
     assert list(NoteVersion.objects.filter(note=note).order_by("number").values_list("number", flat=True)) == [1, 2]
     assert NoteVersion.objects.get(note=note, number=1).producer == "demo"  # written for the demo, not imported
-    # The published text adds the sentence of the real page the suggester confirmed.
+    assert NoteVersion.objects.get(note=note, number=2).accepted_by == accepted.decided_by
+    # The accepted text adds the sentence of the real page the suggester confirmed; the declined one is kept.
     added = "Some evidence shows that IF may not be as beneficial for females."
     assert note.text.endswith(added) and any(added in s.passage.text for s in note.snippets.all() if s.passage)
+    assert declined.candidate_text == note.text  # the second rater's source gave the same text, accepted
     suggestions = list(Suggestion.objects.filter(note=note).order_by("created_at"))
     assert [s.state for s in suggestions] == [
-        Suggestion.State.USED_PUBLISHED, Suggestion.State.NOT_USED, Suggestion.State.PENDING,
+        Suggestion.State.USED_REJECTED, Suggestion.State.NOT_USED, Suggestion.State.USED_PUBLISHED,
+        Suggestion.State.PENDING,
     ]  # fmt: skip
+    assert "declined by demo-author" in suggestions[0].outcome_reason
     assert suggestions[1].outcome_reason == "the revision did not take up its words"
     page = client.get(f"/notes/{note.pk}/versions/").content.decode()
     assert "Waiting for a revision" in page
     # Once: another run changes nothing.
     call_command("demo_living", stdout=StringIO())
-    assert RevisionRun.objects.count() == 1 and Suggestion.objects.count() == 3
+    assert RevisionRun.objects.count() == 2 and Suggestion.objects.count() == 4

@@ -301,6 +301,11 @@ def _living_note(phm_dir: Path) -> tuple[Note, list[Suggestion]]:
     post, notes, raters = _stuck_post()
     supernote_services.phm_train_from_db(embedder_name=phm.HASHING, epochs=5)
     note = notes[0]
+    author = note.author
+    assert author is not None
+    author.user = get_user_model().objects.create_user(username="note-author", password="x")
+    author.save(update_fields=["user"])
+    author.user.groups.set(Group.objects.filter(name="Contributor"))
     writer = get_user_model().objects.create_user(username="evidence-writer", password="x")
     job = make_job(writer, post)
     snippet = make_ready_snippet(job, "https://cdc.gov/autism", "Studies of millions of children found no link.")
@@ -325,13 +330,20 @@ def _living_note(phm_dir: Path) -> tuple[Note, list[Suggestion]]:
     return note, suggestions
 
 
+def _accept(run: RevisionRun) -> RevisionRun:
+    """The note's author accepts the proposed revision."""
+    assert run.outcome == RevisionRun.Outcome.PROPOSED, (run.reasons, run.checks, run.judge_log)
+    author = get_user_model().objects.get(username="note-author")
+    return living.revision_proposal_decide(run_id=run.pk, user=author, accept=True, reason="")
+
+
 @pytest.fixture
 def phm_dir(tmp_path: Path, settings: Any) -> Path:
     settings.PHM_DIR = tmp_path / "phm"
     return settings.PHM_DIR
 
 
-def test_a_revision_that_beats_the_margin_is_published_and_the_suggesters_are_told(
+def test_a_revision_that_beats_the_margin_is_proposed_and_published_once_its_author_accepts(
     phm_dir: Path, llm_server: ScriptedLLM, settings: Any, admin_client: Any, db: None
 ) -> None:
     settings.REVISION_JURY_MARGIN = -10.0  # any candidate the judges pass beats the current text
@@ -343,7 +355,30 @@ def test_a_revision_that_beats_the_margin_is_published_and_the_suggesters_are_to
     living.revision_run_execute(run_id=run.pk)
     run.refresh_from_db()
     note.refresh_from_db()
-    assert run.outcome == RevisionRun.Outcome.PUBLISHED, (run.reasons, run.judge_log)
+    # Nothing changes without a person: the candidate waits as a proposal, raters still rate version 1.
+    assert run.outcome == RevisionRun.Outcome.PROPOSED, (run.reasons, run.checks, run.judge_log)
+    assert note.text == old_text and Rating.objects.filter(note=note).count() == 39
+    assert [c["passed"] for c in run.checks] == [True, True, True, True]
+    states = {s.pk: s.state for s in Suggestion.objects.all()}
+    assert states == {suggestions[0].pk: Suggestion.State.IN_PROPOSAL, suggestions[1].pk: Suggestion.State.NOT_USED}
+    author = get_user_model().objects.get(username="note-author")
+    from tests.conftest import _client_for
+
+    author_client = _client_for(author)
+    assert "Revisions waiting for your decision" in author_client.get(reverse("my_notes")).content.decode()
+    page = author_client.get(reverse("revision_proposal", args=[run.pk])).content.decode()
+    assert "Accept this revision" in page and "<ins>" in page and "about the post" in page
+    # Another rater cannot decide it, and the admin does not decide for an author who can.
+    other = _client_for(get_user_model().objects.create_user(username="someone", password="x"))
+    assert other.post(reverse("revision_proposal_decide", args=[run.pk]), {"decision": "accept"}).status_code == 404
+    assert (
+        admin_client.post(reverse("revision_proposal_decide", args=[run.pk]), {"decision": "accept"}).status_code == 403
+    )
+    done = author_client.post(reverse("revision_proposal_decide", args=[run.pk]), {"decision": "accept"})
+    assert done.status_code == 302
+    run.refresh_from_db()
+    note.refresh_from_db()
+    assert run.outcome == RevisionRun.Outcome.PUBLISHED and run.decided_by == author, (run.reasons, run.judge_log)
     assert note.current_version is not None
     assert note.text == REVISED and note.current_version.number == 2
     assert note.status == NoteStatus.NEEDS_MORE_RATINGS and note.num_ratings == 0
@@ -393,6 +428,8 @@ def test_ratings_of_a_replaced_version_do_not_feed_the_scorer(
     run = living.revision_run_start(note=note)
     assert run is not None
     living.revision_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    _accept(run)
     note.refresh_from_db()
     assert note.current_version is not None and note.current_version.number == 2
     v1 = NoteVersion.objects.get(note=note, number=1)
@@ -506,6 +543,7 @@ def test_two_revisions_of_one_note_at_once_make_one_version(
         t.join(60)
     assert sorted(runs, key=lambda r: r is None)[1] is None  # one start refused by the constraint
     assert RevisionRun.objects.count() == 1
+    _accept(RevisionRun.objects.get())
     assert list(NoteVersion.objects.filter(note=note).values_list("number", flat=True).order_by("number")) == [1, 2]
     assert sum(1 for r in llm_server.requests if "Revise the current note" in r["messages"][-1]["content"]) == 1
 
@@ -526,11 +564,16 @@ def test_the_worker_revises_a_due_note_and_the_pages_show_it(
     assert living.revisions_start_due() == []  # one active run per note
     wait_for(lambda: RevisionRun.objects.filter(pk=started[0], state=RevisionRun.State.DONE).exists(), timeout=120)
     run = RevisionRun.objects.get(pk=started[0])
-    assert run.outcome == RevisionRun.Outcome.PUBLISHED, (run.reasons, run.judge_log)
+    assert run.outcome == RevisionRun.Outcome.PROPOSED, (run.reasons, run.judge_log)
+    assert living.revisions_start_due() == []  # no new revision while a proposal waits
+    _accept(run)
     page = admin_client.get(reverse("note_versions", args=[note.pk])).content.decode()
     assert "Current version (2)" in page and "<ins>" in page and "started its own ratings" in page
     audit = admin_client.get(reverse("revision_audit")).content.decode()
-    assert "Published as version 2" in audit
+    assert (
+        "Proposed: checks passed; judges passed" in audit
+        and "Accepted by a person and published by note-author" in audit
+    )
     assert json.dumps(run.judge_log)  # stored for the audit
 
 
@@ -555,7 +598,8 @@ def test_a_lost_revision_run_is_swept_and_publishes_once(
     living.revision_run_execute(run_id=run.pk)
     assert living.revision_run_execute(run_id=run.pk) is None  # a duplicate delivery does nothing
     run.refresh_from_db()
-    assert run.outcome == RevisionRun.Outcome.PUBLISHED and run.attempts == 2
+    assert run.outcome == RevisionRun.Outcome.PROPOSED and run.attempts == 2
+    _accept(run)
     assert list(NoteVersion.objects.filter(note=note).values_list("number", flat=True).order_by("number")) == [1, 2]
 
 
@@ -603,7 +647,8 @@ def test_a_revision_of_a_killed_worker_publishes_once_within_two_minutes_of_the_
     wait_for(lambda: RevisionRun.objects.get(pk=run.pk).state in ("done", "failed"), timeout=120)
     recovered_s = time.monotonic() - restarted
     run.refresh_from_db()
-    assert run.outcome == RevisionRun.Outcome.PUBLISHED, (run.error, run.reasons, second.output())
+    assert run.outcome == RevisionRun.Outcome.PROPOSED, (run.error, run.reasons, second.output())
+    _accept(run)
     assert list(NoteVersion.objects.filter(note=note).values_list("number", flat=True).order_by("number")) == [1, 2]
     assert sum(1 for r in llm_server.requests if "Revise the current note" in r["messages"][-1]["content"]) == 2
     assert recovered_s < 120
@@ -624,8 +669,9 @@ def test_offline_the_revision_adds_a_sentence_of_a_confirmed_suggester_passage(
     assert run.producer == "baseline:append-confirmed-passage-v1"
     assert run.candidate_text == f"{old_text} The 1998 paper was retracted in 2010."
     assert [j["judge_kind"] for j in run.judge_log][:1] == ["baseline"]
-    # Published exactly when the (offline) judges passed it, the margin being -10.
-    assert (run.outcome == RevisionRun.Outcome.PUBLISHED) == bool(run.judges_passed), run.reasons
+    # Proposed exactly when the (offline) judges passed it, the margin being -10 and the checks passing.
+    assert all(c["passed"] for c in run.checks), run.checks
+    assert (run.outcome == RevisionRun.Outcome.PROPOSED) == bool(run.judges_passed), run.reasons
 
 
 def test_the_demo_builds_a_request_queue_and_a_living_note_through_the_services(
@@ -648,9 +694,9 @@ def test_the_demo_builds_a_request_queue_and_a_living_note_through_the_services(
         rating_submit(rater=participant_for_user(user=make_user(f"demo-rater{k}", "Rater")), note=note, level="HELPFUL")
     done = living_demo(request_posts=posts, note=note)
     assert done.requests == 6 and [r.post.pk for r in living_selectors.request_queue()] == [p.pk for p in posts]
-    assert done.run is not None and done.run.outcome == RevisionRun.Outcome.REJECTED
-    assert "no jury prediction" in done.run.reasons
-    assert done.run.candidate_text.endswith("Raw milk carries a risk of serious infections.")
+    [run] = done.runs  # rejected: no second round
+    assert run.outcome == RevisionRun.Outcome.REJECTED and "no jury prediction" in run.reasons
+    assert run.candidate_text.endswith("Raw milk carries a risk of serious infections.")
     states = list(Suggestion.objects.order_by("created_at").values_list("state", flat=True))
     assert states == [Suggestion.State.USED_REJECTED, Suggestion.State.NOT_USED, Suggestion.State.PENDING]
     again = living_demo(request_posts=posts, note=note)

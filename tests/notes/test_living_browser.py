@@ -5,9 +5,9 @@ and evidence pages served on loopback:
   re-render on picking a level keeps the suggestion typed before), and see it on My suggestions;
 - the whole loop: requests past the threshold start a draft with "find evidence for me" through
   the queue; its writer confirms a proposed passage and submits the note; two raters rate it with
-  suggestions, one with a new source whose passage they confirm; the revision is published (judges
-  pass, jury margin beaten); the suggesters see what became of theirs; a third rater, invited,
-  rates the new version;
+  suggestions, one with a new source whose passage they confirm; the revision is proposed (checks
+  and judges pass, jury margin beaten), and its author accepts it in the browser; the suggesters see
+  what became of theirs; a third rater, invited, rates the new version;
 - a revision the judges reject: the suggesters and the revision audit show why."""
 
 from __future__ import annotations
@@ -228,9 +228,26 @@ def test_from_a_request_to_a_published_revision_and_a_rating_of_the_new_version(
     sign_in(page, live_server, raters[2])
     _rate(page, base, note, level="Helpful")
 
-    # 4. The revision: the judges pass it and the jury's margin is beaten, so it is published.
+    # 4. The revision: the checks and the judges pass it and the jury's margin is beaten, so it is
+    # proposed; nothing changes until the note's author accepts it.
     run = _revise()
-    assert run.outcome == RevisionRun.Outcome.PUBLISHED, (run.reasons, run.judge_log, run.error)
+    assert run.outcome == RevisionRun.Outcome.PROPOSED, (run.reasons, run.checks, run.judge_log, run.error)
+    note.refresh_from_db()
+    assert note.text == DRAFT and Suggestion.objects.get(text=WITH_SOURCE).state == Suggestion.State.IN_PROPOSAL
+    sign_in(page, live_server, writer)
+    page.goto(f"{base}/me/notes/")
+    page.get_by_text("Revisions waiting for your decision").wait_for()
+    page.locator("#proposals a").first.click()
+    page.wait_for_url(re.compile(rf".*/revisions/{run.pk}/$"))
+    assert page.locator(".diff ins").count() >= 1 and "keeps the note's point" in page.inner_text("main")
+    page.get_by_role("button", name="Decline").click()  # a decline needs a reason
+    page.get_by_text("Say why you decline this revision").wait_for()
+    page.screenshot(path=str(docs_image_path("living-proposal.png")), full_page=True)
+    page.get_by_role("button", name="Accept this revision").click()
+    page.wait_for_url(re.compile(rf".*/notes/{note.pk}/versions/$"))
+    page.get_by_text("Version 2 is now the note's text").wait_for()
+    run.refresh_from_db()
+    assert run.outcome == RevisionRun.Outcome.PUBLISHED and run.decided_by == writer
     note.refresh_from_db()
     assert note.text == REVISED and note.current_version is not None and note.current_version.number == 2
     sourced = Suggestion.objects.get(text=WITH_SOURCE)
@@ -268,7 +285,7 @@ def test_from_a_request_to_a_published_revision_and_a_rating_of_the_new_version(
     page.screenshot(path=str(docs_image_path("living-versions.png")), full_page=True)
     sign_in(page, live_server, make_user("auditor", ADMIN, staff=True))
     page.goto(f"{base}/revisions/")
-    page.get_by_text("Published as version 2").wait_for()
+    page.get_by_text("Accepted by a person and published by writer").wait_for()
     page.screenshot(path=str(artifact_path("living-revision-published.png")), full_page=True)
 
 

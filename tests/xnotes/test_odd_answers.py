@@ -140,3 +140,30 @@ def test_the_sync_and_submit_commands_end_with_what_x_sent(
             assert XProposal.objects.get().state == XProposal.State.UNCERTAIN
     else:
         assert "X answered 429 Too Many Requests" in message and "X_API_MAX_TOTAL_WAIT_S = 1 s" in message
+
+
+WRITTEN = "/2/notes/search/notes_written"
+NOTE_ID = "1790000000000000101"
+
+
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [
+        ({"data": 12}, "data = int 12"),
+        ({"data": ["just a string"]}, "an item of data = 'just a string'"),
+        ({"data": [{"id": NOTE_ID, "info": "a note"}]}, "data[].info = str 'a note'"),
+        ({"data": [{"id": NOTE_ID, "test_result": [1]}]}, "data[].test_result = list [1]"),
+        ({"data": [], "meta": "next"}, "meta = str 'next'"),
+    ],
+)
+def test_an_answer_of_the_wrong_shape_ends_the_sync_with_its_message(
+    x_api: FakeX, answer: dict[str, Any], named: str
+) -> None:
+    from xnotes.models import XWrittenNote
+
+    x_api.script(WRITTEN, Scripted(200, answer))
+    with pytest.raises(CommandError) as refused:
+        _sync()
+    message = str(refused.value)
+    assert message.startswith("X's answer could not be read: ") and named in message
+    assert not XWrittenNote.objects.exists()

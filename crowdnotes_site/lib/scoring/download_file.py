@@ -1,6 +1,6 @@
 """One file of the public download in either form its folder may hold: `name.tsv`, or `name.zip`
 holding that one TSV, as X publishes it (`ratings-00000.zip` with `ratings-00000.tsv` inside,
-possibly under a folder path in the zip).
+possibly under plain folder names in the zip; `member_refusal` judges a member's name).
 
 `open_data` gives the TSV's bytes as one binary stream whichever the form: a zip's member is
 decompressed as it is read, never extracted to disk. A member cannot seek (`skip_to` reads and
@@ -17,7 +17,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, BinaryIO
 
 import numpy as np
@@ -56,16 +56,29 @@ def data_files(folder: Path) -> list[Path]:
     return files
 
 
+def member_refusal(name: str, want: str) -> str | None:
+    """Why the zip member `name` is not the TSV `want`, or None when it is: the one place a
+    member's name is judged. It is `want` itself, or `want` under plain folder names (X's zips put
+    it under a dated folder path); a `..`, `.` or empty part, a leading `/` or a backslash is
+    refused wherever it stands, whatever the last part."""
+    *folders, last = name.split("/")
+    if "\\" in name or any(part in ("", ".", "..") for part in folders):
+        return f"{name}, not {want} under plain folder names (no '..' or '.' part, no leading or doubled '/', no '\\')"
+    if last != want:
+        return f"{name}, not {want}"
+    return None
+
+
 def _member(zf: zipfile.ZipFile, path: Path) -> zipfile.ZipInfo:
-    """The zip's one TSV, named as the zip (a folder path before it is allowed)."""
+    """The zip's one TSV, named as the zip (see member_refusal)."""
     tsvs = [i for i in zf.infolist() if not i.is_dir() and i.filename.endswith(".tsv")]
     want = data_name(path)
     if len(tsvs) != 1:
         names = ", ".join(i.filename for i in tsvs[:5]) + (", ..." if len(tsvs) > 5 else "")
         held = f"holds {len(tsvs)} TSVs ({names})" if tsvs else "holds no TSV"
         raise DownloadError(f"{path}: the zip {held}; a download zip holds exactly one, {want}")
-    if PurePosixPath(tsvs[0].filename).name != want:
-        raise DownloadError(f"{path}: the zip holds {tsvs[0].filename}, not {want}")
+    if refusal := member_refusal(tsvs[0].filename, want):
+        raise DownloadError(f"{path}: the zip holds {refusal}")
     return tsvs[0]
 
 

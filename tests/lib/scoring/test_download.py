@@ -331,6 +331,40 @@ def test_a_zip_read_line_by_line_from_mid_file_gives_the_parquet_of_its_tsv(down
     assert tables[0].equals(tables[1]) and tables[0].num_rows == data.count(b"\n") - 2  # header, the bad row
 
 
+@pytest.mark.parametrize(
+    ("member", "accepted"),
+    [
+        ("ratings-00003.tsv", True),
+        ("2025/06/16/ratings-00003/ratings-00003.tsv", True),  # X's zips: under a dated folder path
+        ("../ratings-00003.tsv", False),
+        ("../x.tsv", False),
+        ("2025/../ratings-00003.tsv", False),
+        ("./ratings-00003.tsv", False),
+        ("/ratings-00003.tsv", False),
+        ("2025//ratings-00003.tsv", False),
+        ("2025\\ratings-00003.tsv", False),
+        ("ratings-00004.tsv", False),
+        ("ratings-00003/x.tsv", False),
+    ],
+)
+def test_a_zip_member_is_read_only_under_its_expected_name(member: str, accepted: bool, tmp_path: Path) -> None:
+    path = tmp_path / "ratings-00003.zip"
+    data = b"noteId\traterParticipantId\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(member, data)
+    if accepted:
+        assert download_file.data_size(path) == len(data)
+        with download_file.open_data(path) as fh:
+            assert fh.read() == data
+        return
+    refused = f"{path}: the zip holds {member}, not ratings-00003.tsv"
+    with pytest.raises(download_file.DownloadError) as size_error:
+        download_file.data_size(path)
+    with pytest.raises(download_file.DownloadError) as open_error, download_file.open_data(path):
+        pass
+    assert str(size_error.value).startswith(refused) and str(open_error.value).startswith(refused)
+
+
 def test_bad_zips_are_refused_by_the_convert_naming_the_zip(download: Path, tmp_path: Path) -> None:
     data = (download / "ratings-00005.tsv").read_bytes()
     folder = _zip_copy(download, tmp_path / "cut", {"ratings-00005.tsv": data[: len(data) - 40]})

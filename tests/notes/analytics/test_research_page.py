@@ -70,3 +70,33 @@ def test_a_damaged_output_file_is_named_not_a_server_error(
     page = admin_client.get(reverse("analytics:research"))
     assert page.status_code == 200
     assert f"{copy / 'delays.json'}: cannot be read" in page.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("spikes.json", {"days": [], "found": []}, "window is missing"),
+        ("spikes.json", [1, 2], "the file is a list, expected an object"),
+        (
+            "spikes.json",
+            {"window": 28, "k": 3.0, "rule": "mean + k sd", "spikes": [{"day": "2024-01-05", "count": "many"}]},
+            "spikes[0].count is text, expected a number",
+        ),
+        ("delays.json", {"post_to_first_note_hours": 5}, "post_to_first_note_hours is a number, expected an object"),
+        ("steps/score.json", [], "the file is a list, expected an object"),
+    ],
+)
+def test_an_output_file_of_another_shape_is_named_with_what_is_wrong(
+    outputs: Path, admin_client: Any, settings: Any, tmp_path: Path, name: str, content: Any, problem: str
+) -> None:
+    copy = tmp_path / "research"
+    (copy / "steps").mkdir(parents=True)
+    for f in [*outputs.glob("steps/*.json"), *outputs.glob("*.json"), outputs / "spikes_daily.tsv"]:
+        (copy / f.relative_to(outputs)).write_bytes(f.read_bytes())
+    (copy / name).write_text(json.dumps(content))
+    settings.RESEARCH_OUTPUTS_DIR = str(copy)
+    page = admin_client.get(reverse("analytics:research"))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f"{copy / name}: not the shape this page reads: {problem}" in html
+    assert "-day rolling window" not in html
