@@ -222,7 +222,7 @@ class LivingRound:
     suggestion: str
     url: str
     quote: str
-    accept: bool
+    decision: str  # "accept", "decline", or "wait" (left for the author to decide)
     reason: str
 
 
@@ -246,7 +246,7 @@ def corpus_living(path: Path) -> LivingCorpus | None:
             r["suggestion"],
             r["source"]["url"],
             r["source"]["quote"],
-            r["decision"] == "accept",
+            r["decision"],
             r["reason"],
         )
         for r in living["revisions"]

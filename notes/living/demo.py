@@ -29,7 +29,7 @@ from notes.demo import (
     quoted_passage,
 )
 from notes.living import services
-from notes.models import Note, Post, Rating, RevisionRun, Suggestion
+from notes.models import Note, Participant, Post, Rating, RevisionRun, Suggestion
 from notes.services import rating_submit
 
 if TYPE_CHECKING:
@@ -67,27 +67,34 @@ def living_demo(*, request_posts: list[Post], note: Note | None) -> LivingDemo:
     decider = _decider(note)
     runs = []
     for k, round_ in enumerate(_rounds(note)):
-        rating = Rating.objects.get(note=note, rater=ratings[round_.rater].rater)
-        _suggest_from_page(rating, round_)
+        _suggest_from_page(_rating_of(note, ratings[round_.rater].rater), round_)
         if k == 0:
-            services.suggestion_add(rating=Rating.objects.get(note=note, rater=ratings[1].rater), text=WORDING)
+            services.suggestion_add(rating=_rating_of(note, ratings[1].rater), text=WORDING)
         run = services.revision_run_start(note=note)
         if run is None:
             break
         services.revision_run_execute(run_id=run.pk)
         run.refresh_from_db()
-        if run.outcome == RevisionRun.Outcome.PROPOSED and decider is not None:
-            run = services.revision_proposal_decide(run_id=run.pk, user=decider, accept=round_.accept,
+        if run.outcome == RevisionRun.Outcome.PROPOSED and decider is not None and round_.decision != "wait":
+            run = services.revision_proposal_decide(run_id=run.pk, user=decider, accept=round_.decision == "accept",
                                                     reason=round_.reason)  # fmt: skip
         runs.append(run)
         note.refresh_from_db()
-        if run.outcome != RevisionRun.Outcome.DECLINED:
-            break  # the next round suggests again only after a person declined this one
-    third = Rating.objects.filter(note=note, rater=ratings[2].rater).first()
-    if third is None:  # an accepted revision retired the ratings: the third rater rates the new version
-        third, _ = rating_submit(rater=ratings[2].rater, note=note, level="SOMEWHAT_HELPFUL")
-    services.suggestion_add(rating=third, text="Also mention when the guidance was last updated.")
+        if run.outcome not in (RevisionRun.Outcome.DECLINED, RevisionRun.Outcome.PUBLISHED):
+            break  # the next round starts only after a person decided this one
+    # One more suggestion, on the current version, left pending.
+    services.suggestion_add(rating=_rating_of(note, ratings[2].rater),
+                            text="Also mention when the guidance was last updated.")  # fmt: skip
     return LivingDemo(made, note, runs, decider=decider.get_username() if decider else "")
+
+
+def _rating_of(note: Note, rater: Participant) -> Rating:
+    """The rater's rating of the note's current version (an accepted revision retired their rating
+    of the one before: they rate the new one)."""
+    rating = Rating.objects.filter(note=note, rater=rater).first()
+    if rating is None:
+        rating, _ = rating_submit(rater=rater, note=note, level="SOMEWHAT_HELPFUL")
+    return rating
 
 
 def _decider(note: Note) -> User | None:
@@ -112,7 +119,7 @@ def _rounds(note: Note) -> list[LivingRound]:
     own = Snippet.objects.filter(note=note, passage__isnull=False).select_related("passage").first()
     if own is None or own.passage is None:
         return []
-    return [LivingRound(0, "Add the finding from this source.", own.url, own.passage.text, True, "")]
+    return [LivingRound(0, "Add the finding from this source.", own.url, own.passage.text, "accept", "")]
 
 
 def _suggest_from_page(rating: Rating, round_: LivingRound) -> Suggestion:

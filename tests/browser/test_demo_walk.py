@@ -346,6 +346,12 @@ def test_every_nav_page_as_each_demo_role_on_a_fresh_demo(
     audit = " ".join(page.locator("main").inner_text().split())
     assert "Declined by a person by demo-author" in audit and "second rater" in audit, audit[:3000]
     assert "Accepted by a person and published by demo-author" in audit, audit[:3000]
+    # The post keeps version 1's Helpful status on show while version 2 gathers ratings.
+    page.goto(f"{base}/posts/{revision.note.post_id}/")
+    _check_page(page, f"/posts/{revision.note.post_id}/")
+    shown = page.locator(f"#note-{revision.note_id}").inner_text()
+    assert "Status of version 1" in shown and "Version 2 of this note is gathering ratings" in shown, shown
+    page.screenshot(path=str(artifact_path("demo-walk/living-note-previous-status.png")), full_page=True)
     page.goto(f"{base}/judging/benchmark/")
     bench = page.locator("main").inner_text()
     assert "OFFLINE: offline baselines" in bench and "Demo data: 6 of 6 rows" in bench and "done" in bench

@@ -272,6 +272,10 @@ def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note_wit
     assert suggestions[1].outcome_reason == "the revision did not take up its words"
     page = client.get(f"/notes/{note.pk}/versions/").content.decode()
     assert "Waiting for a revision" in page
+    # Version 1 was rated Helpful; the post keeps showing it, with its status, while version 2 gathers ratings.
+    assert NoteVersion.objects.get(note=note, number=1).final_status == "CURRENTLY_RATED_HELPFUL"
+    post_page = client.get(f"/posts/{note.post_id}/").content.decode()
+    assert "Status of version 1" in post_page and "Version 2 of this note is gathering ratings" in post_page
     # Once: another run changes nothing.
     call_command("demo_living", stdout=StringIO())
     assert RevisionRun.objects.count() == 2 and Suggestion.objects.count() == 4
