@@ -105,7 +105,9 @@ def posts_for_home(
     reads one row past the page to know whether an older page exists (no COUNT of the whole table)."""
     # Only what the page shows of a note: no author join, and none of the scorer's stored fields
     # (rules JSON, explanation text) to read and decode for every note of 20 posts.
-    notes = Note.objects.only("id", "post_id", "text", "status", "created_at").order_by("-created_at")
+    notes = Note.objects.only("id", "post_id", "text", "status", "created_at", "current_version_id").order_by(
+        "-created_at"
+    )
     if hidden_notes:
         notes = notes.exclude(pk__in=hidden_notes)
     base = Post.objects.filter(topic=topic) if topic else Post.objects.all()

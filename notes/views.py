@@ -46,10 +46,19 @@ def home(request: HttpRequest) -> HttpResponse:
     # posts with their notes cost more than the queries that read them).
     listing = _HOME_LISTS.get_or_build(
         (home.content_key(), topic, text),
-        lambda: render_to_string("notes/_home_posts.html", {"home": home, "topic": topic, "text": text}),
+        lambda: render_to_string(
+            "notes/_home_posts.html",
+            {"home": home, "topic": topic, "text": text, "shown": _shown_on_home(home)},
+        ),
     )
     context = {"listing": listing.value, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
     return render(request, "notes/home.html", {**context, **_hidden(home.hidden_without_text)})
+
+
+def _shown_on_home(home: selectors.HomePage) -> dict[int, living_selectors.ShownStatus]:
+    """A note whose new version gathers ratings shows the version the crowd rated, as on its post's
+    page (derived from each note's text and status, which the list's content key holds)."""
+    return living_selectors.shown_statuses(notes=[note for post in home.posts for note in post.notes.all()])
 
 
 def _hidden(count: int) -> dict[str, int]:

@@ -126,12 +126,16 @@ def test_the_post_keeps_the_previous_versions_status_while_the_new_one_gathers_r
     page = anon_client.get(reverse("post_detail", args=[note.post_id])).content.decode()
     assert "Status of version 1" in page and "Currently Rated Helpful" in page
     assert old_text in page and "Version 2 of this note is gathering ratings" in page
+    home = anon_client.get(reverse("home") + "?text=all").content.decode()
+    assert "status of version 1; version 2 is gathering ratings" in home and old_text[:60] in home
     # Once the new version has a status of its own, the post shows it.
     Note.objects.filter(pk=note.pk).update(status=NoteStatus.NOT_HELPFUL)
     note.refresh_from_db()
     assert living_selectors.shown_statuses(notes=[note]) == {}
     page = anon_client.get(reverse("post_detail", args=[note.post_id])).content.decode()
     assert "Status of version 1" not in page and REVISED in page
+    home = anon_client.get(reverse("home") + "?text=all").content.decode()
+    assert "status of version 1" not in home and REVISED[:60] in home
 
 
 def test_a_rating_or_suggestion_for_a_version_no_longer_current_is_refused(
