@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -32,9 +31,6 @@ from notes.models import Note, NoteStatusChange, Participant, Post, Rating, Rati
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
 from notes.supernotes.services import SupernoteError, supernote_run_start
-
-if TYPE_CHECKING:
-    from django.contrib.auth.models import User
 
 DEMO_PASSWORD = "crowdnotes-demo"  # noqa: S105 - published demo login, demo data only
 DEMO_USERS = {"demo-contributor": [CONTRIBUTOR], "demo-rater": [RATER], "demo-admin": [ADMIN, CONTRIBUTOR, RATER]}
@@ -254,23 +250,6 @@ def corpus_living(path: Path) -> LivingCorpus | None:
     return LivingCorpus(corpus_note_id(living["post"], 1), living["author"], rounds)
 
 
-def demo_author_login(username: str, participant: Participant) -> User | None:
-    """A contributor login for a simulated demo author (the author of the living note decides on its
-    revisions); None when that author already has another login."""
-    if participant.user_id is not None:
-        return participant.user
-    user, created = get_user_model().objects.get_or_create(username=username)
-    if created:
-        user.set_password(DEMO_PASSWORD)
-        user.save()
-    user.groups.set(Group.objects.filter(name=CONTRIBUTOR))
-    if Participant.objects.filter(user=user).exists():
-        return None
-    participant.user = user
-    participant.save(update_fields=["user"])
-    return user
-
-
 def demo_pages() -> tuple[Path, Path]:
     """The corpus of real pages (folder, manifest) the demo's notes cite."""
     from django.conf import settings
@@ -369,14 +348,14 @@ def demo_date_verdicts(*, since: datetime) -> int:
     return len(changes)
 
 
-def _attach_login(username: str, participant: Participant) -> None:
-    """A rater login that rates as `participant` (a simulated rater with a history), unless the
-    login already rates under another identity."""
+def attach_login(username: str, participant: Participant, *, role: str = RATER) -> None:
+    """A login with `role` that acts as `participant` (a simulated rater with a history, or the
+    living note's simulated author), unless the login already acts under another identity."""
     user, created = get_user_model().objects.get_or_create(username=username)
     if created:
         user.set_password(DEMO_PASSWORD)
         user.save()
-    user.groups.set(Group.objects.filter(name=RATER))
+    user.groups.set(Group.objects.filter(name=role))
     if not Participant.objects.filter(user=user).exists() and participant.user_id is None:
         participant.user = user
         participant.save(update_fields=["user"])
@@ -404,7 +383,7 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
         for i in range(n_raters)
     ]
     for username, index in CAMP_RATERS.items():
-        _attach_login(username, raters[index][0])
+        attach_login(username, raters[index][0])
     camp_logins = {raters[index][0] for index in CAMP_RATERS.values() if index < len(raters)}
     counts = {"posts": 0, "notes": 0, "ratings": 0, "snippets": 0}
     posts: dict[str, Post] = {}

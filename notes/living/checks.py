@@ -11,19 +11,18 @@ Pure: no Django import; the caller passes the embedding function."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from crowdnotes_site.lib.text_rules import find_urls
 
 # The embedding model the similarity bounds are measured in.
 MODEL = "all-MiniLM-L6-v2"
 # Cosine of the candidate with the post's text, and with the note's current text (MiniLM).
 MIN_POST_SIMILARITY = 0.14
 MIN_TEXT_SIMILARITY = 0.70
-
-_URL = re.compile(r"https?://[^\s<>\"')\]]+", re.IGNORECASE)
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -38,10 +37,6 @@ class Check:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
-
-
-def cited_urls(text: str) -> list[str]:
-    return [u.rstrip(".,;:") for u in _URL.findall(text)]
 
 
 def similarities(embed: Embed, *, post_text: str, current_text: str, candidate: str) -> tuple[float, float]:
@@ -73,7 +68,10 @@ def proposal_checks(
               "similarity of the revision to the note's current text (MiniLM cosine)"),
     ]  # fmt: skip
     # The sources the current text itself cites are the note's own.
-    unconfirmed = sorted({*cited_urls(candidate), *candidate_urls} - {*confirmed_urls, *cited_urls(current_text)})
+    unconfirmed = sorted(
+        {*find_urls(candidate, web_only=True), *candidate_urls}
+        - {*confirmed_urls, *find_urls(current_text, web_only=True)}
+    )
     sources = "every source was confirmed by a person"
     if unconfirmed:
         sources = "not confirmed by anyone: " + ", ".join(unconfirmed)

@@ -23,13 +23,14 @@ from notes.demo import (
     DEMO_CORPUS,
     DEMO_PASSWORD,
     LivingRound,
+    attach_login,
     corpus_living,
-    demo_author_login,
     demo_pages,
     quoted_passage,
 )
 from notes.living import services
 from notes.models import Note, Participant, Post, Rating, RevisionRun, Suggestion
+from notes.roles import CONTRIBUTOR
 from notes.services import rating_submit
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def _decider(note: Note) -> User | None:
     admin (the public sample's notes have authors without accounts)."""
     living = corpus_living(DEMO_CORPUS)
     if living is not None and note.external_id == living.note_id and note.author is not None:
-        demo_author_login(living.author, note.author)
+        attach_login(living.author, note.author, role=CONTRIBUTOR)
         note.refresh_from_db()
     author = services.proposal_decider(note)
     if author is not None:

@@ -636,12 +636,7 @@ def revision_proposal_decide(*, run_id: int, user: User, accept: bool, reason: s
     proposed = list(Suggestion.objects.filter(revision=run, state=Suggestion.State.IN_PROPOSAL)
                     .select_related("snippet__passage"))  # fmt: skip
     name = user.get_username()
-    if note.current_version_id != base.pk:
-        Suggestion.objects.filter(pk__in=[s.pk for s in proposed]).update(
-            state=Suggestion.State.USED_REJECTED, outcome_reason="the note has a newer version than the one revised"
-        )
-        RevisionRun.objects.filter(pk=run.pk).update(outcome=RevisionRun.Outcome.DECLINED, **decided,
-                                                     reasons=run.reasons + " Superseded by a newer version.")  # fmt: skip
+    if note.current_version_id != base.pk:  # versions change only by an accepted proposal: a guard
         raise ProposalError("The note has a newer version than the one this revision started from.")
     if not accept:
         Suggestion.objects.filter(pk__in=[s.pk for s in proposed]).update(
