@@ -13,6 +13,7 @@ from django.urls import reverse_lazy
 
 from crowdnotes_site.forms import VisibleTextField
 from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, POST_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, note_length
+from evidence import local_copies
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
 from notes.supernotes import comparison
@@ -141,7 +142,8 @@ class AddEvidenceForm(forms.Form):
         raw = self.cleaned_data["urls"]
         # URLs that are all on the draft already repeat an earlier add (a double click, a retried
         # POST): answered as that add was, adding nothing. A new paste repeating one is refused.
-        lines = {line.strip() for line in raw.splitlines() if line.strip()}
+        # The draft stores a local copy's page by its original address, so lines are compared so too.
+        lines = {local_copies.real_address(line.strip()) for line in raw.splitlines() if line.strip()}
         if lines and lines <= set(self.existing):
             return []
         return parse_url_lines(raw, already=self.existing)

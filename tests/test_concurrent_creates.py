@@ -103,6 +103,21 @@ def test_it_adds_an_evidence_url_to_a_draft_once(live_server: Any, make_user: An
     assert sorted(job.snippets.values_list("url", flat=True)) == sorted([ORIGINAL, PLAIN])
 
 
+def test_a_repeat_that_arrives_after_the_first_add_committed_is_answered_as_it(
+    make_user: Any, local_copies: str
+) -> None:
+    """The same paste again once the first add has landed (the late one of a double click): the draft
+    holds the local copy's page by its original address, and the repeat is still recognised."""
+    contributor = make_user("carla", CONTRIBUTOR)
+    job = make_job(contributor)
+    client = Client()
+    client.force_login(contributor)
+    data = {"urls": f"{local_copies}\n{PLAIN}"}
+    answers = [client.post(f"/drafts/{job.pk}/evidence/", data) for _ in range(2)]
+    assert [(a.status_code, a.headers.get("Location")) for a in answers] == [(302, f"/drafts/{job.pk}/")] * 2
+    assert sorted(job.snippets.values_list("url", flat=True)) == sorted([ORIGINAL, PLAIN])
+
+
 def test_it_starts_one_draft_from_an_x_post(live_server: Any, make_user: Any) -> None:
     contributor = make_user("carla", CONTRIBUTOR)
     x_id = "1900000000000000001"
