@@ -44,13 +44,13 @@ def main() -> int:
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="cn_download_"))
     rows = []
     try:
-        wall, rss = _run(["-m", "crowdnotes_site.lib.scoring.download_synth", str(folder), "--scale", str(args.scale),
+        wall, rss = _run(["-m", "crowdnotes_site.lib.communitynotes.data.synthetic_download", str(folder), "--scale", str(args.scale),
                           "--seed", str(args.seed)])  # fmt: skip
         truth = json.loads((folder / "synthetic-truth.json").read_text())
         n = truth["ratings_written"]
         rows.append(("generate", wall, n, rss, _du(folder, "*.tsv")))
         for step in ("convert", "score", "delays", "spikes"):
-            wall, rss = _run(["-m", "notes.analytics.download", str(folder), "--only", step])
+            wall, rss = _run(["-m", "crowdnotes_site.lib.communitynotes.research.run", str(folder), "--only", step])
             rec = json.loads((folder / "research" / "steps" / f"{step}.json").read_text())
             disk = _du(folder / "columnar") if step == "convert" else 0
             rows.append((step, wall, rec["rows"] if step != "score" else n, rss, disk))

@@ -3,7 +3,7 @@
     DATABASE_URL=postgres://…/cn_bench flock /tmp/heavy.lock .venv/bin/python bench/bench_import.py \
         --ratings 1000000 [--orm]
 
-Writes synthetic public-format TSVs (`crowdnotes_site/lib/scoring/synthetic.py`), brings the schema of the database
+Writes synthetic public-format TSVs (`crowdnotes_site/lib/communitynotes/data/synthetic.py`), brings the schema of the database
 named by DATABASE_URL up to date (`migrate`), empties its ratings, imports the notes, then times
 the ratings import alone: first into empty tables, then again over the same rows (idempotent
 re-import). Prints ratings/s, the process's peak memory and the PostgreSQL table sizes. The
@@ -82,8 +82,8 @@ def main() -> None:
     from django.db import connection
 
     # Project modules load Django models: imported once django.setup() has run.
-    from crowdnotes_site.lib.scoring import synthetic
-    from notes import communitynotes_import as cni
+    from crowdnotes_site.lib.communitynotes.data import synthetic
+    from notes.communitynotes import importer as cni
 
     data_dir = args.workdir / str(args.ratings)
     notes_path, ratings_path = data_dir / "notes-00000.tsv", data_dir / "ratings-00000.tsv"

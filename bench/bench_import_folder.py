@@ -178,7 +178,7 @@ def generate(folder: Path, scale: float) -> float:
     if (folder / "notes-00000.tsv").exists():
         return 0.0
     t0 = time.perf_counter()
-    subprocess.run([PY, "-m", "crowdnotes_site.lib.scoring.download_synth", str(folder), "--scale", str(scale),
+    subprocess.run([PY, "-m", "crowdnotes_site.lib.communitynotes.data.synthetic_download", str(folder), "--scale", str(scale),
                     "--seed", "0"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
     return time.perf_counter() - t0
 

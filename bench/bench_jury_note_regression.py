@@ -54,10 +54,10 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from crowdnotes_site.lib.scoring import scoring
+    from crowdnotes_site.lib.communitynotes.research import jury_sample as se
+    from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+    from crowdnotes_site.lib.communitynotes.supernotes import evaluation
     from evidence.embedding import MINILM
-    from notes.supernotes import evaluation
-    from notes.supernotes import sample_evaluation as se
     from notes.supernotes.services import embedder
 
     data = settings.SHARED_DATA_DIR / "communitynotes"

@@ -84,7 +84,7 @@ def prepare(env: dict[str, str], n_ratings: int, workdir: Path) -> None:
         _manage(env, "load_demo")
         if n_ratings:
             # Project modules load Django models: imported once django.setup() has run.
-            from crowdnotes_site.lib.scoring import synthetic
+            from crowdnotes_site.lib.communitynotes.data import synthetic
 
             synthetic.write_tsv(synthetic.generate(n_ratings, seed=5), workdir)
             started = time.perf_counter()

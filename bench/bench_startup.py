@@ -13,7 +13,7 @@ Every figure is a fresh process (the median and the fastest of `--runs`), in two
   each command first): a normal install after its first start.
 
 Columns: `django.setup()` timed inside the process; `manage.py check` and `score_communitynotes`
-(synthetic public-format TSVs of ~200 K ratings, `crowdnotes_site/lib/scoring/synthetic.py`, the shape of
+(synthetic public-format TSVs of ~200 K ratings, `crowdnotes_site/lib/communitynotes/data/synthetic.py`, the shape of
 bench_scoring.py) timed as the whole process's wall clock; and which of the heavy libraries
 (scikit-learn, scipy, torch, transformers, sentence-transformers, openai) a process that ran
 django.setup() and the system checks has loaded. `--compare OTHER_CHECKOUT` times another
@@ -54,7 +54,7 @@ print(json.dumps({"setup_s": setup_s, "heavy": loaded}))
 
 def prepare(n: int, workdir: Path) -> tuple[Path, Path, int]:
     """Synthetic notes/ratings TSVs (written once per size; the same shape as bench_scoring.py)."""
-    from crowdnotes_site.lib.scoring import synthetic
+    from crowdnotes_site.lib.communitynotes.data import synthetic
 
     notes, ratings = workdir / "notes-00000.tsv", workdir / "ratings-00000.tsv"
     if not (notes.exists() and ratings.exists()):

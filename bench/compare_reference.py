@@ -1,4 +1,4 @@
-"""Compare crowdnotes_site/lib/scoring/scoring.py with the reference core scorer (twitter/communitynotes MFCoreScorer).
+"""Compare crowdnotes_site/lib/communitynotes/scoring/scorer.py with the reference core scorer (twitter/communitynotes MFCoreScorer).
 
 The reference is not part of this project: give its checkout and a Python that can run it
 (pandas + torch). This script drives the reference through its public classes in a separate
@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from crowdnotes_site.lib import status as names  # noqa: E402
-from crowdnotes_site.lib.scoring import communitynotes_io as cio  # noqa: E402
-from crowdnotes_site.lib.scoring import scoring, scoring_tsv, synthetic  # noqa: E402
+from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv  # noqa: E402
+from crowdnotes_site.lib.communitynotes.data import synthetic  # noqa: E402
+from crowdnotes_site.lib.communitynotes.data import tsv as cio  # noqa: E402
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring  # noqa: E402
 
 SHARED = ROOT.parent.parent / "shared" / "data" / "communitynotes"
 DISPLAYED = {names.FIRM_REJECT: names.NEEDS_MORE_RATINGS, names.NEEDS_YOUR_HELP: names.NEEDS_MORE_RATINGS}

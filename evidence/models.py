@@ -6,9 +6,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from crowdnotes_site.lib.categories import CATEGORY_LABELS
 from crowdnotes_site.lib.transitions import RUN_STEPS, Transitions
 from crowdnotes_site.transitions import Stateful
-from evidence.search.categories import CATEGORY_LABELS
 
 SOURCE_CATEGORIES = list(CATEGORY_LABELS.items())
 
@@ -28,7 +28,7 @@ class EvidenceSource(models.Model):
     fetched_at = models.DateTimeField(default=timezone.now)
     error_code = models.CharField(max_length=40, blank=True)
     error_message = models.TextField(blank=True)
-    # Who publishes it (evidence.search.categories; analytics charts these), and how we know.
+    # Who publishes it (crowdnotes_site.lib.categories; analytics charts these), and how we know.
     domain = models.CharField(max_length=253, blank=True, db_index=True)
     category = models.CharField(max_length=20, choices=SOURCE_CATEGORIES, blank=True, db_index=True)
     category_method = models.CharField(max_length=120, blank=True)

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from crowdnotes_site.lib import categories
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.lib.llm.client import LLMError
 from crowdnotes_site.lib.llm.steps.search import source_category_llm
@@ -28,7 +29,6 @@ from evidence.fetch import FetchPolicy, FetchResult, parse_host_ports
 from evidence.matching import MatchConfig, Matcher, model_label
 from evidence.models import DomainCategory, EvidenceSource, Passage
 from evidence.pipeline import PipelineResult, Stage, timed
-from evidence.search import categories
 
 TRANSIENT_CODES = {"timeout", "connection_error", "dns_error"}
 TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504}

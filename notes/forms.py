@@ -12,11 +12,11 @@ from django.http import QueryDict
 from django.urls import reverse_lazy
 
 from crowdnotes_site.forms import VisibleTextField
+from crowdnotes_site.lib.communitynotes.supernotes import comparison
 from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, POST_MAX_CHARS, TRAILING_PUNCTUATION, URL_RE, note_length
 from evidence import local_copies
 from notes.models import HELPFUL_TAGS, NOT_HELPFUL_TAGS, TAGS_FOR_LEVEL, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR, RATER
-from notes.supernotes import comparison
 
 _url_validator = URLValidator(schemes=["http", "https"])
 

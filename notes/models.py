@@ -202,7 +202,7 @@ class Note(models.Model):
     factor = models.FloatField(null=True, blank=True)
     num_ratings = models.PositiveIntegerField(default=0)
     scored_at = models.DateTimeField(null=True, blank=True)
-    # Why the note has its status (written by notes_rescore; crowdnotes_site/lib/scoring/scoring_explain.py): the
+    # Why the note has its status (written by notes_rescore; crowdnotes_site/lib/communitynotes/scoring/explain.py): the
     # scorer's rules that matched (the last one decided), the upper confidence bound of the
     # intercept, the ratings from raters on each side, and the sentence shown on the post page.
     score_rules = models.JSONField(default=list, blank=True)
@@ -246,12 +246,12 @@ class Note(models.Model):
 
     @property
     def status_reason(self) -> str:
-        """Why the note has its status, without model numbers (crowdnotes_site/lib/scoring/scoring_explain.py)."""
+        """Why the note has its status, without model numbers (crowdnotes_site/lib/communitynotes/scoring/explain.py)."""
         if not self.score_rules:  # not scored since the rules were recorded
             return ""
         # Deferred: it loads the scorer and numpy (~0.2 s); models load in every process, reasons
         # are read only on the pages that show them.
-        from crowdnotes_site.lib.scoring import scoring_explain
+        from crowdnotes_site.lib.communitynotes.scoring import explain as scoring_explain
 
         why = scoring_explain.NoteWhy(
             status=self.status, rules=tuple(self.score_rules), num_ratings=self.num_ratings, intercept=self.intercept,
@@ -397,7 +397,7 @@ class ImportCheckpoint(models.Model):
     a whole-folder import, marked finished until the folder is done).
 
     Written in the same transaction as the rows it counts, so a resumed import starts exactly
-    after the last committed chunk (notes/communitynotes_import.py)."""
+    after the last committed chunk (notes/communitynotes/importer.py)."""
 
     key = models.CharField(max_length=512, unique=True)  # file kind, path, size and mtime
     lines_done = models.BigIntegerField(default=0)
@@ -597,7 +597,7 @@ class SupernoteComparison(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     answered_at = models.DateTimeField(null=True, blank=True, db_index=True)
     supernote_preferred = models.BooleanField(null=True, blank=True)
-    # {statement key: 1..5} (notes/supernotes/comparison.py: STATEMENTS) for each side.
+    # {statement key: 1..5} (crowdnotes_site/lib/communitynotes/supernotes/comparison.py: STATEMENTS) for each side.
     supernote_scores = models.JSONField(default=dict, blank=True)
     other_scores = models.JSONField(default=dict, blank=True)
 
@@ -775,7 +775,7 @@ class Suggestion(models.Model):
     version = models.ForeignKey(NoteVersion, on_delete=models.CASCADE, related_name="suggestions")
     rater = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="suggestions")
     # No database constraint: a first import's bulk load drops and rebuilds the ratings table's primary
-    # key (notes/communitynotes_import.py), which a foreign key would pin; Django still applies SET_NULL.
+    # key (notes/communitynotes/importer.py), which a foreign key would pin; Django still applies SET_NULL.
     rating = models.ForeignKey(
         "notes.Rating",
         null=True,

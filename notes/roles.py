@@ -26,7 +26,7 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
     RATER: [
         "notes.add_rating",
         "notes.change_rating",
-        # The blind comparison of a Supernote with the best existing note (notes/supernotes/comparison.py).
+        # The blind comparison of a Supernote with the best existing note (crowdnotes_site/lib/communitynotes/supernotes/comparison.py).
         "notes.add_supernotecomparison",
     ],
     # Admins audit and moderate: every permission of the apps.

@@ -32,8 +32,9 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from crowdnotes_site.lib.communitynotes.data import pgcopy
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.lib.memo import content_key
-from crowdnotes_site.lib.scoring import pgcopy, scoring
 from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from evidence.search.selectors import automation_running
@@ -307,7 +308,7 @@ def note_for_rating(
 
 @dataclass
 class ScoringInputs:
-    """Database rows as scorer arrays (crowdnotes_site/lib/scoring/scoring.py), and what each note
+    """Database rows as scorer arrays (crowdnotes_site/lib/communitynotes/scoring/scorer.py), and what each note
     and participant holds now (to write only what a rescoring changes). Compact arrays, indexed
     like note_pks / participant_pks: no Python object per note, rater or rating."""
 
@@ -398,7 +399,7 @@ def _positions(pks: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.where(found, at, -1)
 
 
-# Binary COPY row layouts (crowdnotes_site/lib/scoring/pgcopy.py): every column COALESCEd, so
+# Binary COPY row layouts (crowdnotes_site/lib/communitynotes/data/pgcopy.py): every column COALESCEd, so
 # rows are fixed-width and numpy decodes a slice of them at once.
 _PEOPLE_ROW = pgcopy.row_dtype((("pk", ">i8"), ("intercept", ">f8"), ("factor", ">f8")))
 _PEOPLE_COPY_SQL = (
@@ -580,7 +581,7 @@ def _rating_arrays(person: dict[int, int], index: dict[int, int]) -> scoring.Rat
     )
 
 
-# One row of `COPY (…) TO STDOUT (FORMAT binary)` for _ratings_copy_sql (crowdnotes_site/lib/scoring/pgcopy.py; no
+# One row of `COPY (…) TO STDOUT (FORMAT binary)` for _ratings_copy_sql (crowdnotes_site/lib/communitynotes/data/pgcopy.py; no
 # NULLs: every column is COALESCEd). The level comes as its value in halves (0, 1, 2).
 _COPY_ROW = pgcopy.row_dtype(
     (("rater", ">i8"), ("note", ">i8"), ("halves", ">i2"), ("incorrect", "u1"), ("any_nh", "u1"),
@@ -775,7 +776,7 @@ class StatusExplanation:
     factor: float | None
     scored_at: datetime | None
     reasons: list[str]
-    # The scorer's own stored reason (crowdnotes_site/lib/scoring/scoring_explain.py, without model numbers), when scored.
+    # The scorer's own stored reason (crowdnotes_site/lib/communitynotes/scoring/explain.py, without model numbers), when scored.
     scorer_reason: str = ""
 
 

@@ -19,10 +19,11 @@ from django.utils import timezone
 from crowdnotes_site import leases
 from crowdnotes_site.dbstats import refresh_planner_statistics
 from crowdnotes_site.leases import heartbeat, lease_deadline
+from crowdnotes_site.lib.communitynotes.scoring import explain as scoring_explain
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.lib.llm import drafting
 from crowdnotes_site.lib.llm.steps.common import Evidence
-from crowdnotes_site.lib.scoring import scoring, scoring_explain
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from crowdnotes_site.transitions import TransitionRefused, transition_rows
@@ -664,7 +665,7 @@ def _number(value: float) -> float | None:
 
 @transaction.atomic
 def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig | None = None) -> dict[str, Any]:
-    """Score every note from the ratings in the database (crowdnotes_site/lib/scoring/scoring.py) and store the results.
+    """Score every note from the ratings in the database (crowdnotes_site/lib/communitynotes/scoring/scorer.py) and store the results.
 
     Writes intercept/factor/status/num_ratings to changed notes, rater parameters to participants,
     and a NoteStatusChange row for every status change. Runs once at a time (advisory lock).

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 
 from crowdnotes_site import limits
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
+from crowdnotes_site.lib.communitynotes.supernotes import comparison as comparison_module
 from crowdnotes_site.lib.memo import Memo
 from crowdnotes_site.limits import limited, limited_site
 from evidence import snippets
@@ -32,7 +33,6 @@ from notes.forms import (
 from notes.living import selectors as living_selectors
 from notes.living import services as living_services
 from notes.models import DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic, hidden_over
-from notes.supernotes import comparison as comparison_module
 from notes.supernotes import selectors as supernote_selectors
 from notes.supernotes import services as supernote_services
 

@@ -52,7 +52,7 @@ def test_the_pure_cores_import_no_django_in_a_fresh_interpreter() -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "crowdnotes_site.lib.scoring.scoring" in report["lib_modules"]  # the walk found the package
+    assert "crowdnotes_site.lib.communitynotes.scoring.scorer" in report["lib_modules"]  # the walk found the package
     assert "crowdnotes_site.lib.llm.client" in report["lib_modules"]
     assert report["apps_after_lib"] == []
     assert report["django_after_lib"] is False

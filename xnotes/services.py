@@ -16,11 +16,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from crowdnotes_site.lib import text_rules, xids
+from crowdnotes_site.lib.categories import HEALTH_AUTHORITY, RESEARCH, category_by_rules
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.queue import enqueue_on_commit
 from crowdnotes_site.transitions import transition_rows
 from evidence import local_copies
-from evidence.search.categories import HEALTH_AUTHORITY, RESEARCH, category_by_rules
 from evidence.snippets import snippet_is_confirmed
 from judging.models import JudgeRun, PreflightCheck
 from notes.models import Note, Post
@@ -352,7 +352,7 @@ def x_note_text(note: Note) -> str:
 
 def trustworthy_sources(note: Note) -> bool:
     """True when every source of the note is a health authority or research publisher
-    (evidence.search.categories), the categories the source priors rank highest."""
+    (crowdnotes_site.lib.categories), the categories the source priors rank highest."""
     urls = _source_urls(note)
     return bool(urls) and all(category_by_rules(u).category in TRUSTWORTHY_CATEGORIES for u in urls)
 

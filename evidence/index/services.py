@@ -11,6 +11,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
+from crowdnotes_site.lib.categories import MANIFEST_CATEGORIES, OTHER
 from crowdnotes_site.lib.hashing import sha256_hex
 from evidence import pipeline, services
 from evidence.errors import ExtractionError, FetchError
@@ -19,7 +20,6 @@ from evidence.fetch import FetchResult
 from evidence.index import ingest, store
 from evidence.matching import Matcher
 from evidence.models import EvidenceSource
-from evidence.search.categories import MANIFEST_CATEGORIES, OTHER
 
 INDEXED, UNCHANGED = "indexed", "unchanged"
 

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any
 
+from crowdnotes_site.lib.categories import DEFAULT_RELIABILITY_PRIOR, OTHER
 from crowdnotes_site.lib.llm.client import LLMClient, LLMError
 from crowdnotes_site.lib.llm.steps import search as steps
 from crowdnotes_site.lib.llm.steps.common import Similarity, StepResult
 from evidence.search.backends import Backend, BackendError, SearchHit
-from evidence.search.categories import DEFAULT_RELIABILITY_PRIOR, OTHER
 from evidence.search.pool import Candidate, build_pool
 
 # (url) -> (registered domain, category)

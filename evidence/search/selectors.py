@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crowdnotes_site.lib.categories import CATEGORY_LABELS
 from evidence.models import AutomationRun
-from evidence.search.categories import CATEGORY_LABELS
 from evidence.search.flow import NO_RELEVANT, SearchState
 from evidence.search.pool import Candidate
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from crowdnotes_site import leases
 from crowdnotes_site.lib import lexical
+from crowdnotes_site.lib.categories import parse_prior
 from crowdnotes_site.lib.llm.steps.common import Similarity
 from crowdnotes_site.llm import llm_client
 from crowdnotes_site.queue import enqueue_on_commit
@@ -32,7 +33,6 @@ from evidence.index.query import LocalIndexBackend
 from evidence.models import AutomationRun, EvidenceSource, UtilityRound
 from evidence.search import flow
 from evidence.search.backends import Backend, BraveBackend, HttpJson, SearchHit, SearxngBackend
-from evidence.search.categories import parse_prior
 from evidence.search.pool import Candidate, url_key
 from evidence.snippets import snippets_propose
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from notes.analytics import spikes
+from crowdnotes_site.lib.communitynotes.research import spikes
 from notes.analytics.selectors import AnalyticsFilters
 from notes.models import Note, Topic
 

@@ -13,13 +13,13 @@ from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
+from crowdnotes_site.lib.categories import CATEGORY_LABELS, category_by_rules
+from crowdnotes_site.lib.communitynotes.research import delays, spikes
 from crowdnotes_site.lib.llm.pipeline import STAGES
 from crowdnotes_site.lib.memo import Memo
 from evidence.models import EvidenceSource, Snippet
-from evidence.search.categories import CATEGORY_LABELS, category_by_rules
 from judging.models import JudgeDecision
 from judging.selectors import Funnel, funnel_of, judged_notes
-from notes.analytics import delays, spikes
 from notes.models import ImportedNoteHistory, Note, NoteStatus, NoteStatusChange, Post, ScoringRun, Topic
 
 VERDICTS = (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL)
@@ -64,7 +64,7 @@ class DelaySummary:
 # The delay figures are computed in PostgreSQL (a few aggregate queries, nothing per note comes back
 # to Python): over a database holding the whole public download (2.5 M notes, 2.7 M status-history
 # rows) reading every row into Python took minutes. percentile_cont is the same linear
-# interpolation as numpy's default, so the figures equal notes.analytics.delays.percentiles on the
+# interpolation as numpy's default, so the figures equal crowdnotes_site.lib.communitynotes.research.delays.percentiles on the
 # same values (tests/notes/analytics/test_analytics_sql.py). A summary is kept per web worker, keyed by
 # the filters and by the newest note, status change, imported history row and finished scoring run
 # (one query of index lookups); what that key does not see (an edited post time) shows within
@@ -135,7 +135,7 @@ _DELAY_SUMMARIES: Memo[DelaySummary] = Memo(size=32, max_age_s=DELAY_SUMMARY_MAX
 
 
 def delay_summary(f: AnalyticsFilters) -> DelaySummary:
-    """The delays of the notes matching `f`, with the definitions of notes.analytics.delays:
+    """The delays of the notes matching `f`, with the definitions of crowdnotes_site.lib.communitynotes.research.delays:
     a post's time is its posted_at (imported posts: from the tweet id), else when it was
     flagged; a note's first verdict is its first Helpful / Not Helpful status change. The
     never-left-NMR share is over notes with a known status history: scored by the app's

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from django.db import transaction
 
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from notes.analytics.delays import note_time_ms
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.research.delays import note_time_ms
 from notes.models import ImportedNoteHistory, NoteStatus
 
 BATCH = 5000

@@ -12,8 +12,9 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
+from crowdnotes_site.lib.communitynotes.research import outputs as research_outputs
 from crowdnotes_site.lib.csvsafe import SafeWriter
-from notes.analytics import charts, research_outputs, selectors
+from notes.analytics import charts, selectors
 from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
 
 # Analytics show every note's scores and outcomes: the admin role's permission for scores.

@@ -177,7 +177,7 @@ def demo_living_choice() -> tuple[list[Post], Note | None]:
 
 def jury_model_stored() -> bool:
     """Whether a personalized helpfulness model is stored (the jury needs one to decide a revision)."""
-    from notes.supernotes import phm  # torch: commands and workers only
+    from crowdnotes_site.lib.communitynotes.supernotes import phm  # torch: commands and workers only
     from notes.supernotes.services import phm_dir
 
     return phm.latest(phm_dir()) is not None

@@ -13,8 +13,8 @@ from django.db.models import Case, Count, IntegerField, Max, Min, QuerySet, Valu
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from crowdnotes_site.lib.communitynotes.research.spikes import Spike
 from notes.analytics.selectors import posts_in_current_spike
-from notes.analytics.spikes import Spike
 from notes.models import (
     Note,
     NoteRequest,

@@ -417,7 +417,7 @@ def jury_predict(*, post_text: str, texts: list[str]) -> tuple[list[float] | Non
     """The jury's predicted helpfulness (intercept) of each text on the same jurors and draws (seeded
     by the post and the texts: `_jury_seed`), or (None, why) without a stored PHM or raters with
     scorer parameters."""
-    from notes.supernotes import jury
+    from crowdnotes_site.lib.communitynotes.supernotes import jury
     from notes.supernotes import selectors as supernote_selectors
     from notes.supernotes import services as supernote_services
 

@@ -11,8 +11,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, endpoint
 from crowdnotes_site.lib import xids
+from crowdnotes_site.lib.communitynotes.research import spikes
 from crowdnotes_site.limits import limited
-from notes.analytics import spikes
 from notes.analytics.selectors import CURRENT_SPIKE_DAYS
 from notes.living import selectors, services
 from notes.models import Note, Post, RevisionRun, Suggestion

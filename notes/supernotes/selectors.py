@@ -18,6 +18,8 @@ from django.conf import settings
 from django.db.models import Count, Min, Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from crowdnotes_site.lib.communitynotes.supernotes import comparison
+from crowdnotes_site.lib.communitynotes.supernotes.jury import estimate_mu
 from notes.models import (
     TEXT_WITH,
     Note,
@@ -32,9 +34,8 @@ from notes.models import (
     count_hidden,
     filter_by_text,
 )
-from notes.supernotes import comparison, eligibility
+from notes.supernotes import eligibility
 from notes.supernotes.candidates import NoteSummary
-from notes.supernotes.jury import estimate_mu
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -163,7 +164,7 @@ class JuryPool:
 
 def jury_pool() -> JuryPool:
     """Raters with scorer parameters, and μ re-derived from the stored parameters
-    (notes.supernotes.jury.estimate_mu) with the ratings-per-note the phase-2 solve uses."""
+    (crowdnotes_site.lib.communitynotes.supernotes.jury.estimate_mu) with the ratings-per-note the phase-2 solve uses."""
     people = list(
         Participant.objects.filter(rater_factor__isnull=False, rater_intercept__isnull=False)
         .order_by("pk")

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.lib.communitynotes.supernotes import comparison, features, jury
 from crowdnotes_site.lib.llm.steps import supernote as supernote_step
 from crowdnotes_site.lib.text_rules import find_urls
 from crowdnotes_site.llm import llm_client
@@ -38,14 +39,16 @@ from notes.models import (
     SupernoteRun,
 )
 from notes.supernotes import candidates as cand
-from notes.supernotes import comparison, features, filters, jury, selectors
+from notes.supernotes import filters, selectors
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
 
-    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
+    from crowdnotes_site.lib.communitynotes.supernotes import (
+        phm,  # torch: only workers and commands load it, never a web request
+    )
 
-# `notes.supernotes.phm` imports torch: it is imported inside the functions below, which run in
+# `crowdnotes_site.lib.communitynotes.supernotes.phm` imports torch: it is imported inside the functions below, which run in
 # workers and commands, so that serving a page (this module is imported by notes.views) loads no
 # model library.
 
@@ -67,7 +70,9 @@ def phm_dir() -> Path:
 
 def embedder(name: str) -> Embed:
     """The text embedding a PHM was trained with: the shipped MiniLM, or the hashing baseline."""
-    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
+    from crowdnotes_site.lib.communitynotes.supernotes import (
+        phm,  # torch: only workers and commands load it, never a web request
+    )
 
     if name == phm.HASHING:
         return phm.hashing_embed
@@ -77,7 +82,9 @@ def embedder(name: str) -> Embed:
 def phm_latest() -> phm.PHM | None:
     """The newest stored PHM, None when there is none; SupernoteError for a model saved in an older
     format (other inputs: refused, never misread)."""
-    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
+    from crowdnotes_site.lib.communitynotes.supernotes import (
+        phm,  # torch: only workers and commands load it, never a web request
+    )
 
     path = phm.latest(phm_dir())
     if path is None:
@@ -100,7 +107,9 @@ def phm_note_features(model: phm.PHM, texts: Sequence[str]) -> np.ndarray:
 
 def phm_train_from_db(*, embedder_name: str, epochs: int = 8, max_ratings: int | None = None, seed: int = 0) -> phm.PHM:
     """Train the PHM on every rating whose rater has scorer parameters; store it under PHM_DIR."""
-    from notes.supernotes import phm  # torch: only workers and commands load it, never a web request
+    from crowdnotes_site.lib.communitynotes.supernotes import (
+        phm,  # torch: only workers and commands load it, never a web request
+    )
 
     rows = selectors.phm_training_rows(max_ratings=max_ratings)
     if len(rows.label) == 0:

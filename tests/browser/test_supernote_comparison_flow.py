@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from crowdnotes_site.lib.communitynotes.supernotes import comparison
 from notes.models import SupernoteComparison
 from notes.roles import ADMIN, RATER
-from notes.supernotes import comparison
 from tests.notes.supernotes.test_comparison import HUMAN_TEXT, SUPER_TEXT, _pair
 from tests.support.browser import sign_in
 from tests.support.screenshots import docs_image_path

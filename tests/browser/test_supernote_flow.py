@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 from notes.models import Note, Rating, SupernoteRun
 from notes.roles import ADMIN, RATER
-from notes.supernotes import phm, services
+from notes.supernotes import services
 from tests.notes.supernotes.test_runs import NOTE_TEXTS, _stuck_post
 from tests.support.browser import sign_in
 from tests.support.screenshots import docs_image_path

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from crowdnotes_site.lib.categories import HEALTH_AUTHORITY
 from evidence import local_copies
 from evidence.matching import Matcher
 from evidence.models import Snippet
 from evidence.pipeline import PipelineResult
-from evidence.search.categories import HEALTH_AUTHORITY
 from evidence.services import source_obtain
 from notes.models import DraftJob, Note, Post
 from notes.services import draft_job_add_urls

@@ -228,9 +228,9 @@ def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note_wit
     a second rater to confirm the source) and accepts the second, from a second rater's confirmation
     of the same passage, which becomes version 2. One suggestion taken, one declined, one not used
     (with its reason), one pending."""
+    from crowdnotes_site.lib.communitynotes.supernotes import phm
     from notes.living.selectors import request_queue
     from notes.models import NoteVersion, RevisionRun, Suggestion
-    from notes.supernotes import phm
     from notes.supernotes import services as supernote_services
 
     settings.PHM_DIR = tmp_path / "phm"

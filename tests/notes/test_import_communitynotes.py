@@ -12,8 +12,8 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 
-from crowdnotes_site.lib.scoring import synthetic
-from notes import communitynotes_import as cni
+from crowdnotes_site.lib.communitynotes.data import synthetic
+from notes.communitynotes import importer as cni
 from notes.models import (
     ImportCheckpoint,
     Note,

@@ -19,7 +19,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from crowdnotes_site.lib.scoring import download_synth, scoring
+from crowdnotes_site.lib.communitynotes.data import synthetic_download as download_synth
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from notes import selectors, services
 from notes.models import (
     ImportCheckpoint,

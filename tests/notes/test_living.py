@@ -17,6 +17,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 from crowdnotes_site.lib.llm.steps.common import QUOTED_MARK, split_data_block
 from crowdnotes_site.lib.llm.steps.revision import kind_offline
 from crowdnotes_site.lib.xids import post_id_from_reference
@@ -40,7 +41,6 @@ from notes.models import (
     Topic,
 )
 from notes.services import participant_for_user, post_create, rating_submit
-from notes.supernotes import phm
 from notes.supernotes import services as supernote_services
 from tests.conftest import wait_for
 from tests.notes.factories import make_job, make_ready_snippet

@@ -25,6 +25,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 from crowdnotes_site.lib.llm.steps.common import split_data_block
 from evidence.models import Snippet
 from evidence.snippets import snippet_review
@@ -32,7 +33,6 @@ from notes.living import services as living
 from notes.models import DraftJob, Note, NoteRequest, NoteVersion, Post, Rating, RevisionRun, Suggestion, Topic
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_create, post_text_hash
-from notes.supernotes import phm
 from notes.supernotes import services as supernote_services
 from tests.conftest import wait_for
 from tests.notes.factories import make_job, make_ready_snippet

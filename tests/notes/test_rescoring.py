@@ -15,7 +15,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from crowdnotes_site.celery import app
-from crowdnotes_site.lib.scoring import scoring, scoring_explain, synthetic
+from crowdnotes_site.lib.communitynotes.data import synthetic
+from crowdnotes_site.lib.communitynotes.scoring import explain as scoring_explain
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.queue import Enqueued
 from notes import selectors, services
 from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel, ScoringRun

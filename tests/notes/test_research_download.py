@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from crowdnotes_site.lib.scoring import download_synth
+from crowdnotes_site.lib.communitynotes.data import synthetic_download as download_synth
 
 
 def test_it_runs_the_steps_and_a_rerun_keeps_them(tmp_path: Path) -> None:

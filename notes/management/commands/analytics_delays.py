@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from notes.analytics.delays import delays_from_rows
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.research.delays import delays_from_rows
 
 
 class Command(BaseCommand):

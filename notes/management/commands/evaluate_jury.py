@@ -11,11 +11,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from crowdnotes_site.lib.communitynotes.research import jury_download as de
+from crowdnotes_site.lib.communitynotes.research import jury_sample as se
+from crowdnotes_site.lib.communitynotes.research import phm_training as dt
+from crowdnotes_site.lib.communitynotes.supernotes import evaluation, phm
 from evidence.embedding import MINILM
-from notes.supernotes import download_evaluation as de
-from notes.supernotes import download_training as dt
-from notes.supernotes import evaluation, phm
-from notes.supernotes import sample_evaluation as se
 from notes.supernotes.services import embedder
 
 SAMPLE = settings.SHARED_DATA_DIR / "communitynotes" / "colin-fraser"

@@ -6,9 +6,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from crowdnotes_site.dbstats import refresh_planner_statistics
-from notes import communitynotes_folder as cnf
-from notes import communitynotes_import as cni
 from notes.analytics.services import status_history_store
+from notes.communitynotes import folder as cnf
+from notes.communitynotes import importer as cni
 from notes.models import Note, Participant, Post, Rating
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from notes.supernotes import evaluation, jury
+from crowdnotes_site.lib.communitynotes.supernotes import evaluation, jury
 
 
 class Command(BaseCommand):

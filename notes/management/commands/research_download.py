@@ -1,4 +1,4 @@
-"""The research path over a whole public download folder (notes.analytics.download)."""
+"""The research path over a whole public download folder (crowdnotes_site.lib.communitynotes.research.run)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from crowdnotes_site.lib.scoring.columnar import DownloadError
-from notes.analytics import download
+from crowdnotes_site.lib.communitynotes.data.columnar import DownloadError
+from crowdnotes_site.lib.communitynotes.research import run as download
 
 
 class Command(BaseCommand):

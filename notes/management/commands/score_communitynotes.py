@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from crowdnotes_site.lib.scoring import scoring_tsv
+from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv
 
 
 class Command(BaseCommand):

@@ -6,8 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from crowdnotes_site.lib.communitynotes.research import phm_training as download_training
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 from evidence.embedding import MINILM
-from notes.supernotes import download_training, phm, services
+from notes.supernotes import services
 
 
 class Command(BaseCommand):

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
+from crowdnotes_site.lib import categories
 from crowdnotes_site.lib.llm.steps.common import split_data_block
 from evidence.models import DomainCategory
-from evidence.search import categories
 from evidence.services import source_category
 
 KNOWN_DOMAINS = [

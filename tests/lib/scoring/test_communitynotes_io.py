@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from crowdnotes_site.lib.scoring import scoring, scoring_tsv, synthetic
+from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv
+from crowdnotes_site.lib.communitynotes.data import synthetic
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 
 
 def _data_lines(path: Path) -> int:

@@ -17,11 +17,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from crowdnotes_site.lib.scoring import columnar, download_file, scoring_tsv
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from crowdnotes_site.lib.scoring import download_synth as synth
-from notes.analytics import delays
-from notes.analytics import download as research
+from crowdnotes_site.lib.communitynotes.data import columnar
+from crowdnotes_site.lib.communitynotes.data import files as download_file
+from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv
+from crowdnotes_site.lib.communitynotes.data import synthetic_download as synth
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.research import delays
+from crowdnotes_site.lib.communitynotes.research import run as research
 
 SCALE = 0.002  # ~400 K ratings, ~5 K notes
 

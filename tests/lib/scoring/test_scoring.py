@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from crowdnotes_site.lib.scoring import scoring as s
-from crowdnotes_site.lib.scoring import synthetic
+from crowdnotes_site.lib.communitynotes.data import synthetic
+from crowdnotes_site.lib.communitynotes.scoring import scorer as s
 
 CFG = s.ScoringConfig()
 

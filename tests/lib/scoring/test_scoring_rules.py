@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from crowdnotes_site.lib import status as names
-from crowdnotes_site.lib.scoring import scoring as s
-from crowdnotes_site.lib.scoring import scoring_explain as ex
+from crowdnotes_site.lib.communitynotes.scoring import explain as ex
+from crowdnotes_site.lib.communitynotes.scoring import scorer as s
 
 CFG = s.ScoringConfig()
 HELPFUL_SIDES = {

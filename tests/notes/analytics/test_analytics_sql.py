@@ -1,5 +1,5 @@
 """The delays page computes its figures in PostgreSQL (notes.analytics.selectors): the same
-numbers as the pure definition (notes.analytics.delays, numpy) on the same rows, read here
+numbers as the pure definition (crowdnotes_site.lib.communitynotes.research.delays, numpy) on the same rows, read here
 independently into Python; and a new note shows at once despite the per-worker cache."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import random
 import pytest
 from django.utils import timezone
 
-from notes.analytics import delays, selectors
+from crowdnotes_site.lib.communitynotes.research import delays
+from notes.analytics import selectors
 from notes.models import ImportedNoteHistory, Note, NoteStatus, NoteStatusChange, Post
 
 pytestmark = pytest.mark.django_db
@@ -143,7 +144,7 @@ def _spiky_data() -> None:
 
 def _expected_spikes(unit: str) -> tuple[list[int], list[selectors.spikes.Spike], int]:
     """The pure path on every item read into Python (what the page did before)."""
-    from notes.analytics import spikes
+    from crowdnotes_site.lib.communitynotes.research import spikes
 
     if unit == "posts":
         items = []

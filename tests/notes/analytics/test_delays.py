@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 
 from crowdnotes_site.lib import xids
+from crowdnotes_site.lib.communitynotes.research import delays
+from crowdnotes_site.lib.communitynotes.research.delays import HOUR_MS
 from crowdnotes_site.lib.xids import X_EPOCH_MS
-from notes.analytics import delays
-from notes.analytics.delays import HOUR_MS
 
 H = HOUR_MS
 

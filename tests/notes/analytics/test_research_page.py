@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from crowdnotes_site.lib.scoring import download_synth as synth
-from notes.analytics import download as research
+from crowdnotes_site.lib.communitynotes.data import synthetic_download as synth
+from crowdnotes_site.lib.communitynotes.research import run as research
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ import datetime as dt
 
 import numpy as np
 
-from notes.analytics import spikes
+from crowdnotes_site.lib.communitynotes.research import spikes
 
 D0 = dt.date(2021, 1, 1)
 

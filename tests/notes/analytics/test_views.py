@@ -168,8 +168,8 @@ def test_the_spikes_and_judging_pages_render_the_real_sample(imported: Path, adm
 def test_a_locally_served_copy_counts_as_its_original_url_in_source_categories(admin_client: Any) -> None:
     from django.utils import timezone
 
+    from crowdnotes_site.lib.categories import HEALTH_AUTHORITY, OTHER
     from evidence.models import EvidenceSource, Snippet
-    from evidence.search.categories import HEALTH_AUTHORITY, OTHER
 
     served = "http://127.0.0.1:8001/health/cdc.gov__about-sids.html"
     # What fetching the served copy stores: a source at the loopback address, categorised "Other".

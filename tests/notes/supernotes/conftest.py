@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from crowdnotes_site.lib.scoring import download_synth
-from notes.analytics import download
+from crowdnotes_site.lib.communitynotes.data import synthetic_download as download_synth
+from crowdnotes_site.lib.communitynotes.research import run as download
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,11 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
+from crowdnotes_site.lib.communitynotes.supernotes import comparison
 from notes.models import Note, NoteStatus, Participant, Post, SupernoteComparison, SupernoteRun
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_create
-from notes.supernotes import comparison, selectors, services
+from notes.supernotes import selectors, services
 from tests.conftest import CsrfClient
 
 HUMAN_TEXT = "Large trials found no link between the vaccine and autism. https://example.org/trials"

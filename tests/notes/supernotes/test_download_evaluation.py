@@ -1,4 +1,4 @@
-"""evaluate_jury --download: the jury on a whole download folder (notes.supernotes.download_evaluation).
+"""evaluate_jury --download: the jury on a whole download folder (crowdnotes_site.lib.communitynotes.research.jury_download).
 A tiny synthetic download (scale 0.0005), the hashing embedding, few posts, jurors and epochs: these
 tests are about the evaluation (posts, truth, folds, leakage, errors), not about the model's quality."""
 
@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
 
-from crowdnotes_site.lib.scoring import download_synth
-from notes.analytics import download
-from notes.supernotes import download_evaluation as de
-from notes.supernotes import download_training as dt
-from notes.supernotes import phm
-from notes.supernotes import sample_evaluation as se
+from crowdnotes_site.lib.communitynotes.data import synthetic_download as download_synth
+from crowdnotes_site.lib.communitynotes.research import jury_download as de
+from crowdnotes_site.lib.communitynotes.research import jury_sample as se
+from crowdnotes_site.lib.communitynotes.research import phm_training as dt
+from crowdnotes_site.lib.communitynotes.research import run as download
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 
 SMALL = ("--max-posts", "24", "--jurors", "30", "--epochs", "1", "--max-ratings", "20000")
 

@@ -1,4 +1,4 @@
-"""train_phm --download: the PHM from a whole download folder (notes.supernotes.download_training)."""
+"""train_phm --download: the PHM from a whole download folder (crowdnotes_site.lib.communitynotes.research.phm_training)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from crowdnotes_site.lib.scoring import download_synth
-from notes.analytics import download
-from notes.supernotes import download_training as dt
-from notes.supernotes import phm
+from crowdnotes_site.lib.communitynotes.data import synthetic_download as download_synth
+from crowdnotes_site.lib.communitynotes.research import phm_training as dt
+from crowdnotes_site.lib.communitynotes.research import run as download
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 
 
 def test_the_command_trains_and_saves_a_model_that_states_its_sample(folder: Path, tmp_path: Path, settings) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from notes.supernotes import features as nf
+from crowdnotes_site.lib.communitynotes.supernotes import features as nf
 
 TWO_LINKS = "1355780762436440067"  # "Science doesn't care about your Senate hearings..." nih.gov + newsweek.com
 TWITTER_SEARCH = "1355790009744297985"  # "No such tweet exists: https://twitter.com/search?q=from%3Ablklivesmatter..."

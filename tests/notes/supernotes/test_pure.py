@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from crowdnotes_site.lib import status as names
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+from crowdnotes_site.lib.communitynotes.supernotes import jury, phm
 from crowdnotes_site.lib.llm.steps import supernote
 from crowdnotes_site.lib.llm.steps.common import split_data_block
 from crowdnotes_site.lib.llm.steps.supernote import MergeSource, SourceNote
-from crowdnotes_site.lib.scoring import scoring
-from notes.supernotes import eligibility, filters, jury, phm
+from notes.supernotes import eligibility, filters
 from notes.supernotes.eligibility import MISLEADING, NoteState
 from tests.support.llm_server import ScriptedLLM
 

@@ -13,6 +13,7 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.urls import reverse
 
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 from crowdnotes_site.lib.llm.client import LLMBudgetExceeded
 from crowdnotes_site.lib.text_rules import find_urls
 from crowdnotes_site.llm import llm_usage_charge
@@ -27,7 +28,7 @@ from notes import services as notes_services
 from notes.models import DraftJob, Note, SupernoteRun
 from notes.roles import ADMIN, CONTRIBUTOR, RATER, TRUSTED
 from notes.services import post_create
-from notes.supernotes import phm, services
+from notes.supernotes import services
 from tests.conftest import CsrfClient
 from tests.evidence.conftest import MEASLES, article
 from tests.judging.factories import note_with_evidence

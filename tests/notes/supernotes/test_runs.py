@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 from crowdnotes_site.lib.llm.steps.common import split_data_block
 from judging.models import JudgeRun
 from notes.models import Note, NoteStatus, Participant, Post, Rating, SupernoteRun
 from notes.services import post_create
-from notes.supernotes import phm, selectors, services
+from notes.supernotes import selectors, services
 from tests.support.llm_server import ScriptedLLM
 
 NOTE_TEXTS = [

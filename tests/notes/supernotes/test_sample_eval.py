@@ -1,4 +1,4 @@
-"""The jury on the real public sample (`notes.supernotes.sample_evaluation`, `evaluate_jury --sample`):
+"""The jury on the real public sample (`crowdnotes_site.lib.communitynotes.research.jury_sample`, `evaluate_jury --sample`):
 folds by post with nothing of a held-out post reaching training, two truths, the one-line rules,
 the per-post picks and the stored table on the Supernotes evaluation page. Small slices, the
 hashing embedding: these tests are about the evaluation, not about MiniLM."""
@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from notes.supernotes import phm, selectors
-from notes.supernotes import sample_evaluation as se
+from crowdnotes_site.lib.communitynotes.research import jury_sample as se
+from crowdnotes_site.lib.communitynotes.supernotes import phm
+from notes.supernotes import selectors
 
 FAST = se.Setting(epochs=2, validation=0.15)
 

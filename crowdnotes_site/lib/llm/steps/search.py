@@ -3,7 +3,7 @@
 - search queries for a post (`search_queries_*`): semantically diverse, near-duplicates dropped,
 - the most useful search result of a pool (`pick_most_useful_*`, one utility round),
 - the category of an unknown source domain (`source_category_llm`; the rules of
-  evidence.search.categories are its baseline).
+  crowdnotes_site.lib.categories are its baseline).
 
 The flow that calls them is evidence.search.flow. Pure: similarity functions are passed in.
 """

@@ -2,7 +2,7 @@
 P(somewhat), P(not helpful) for a (post, note, rater) triple.
 
 Inputs: the note embedding, the post embedding (zeros plus a "no post text" flag when the post has
-no text), the note's features (`notes.supernotes.features`: sources, length and specificity,
+no text), the note's features (`crowdnotes_site.lib.communitynotes.supernotes.features`: sources, length and specificity,
 classification and reasons, the writer's record; standardised with the training data's mean and
 spread, which are saved with the model) and the rater's intercept and factor from the scorer. The
 note tower maps a note to a small hidden vector h; the head sees [h, i_u, f_u, f_u·h], so the
@@ -120,7 +120,9 @@ class PHMMeta:
 
 
 def describe_inputs(embedder: str, feature_names: Sequence[str]) -> list[str]:
-    from notes.supernotes import features as note_features  # pure; kept local to keep the import graph flat
+    from crowdnotes_site.lib.communitynotes.supernotes import (
+        features as note_features,  # pure; kept local to keep the import graph flat
+    )
 
     groups = [g for g, names in note_features.GROUPS.items() if set(names) <= set(feature_names)]
     return [f"note text embedding ({embedder})", "post text embedding (zeros when the post has no text)",

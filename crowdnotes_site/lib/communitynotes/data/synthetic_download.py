@@ -32,7 +32,7 @@ from typing import IO
 
 import numpy as np
 
-from crowdnotes_site.lib.scoring import download_file
+from crowdnotes_site.lib.communitynotes.data import files as download_file
 from crowdnotes_site.lib.xids import X_EPOCH_MS
 
 FULL = {

@@ -29,9 +29,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from crowdnotes_site.lib.scoring import download_file, scoring
-from crowdnotes_site.lib.scoring import scoring_tsv as stsv
+from crowdnotes_site.lib.communitynotes.data import files as download_file
+from crowdnotes_site.lib.communitynotes.data import scorer_input as stsv
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 
 FORMAT_VERSION = 1  # bump when the columnar layout changes: every shard converts again
 REQUIRED_RATING_COLUMNS = ("noteId", "raterParticipantId", "createdAtMillis", "helpfulnessLevel")

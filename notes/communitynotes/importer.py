@@ -27,11 +27,12 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models import Count, OuterRef, Subquery, UniqueConstraint
 from django.db.models.functions import Coalesce
 
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from crowdnotes_site.lib.scoring import download_file, pgcopy
+from crowdnotes_site.lib.communitynotes.data import files as download_file
+from crowdnotes_site.lib.communitynotes.data import pgcopy
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.research.delays import note_time_ms
 from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS, cap_text, find_urls
 from crowdnotes_site.lib.xids import snowflake_time
-from notes.analytics.delays import note_time_ms
 from notes.models import ImportCheckpoint, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating
 from notes.services import post_text_hash
 
@@ -540,7 +541,7 @@ def _text_lines(block: bytes) -> list[str]:
     return io.StringIO(block.decode("utf-8"), newline="").readlines()
 
 
-# The columns of cn_typed, sent as binary COPY rows (crowdnotes_site/lib/scoring/pgcopy.py).
+# The columns of cn_typed, sent as binary COPY rows (crowdnotes_site/lib/communitynotes/data/pgcopy.py).
 _TYPED_COLUMNS = (("note", ">i8"), ("rater", ">i8"), ("level", ">i2"), ("tagset", ">i4"), ("ms", ">i8"))
 
 

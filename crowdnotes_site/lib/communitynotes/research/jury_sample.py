@@ -29,10 +29,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from crowdnotes_site.lib.scoring import scoring, scoring_tsv
-from notes.supernotes import comparison, evaluation, jury, phm
-from notes.supernotes import features as nf
+from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+from crowdnotes_site.lib.communitynotes.supernotes import comparison, evaluation, jury, phm
+from crowdnotes_site.lib.communitynotes.supernotes import features as nf
 
 TRUTHS = {
     "sample": "the sample's own intercepts (our scorer on all the 2021 sample's ratings, the held-out ones included)",

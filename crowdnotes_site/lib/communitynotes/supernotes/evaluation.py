@@ -2,10 +2,10 @@
 empirically best note (highest intercept from the real ratings, which the PHM never saw)?
 
 Two populations: a synthetic one with a known truth (`evaluate_synthetic`, here) and the public sample
-(`notes.supernotes.sample_evaluation`: the colin-fraser 2021 notes and ratings, grouped into posts by
+(`crowdnotes_site.lib.communitynotes.research.jury_sample`: the colin-fraser 2021 notes and ratings, grouped into posts by
 tweetId, against two truths and beside one-line rules).
 
-Synthetic population (`synthetic_population`): crowdnotes_site.lib.scoring.synthetic.generate's raters and notes (known
+Synthetic population (`synthetic_population`): crowdnotes_site.lib.communitynotes.data.synthetic.generate's raters and notes (known
 factors), grouped into posts of `notes_per_post` notes; each note gets a stand-in "embedding" = a
 fixed random projection of its true (intercept, factor) plus noise (what a text embedding would
 carry about the note, imperfectly). The ratings of the evaluation posts' notes are held out from
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crowdnotes_site.lib.scoring import scoring, synthetic
-from notes.supernotes import features, jury, phm
+from crowdnotes_site.lib.communitynotes.data import synthetic
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+from crowdnotes_site.lib.communitynotes.supernotes import features, jury, phm
 
 EMBED_DIM = 16
 

@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from crowdnotes_site.lib import status as names
-from crowdnotes_site.lib.scoring import download_file
-from crowdnotes_site.lib.scoring.scoring import NOT_HELPFUL_TAGS as NOT_HELPFUL_TAG_COLUMNS
+from crowdnotes_site.lib.communitynotes.data import files as download_file
+from crowdnotes_site.lib.communitynotes.scoring.scorer import NOT_HELPFUL_TAGS as NOT_HELPFUL_TAG_COLUMNS
 
 csv.field_size_limit(sys.maxsize)
 

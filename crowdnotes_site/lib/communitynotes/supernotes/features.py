@@ -3,7 +3,7 @@ the text embedding, in named groups so that each group can be measured by ablati
 
 Groups (`GROUPS`):
 - sources: URL count, distinct registered domains, the source categories the evidence app assigns
-  (`evidence.search.categories.category_by_rules`), links to a social-media post, links to a
+  (`crowdnotes_site.lib.categories.category_by_rules`), links to a social-media post, links to a
   search-results page;
 - text: length (characters without the links, words) and specificity (numbers, percentages,
   dates, named entities by a capital-letter rule), the share of common English words (low for a
@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from crowdnotes_site.lib import categories
 from crowdnotes_site.lib.text_rules import find_urls, strip_urls
-from evidence.search import categories
 
 MISLEADING = "MISINFORMED_OR_POTENTIALLY_MISLEADING"
 

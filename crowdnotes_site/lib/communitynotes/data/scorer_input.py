@@ -1,4 +1,4 @@
-"""Score public Community Notes TSV files with crowdnotes_site/lib/scoring/scoring.py (no database).
+"""Score public Community Notes TSV files with crowdnotes_site/lib/communitynotes/scoring/scorer.py (no database).
 
 Preprocessing follows the reference: duplicate (note, rater) ratings keep the last one; ratings
 of notes absent from the notes file (deleted notes) are dropped unless the status history has
@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from crowdnotes_site.lib import status as names
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
-from crowdnotes_site.lib.scoring import scoring, scoring_explain
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.scoring import explain as scoring_explain
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 
 NOT_MISLEADING_UI_LAUNCH_MS = 1664755200000
 STATUS_CODES = {
@@ -27,7 +28,7 @@ STATUS_CODES = {
 }
 
 
-# Columns after the reference's: why each note has its status (crowdnotes_site/lib/scoring/scoring_explain.py).
+# Columns after the reference's: why each note has its status (crowdnotes_site/lib/communitynotes/scoring/explain.py).
 EXTRA_COLUMNS = (
     "activeRules",
     "decidedBy",

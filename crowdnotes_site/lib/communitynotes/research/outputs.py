@@ -1,4 +1,4 @@
-"""The research path's outputs (notes.analytics.download) read back for the analytics pages.
+"""The research path's outputs (crowdnotes_site.lib.communitynotes.research.run) read back for the analytics pages.
 
 Pure: files only, no ORM. The research command writes small summaries beside the big tables
 (delays.json, spikes.json, spikes_daily.tsv and one record per step); a page reads those, never
@@ -67,7 +67,7 @@ class ResearchRun:
         return {k: int(score.get(k, 0)) for k in ("helpful", "not_helpful", "needs_more_ratings")}
 
 
-# The shapes of the JSON files the page reads (what notes.analytics.download writes). A shape is a
+# The shapes of the JSON files the page reads (what crowdnotes_site.lib.communitynotes.research.run writes). A shape is a
 # dict of keys to shapes (a key ending in "?" may be absent), a one-item list (each item has that
 # shape), _Values(shape) (an object whose every value has it), or the Python types a value may have.
 _NUMBER = (int, float)

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from notes.supernotes import features as nf
+from crowdnotes_site.lib.communitynotes.supernotes import features as nf
 
 GROUPS = ("sources", "text", "classification")
 WRITER_LEFT_OUT = (
@@ -359,7 +359,7 @@ def train(
     """Sample, embed (timed apart), compute the note features and train the PHM (held out by note,
     as phm.train does). Returns the model (not saved) with the training data in `meta.extra`.
     `exclude_notes`, `raters`: see `read_sample` (evaluate_jury --download's folds)."""
-    from notes.supernotes import phm  # torch: commands and workers only
+    from crowdnotes_site.lib.communitynotes.supernotes import phm  # torch: commands and workers only
 
     folder = Path(folder)
     sample = read_sample(folder, rule, say, exclude_notes=exclude_notes, raters=raters)

@@ -29,13 +29,14 @@ from typing import Any
 from django.db import connection, models, transaction
 from django.db.backends.utils import CursorWrapper
 
-from crowdnotes_site.lib.scoring import columnar, download_file
-from crowdnotes_site.lib.scoring import communitynotes_io as cio
+from crowdnotes_site.lib.communitynotes.data import columnar
+from crowdnotes_site.lib.communitynotes.data import files as download_file
+from crowdnotes_site.lib.communitynotes.data import tsv as cio
+from crowdnotes_site.lib.communitynotes.research.delays import note_time_ms
 from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS, cap_text, find_urls
 from crowdnotes_site.lib.xids import snowflake_time
-from notes import communitynotes_import as cni
-from notes.analytics.delays import note_time_ms
 from notes.analytics.services import imported_history
+from notes.communitynotes import importer as cni
 from notes.models import ImportCheckpoint, ImportedNoteHistory, Note, NoteStatus, NoteStatusChange, Post
 from notes.services import post_text_hash
 

@@ -47,12 +47,13 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from crowdnotes_site.lib.scoring import columnar, scoring
-from notes.analytics import download
-from notes.supernotes import download_training as dt
-from notes.supernotes import features as nf
-from notes.supernotes import jury
-from notes.supernotes import sample_evaluation as se
+from crowdnotes_site.lib.communitynotes.data import columnar
+from crowdnotes_site.lib.communitynotes.research import jury_sample as se
+from crowdnotes_site.lib.communitynotes.research import phm_training as dt
+from crowdnotes_site.lib.communitynotes.research import run as download
+from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+from crowdnotes_site.lib.communitynotes.supernotes import features as nf
+from crowdnotes_site.lib.communitynotes.supernotes import jury
 
 TRUTH = "download"
 TRUTH_DESCRIPTION = (

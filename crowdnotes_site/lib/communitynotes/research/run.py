@@ -1,19 +1,19 @@
 """The research path over the whole public download folder (pure: no Django, no database).
 
-    python -m notes.analytics.download FOLDER        (or: manage.py research_download FOLDER)
+    python -m crowdnotes_site.lib.communitynotes.research.run FOLDER        (or: manage.py research_download FOLDER)
 
 Steps, each resumable (its outputs are written to temporary names and renamed, then a step
 record; a rerun skips a step whose record names the same inputs):
 1. convert: the TSVs (each a .tsv, or X's .zip of it, read from the zip) to Parquet in
-   FOLDER/columnar (crowdnotes_site.lib.scoring.columnar; only the files whose size or mtime
+   FOLDER/columnar (crowdnotes_site.lib.communitynotes.data.columnar; only the files whose size or mtime
    changed);
 2. score: the core scorer (the same statuses as score_communitynotes) -> scored_notes.tsv,
    helpfulness_scores.tsv;
 3. delays: the CrowdNotes+ delay table (post -> first note, note -> first verdict, note -> first
    Helpful, never left Needs More Ratings), with breakdowns by first verdict, classification and
-   creation month -> delays.json, delays_by_month.tsv; definitions of notes.analytics.delays;
+   creation month -> delays.json, delays_by_month.tsv; definitions of crowdnotes_site.lib.communitynotes.research.delays;
 4. spikes: daily notes with the rolling threshold and the spikes with their trending terms
-   (notes.analytics.spikes) -> spikes_daily.tsv, spikes.json.
+   (crowdnotes_site.lib.communitynotes.research.spikes) -> spikes_daily.tsv, spikes.json.
 Outputs go to FOLDER/research (or --out).
 """
 
@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from crowdnotes_site.lib.scoring import columnar, scoring_tsv
+from crowdnotes_site.lib.communitynotes.data import columnar
+from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv
+from crowdnotes_site.lib.communitynotes.research import delays, spikes
 from crowdnotes_site.lib.xids import X_EPOCH_MS
-from notes.analytics import delays, spikes
 
 STEPS = ("convert", "score", "delays", "spikes")
 SCORE_RATE_ESTIMATE = 400_000  # ratings/s for the estimate before scoring (10 M run on this machine: 416 K)
@@ -85,7 +86,7 @@ def _hours(ms: np.ndarray) -> np.ndarray:
 
 def delay_tables(col: Path) -> dict[str, Any]:
     """The delay table from the columnar notes and status history (vectorised; the same
-    definitions and numbers as notes.analytics.delays.delays_from_rows on the TSVs)."""
+    definitions and numbers as crowdnotes_site.lib.communitynotes.research.delays.delays_from_rows on the TSVs)."""
     notes = pq.read_table(
         sorted(col.glob("notes-*.parquet")), columns=["note_id", "created_at_ms", "tweet_id", "not_misleading"]
     )
@@ -144,7 +145,7 @@ def delay_tables(col: Path) -> dict[str, Any]:
             "not_in_notes_file": verdict_block(~in_notes),
         },
         "definitions": (
-            "notes.analytics.delays: note time = createdAtMillis, else the note id's time; post -> first "
+            "crowdnotes_site.lib.communitynotes.research.delays: note time = createdAtMillis, else the note id's time; post -> first "
             "note per post; note -> first verdict = timestampMillisOfFirstNonNMRStatus - note time; "
             "note -> first Helpful = the same for notes whose first non-NMR status was Helpful; negative "
             "delays counted in n_negative, left out of the percentiles"
@@ -180,7 +181,7 @@ def _months(ms: np.ndarray) -> np.ndarray:
 
 def spike_tables(col: Path, *, window: int = spikes.WINDOW_DAYS, k: float = spikes.K_SIGMA) -> dict[str, Any]:
     """Notes per creation day (UTC) with the rolling threshold, and the spikes with the trending
-    terms of their note texts (notes.analytics.spikes: the analytics page's rules)."""
+    terms of their note texts (crowdnotes_site.lib.communitynotes.research.spikes: the analytics page's rules)."""
     notes = pq.read_table(sorted(col.glob("notes-*.parquet")), columns=["note_id", "created_at_ms"])
     n_id = np.asarray(notes["note_id"].to_numpy(), dtype=np.int64)
     created = np.asarray(notes["created_at_ms"].to_numpy(), dtype=np.int64)
