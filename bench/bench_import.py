@@ -22,6 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from notes.scoring import reader as scoring_reader
+from notes.scoring import services as scoring_services
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdnotes_site.settings")
@@ -42,10 +45,9 @@ def child_rescore() -> None:
     from django.utils import timezone
 
     # Project modules load Django models: imported once django.setup() has run.
-    from notes import selectors, services
 
     t0 = time.perf_counter()
-    inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
+    inputs = scoring_reader.scoring_inputs(now=timezone.now(), lock_after_days=None)
     read_s = time.perf_counter() - t0
     del inputs
     runs = []
@@ -53,7 +55,7 @@ def child_rescore() -> None:
     # than 14 days), which changes their explanation once; the third run is unchanged.
     for label in ("first rescoring", "second (statuses now locked)", "unchanged rescoring"):
         t0 = time.perf_counter()
-        summary = services.notes_rescore()
+        summary = scoring_services.notes_rescore()
         runs.append((label, time.perf_counter() - t0, summary["notes_updated"], _peak_mb()))
     print(json.dumps({"read_s": read_s, "runs": runs}))
 

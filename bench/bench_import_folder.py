@@ -43,6 +43,8 @@ from pathlib import Path
 
 import psycopg
 
+from notes.scoring import services as scoring_services
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 PG = "postgres://postgres@127.0.0.1:5432"
@@ -321,13 +323,12 @@ def child_rescore() -> None:
     import django
 
     django.setup()
-    from notes import services
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     runs = []
     for label in ("first rescoring", "second rescoring")[: int(os.environ.get("BENCH_RESCORE_RUNS", "2"))]:
         t0 = time.perf_counter()
-        summary = services.notes_rescore()
+        summary = scoring_services.notes_rescore()
         runs.append((label, time.perf_counter() - t0, summary.get("ratings", 0), summary.get("notes_updated", 0),
                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))  # fmt: skip
     print(json.dumps({"base": base, "runs": runs}))

@@ -112,7 +112,7 @@ def child_request() -> None:
     django.setup()
     from django.db import transaction
 
-    from notes.services import notes_rescore_request
+    from notes.scoring.services import notes_rescore_request
 
     with transaction.atomic():
         run = notes_rescore_request(user=None)

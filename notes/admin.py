@@ -26,7 +26,7 @@ class NoteAdmin(admin.ModelAdmin):
     def rescore_notes(self, request: HttpRequest, queryset: QuerySet[Note]) -> None:
         # Deferred: the services import the whole app (numpy, the scorer); admin modules load in
         # every process's django.setup().
-        from notes import services
+        from notes.scoring import services
 
         services.notes_rescore_request(user=request.user)  # type: ignore[arg-type]
         self.message_user(request, "Rescoring queued on the cpu queue; statuses update when it finishes.")

@@ -15,6 +15,7 @@ from notes import services
 from notes.analytics.topics import post_classify_topic
 from notes.living import services as living
 from notes.models import Post
+from notes.scoring import services as scoring
 from notes.supernotes import services as supernotes
 
 
@@ -47,7 +48,7 @@ def topic_classify_post(post_id: int) -> str | None:
 )
 def score_notes(run_id: int | None = None) -> dict[str, Any]:
     """Score every note; the run (asked for by an admin, or a new scheduled one) is recorded."""
-    run = services.scoring_run_execute(run_id=run_id)
+    run = scoring.scoring_run_execute(run_id=run_id)
     return dict(run.summary)
 
 
@@ -98,7 +99,7 @@ def work_sweep() -> dict[str, list[int]]:
         "preflights": preflight_checks_sweep(),
         "automation_runs": automation_runs_sweep(),
         "supernote_runs": supernotes.supernote_runs_sweep(),
-        "scoring_runs": services.scoring_runs_sweep(),
+        "scoring_runs": scoring.scoring_runs_sweep(),
         "revision_runs": living.revision_runs_sweep(),
     }
 

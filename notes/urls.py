@@ -4,6 +4,8 @@ from django.urls import path
 
 from notes import views
 from notes.living import views as living
+from notes.scoring import views as scoring
+from notes.supernotes import views as supernotes
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -25,15 +27,15 @@ urlpatterns = [
     path("me/notes/<int:note_id>/", views.my_note_detail, name="my_note_detail"),
     path("rate/", views.rating_queue, name="rating_queue"),
     path("rate/<int:note_id>/", views.rate_note, name="rate_note"),
-    path("scoring/", views.scoring_page, name="scoring"),
-    path("scoring/rescore/", views.rescore, name="rescore"),
-    path("supernotes/stuck/", views.stuck_posts, name="stuck_posts"),
-    path("supernotes/evaluation/", views.supernote_evaluation, name="supernote_evaluation"),
-    path("supernotes/posts/<int:post_id>/generate/", views.supernote_generate, name="supernote_generate"),
-    path("supernotes/runs/<int:run_id>/", views.supernote_run, name="supernote_run"),
-    path("compare/posts/<int:post_id>/", views.comparison_start, name="comparison_start"),
-    path("compare/<int:comparison_id>/", views.comparison, name="comparison"),
-    path("compare/results/", views.comparison_results, name="comparison_results"),
+    path("scoring/", scoring.scoring_page, name="scoring"),
+    path("scoring/rescore/", scoring.rescore, name="rescore"),
+    path("supernotes/stuck/", supernotes.stuck_posts, name="stuck_posts"),
+    path("supernotes/evaluation/", supernotes.supernote_evaluation, name="supernote_evaluation"),
+    path("supernotes/posts/<int:post_id>/generate/", supernotes.supernote_generate, name="supernote_generate"),
+    path("supernotes/runs/<int:run_id>/", supernotes.supernote_run, name="supernote_run"),
+    path("compare/posts/<int:post_id>/", supernotes.comparison_start, name="comparison_start"),
+    path("compare/<int:comparison_id>/", supernotes.comparison, name="comparison"),
+    path("compare/results/", supernotes.comparison_results, name="comparison_results"),
     path("rate/<int:note_id>/withdraw/", views.rating_withdraw, name="rating_withdraw"),
     path("posts/<int:post_id>/request/", living.request_note, name="request_note"),
     path("requested/", living.request_queue, name="request_queue"),

@@ -11,9 +11,8 @@ from django.utils.html import format_html
 
 from crowdnotes_site import limits
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
-from crowdnotes_site.lib.communitynotes.supernotes import comparison as comparison_module
 from crowdnotes_site.lib.memo import Memo
-from crowdnotes_site.limits import limited, limited_site
+from crowdnotes_site.limits import limited
 from evidence import snippets
 from evidence.models import Snippet
 from evidence.search.selectors import automation_view
@@ -23,23 +22,24 @@ from notes import selectors, services
 from notes.analytics.selectors import spike_queue
 from notes.forms import (
     AddEvidenceForm,
-    ComparisonForm,
     ContributeForm,
     DraftTextForm,
     NoteForm,
     RatingForm,
     SignupForm,
 )
+from notes.list_filters import hidden_context, list_filters, text_context
 from notes.living import selectors as living_selectors
 from notes.living import services as living_services
-from notes.models import DraftJob, Note, Participant, Post, SupernoteComparison, SupernoteRun, Topic, hidden_over
+from notes.models import DraftJob, Note, Participant, Post, Topic
 from notes.supernotes import selectors as supernote_selectors
 from notes.supernotes import services as supernote_services
+from notes.supernotes.views import run_context
 
 
 @endpoint(methods=["GET"], permission=PUBLIC)
 def home(request: HttpRequest) -> HttpResponse:
-    topic, page_number, text = _list_filters(request)
+    topic, page_number, text = list_filters(request)
     hidden_notes = supernote_selectors.hidden_note_ids(user=request.user)
     home = selectors.posts_for_home(page=page_number, topic=topic, text=text, hidden_notes=hidden_notes)
     # The list is the same for every visitor: rendered once per worker and content (rendering 20
@@ -51,27 +51,14 @@ def home(request: HttpRequest) -> HttpResponse:
             {"home": home, "topic": topic, "text": text, "shown": _shown_on_home(home)},
         ),
     )
-    context = {"listing": listing.value, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
-    return render(request, "notes/home.html", {**context, **_hidden(home.hidden_without_text)})
+    context = {"listing": listing.value, "topics": Topic.choices, "topic": topic, **text_context(request, text)}
+    return render(request, "notes/home.html", {**context, **hidden_context(home.hidden_without_text)})
 
 
 def _shown_on_home(home: selectors.HomePage) -> dict[int, living_selectors.ShownStatus]:
     """A note whose new version gathers ratings shows the version the crowd rated, as on its post's
     page (derived from each note's text and status, which the list's content key holds)."""
     return living_selectors.shown_statuses(notes=[note for post in home.posts for note in post.notes.all()])
-
-
-def _hidden(count: int) -> dict[str, int]:
-    """What notes/_text_hidden.html shows: the hidden count, and the cap when it was passed."""
-    return {"hidden": count, "hidden_over": hidden_over(count)}
-
-
-def _text_context(request: HttpRequest, text: str) -> dict[str, object]:
-    """The "post text" filter's choices and the query string that shows the hidden posts too."""
-    query = request.GET.copy()
-    query["text"] = selectors.TEXT_ALL
-    query.pop("page", None)
-    return {"text": text, "text_choices": selectors.TEXT_FILTER_CHOICES, "show_query": query.urlencode()}
 
 
 _HOME_LISTS: Memo[str] = Memo(size=64)
@@ -97,7 +84,7 @@ def post_detail(request: HttpRequest, post_id: int) -> HttpResponse:
                "n_blind": len(left_out), "comparisons": sorted({open_comparisons[pk] for pk in left_out})}  # fmt: skip
     # A note whose new version gathers ratings keeps showing the version the crowd rated.
     context["shown"] = living_selectors.shown_statuses(notes=notes)
-    return render(request, "notes/post_detail.html", {**context, **(_run_context(run) if run_visible else {})})
+    return render(request, "notes/post_detail.html", {**context, **(run_context(run) if run_visible else {})})
 
 
 @endpoint(methods=["GET", "POST"], permission=PUBLIC)
@@ -403,9 +390,9 @@ def rating_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "notes": notes,
         "pairs": pairs,
-        **_hidden(hidden),
+        **hidden_context(hidden),
         "invitations": invitations,
-        **_text_context(request, text),
+        **text_context(request, text),
     }
     return render(request, "notes/rating_queue.html", context)
 
@@ -479,23 +466,6 @@ def rating_withdraw(request: AuthenticatedHttpRequest, note_id: int) -> HttpResp
     return redirect("rating_queue")
 
 
-@endpoint(methods=["POST"], permission="notes.run_scoring")
-def rescore(request: AuthenticatedHttpRequest) -> HttpResponse:
-    services.notes_rescore_request(user=request.user)
-    if request.htmx:
-        return render(request, "notes/scoring.html#runs", {"overview": selectors.scoring_overview()})
-    messages.success(request, "Rescoring queued; this page shows its progress.")
-    return redirect("scoring")
-
-
-@endpoint(methods=["GET"], permission="notes.run_scoring")
-def scoring_page(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Admin: the scorer's runs (last run, duration, counts, status changes, next run), rescore now."""
-    overview = selectors.scoring_overview()
-    template = "notes/scoring.html#runs" if request.htmx else "notes/scoring.html"
-    return render(request, template, {"overview": overview})
-
-
 @endpoint(methods=["POST"], permission="notes.add_note")
 @limited("preflight")
 def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
@@ -512,137 +482,3 @@ def note_preflight(request: AuthenticatedHttpRequest, job_id: int) -> HttpRespon
     check = services.note_preflight(job=job, gate=gate, text=form.cleaned_data["text"], user=request.user)
     # Post/redirect/get: a reload shows the verdicts, it never queues the judges again.
     return redirect(f"{reverse('draft_detail', args=[job.pk])}?check={check.pk}#preflight-result")
-
-
-# --- Supernotes ------------------------------------------------------------------------------
-
-
-def _run_context(run: SupernoteRun | None) -> dict[str, object]:
-    """What the post page and the run page show of a run: provenance, the chosen candidate, and
-    the rejected candidates grouped by the first filter they failed."""
-    if run is None:
-        return {}
-    candidates = list(run.candidates.all())
-    rejected: dict[str, int] = {}
-    for c in candidates:
-        failed = c.failed_filters
-        if failed:
-            name = str(failed[0]["filter"])
-            rejected[name] = rejected.get(name, 0) + 1
-    scored = sorted((c for c in candidates if c.jury_intercept is not None), key=lambda c: -(c.jury_intercept or 0))
-    # The proposal is the best-scored candidate (runs before winner_index: the top-scored one with its text).
-    if run.winner_index is not None:
-        chosen = next((c for c in candidates if c.index == run.winner_index), None) if run.proposed_note else None
-    else:
-        chosen = scored[0] if run.proposed_note and scored and scored[0].text == run.proposed_note.text else None
-    return {
-        "sources": supernote_selectors.source_notes(run=run),
-        "candidates": candidates,
-        "n_passed": sum(c.passed for c in candidates),
-        "rejected_by_filter": sorted(rejected.items()),
-        "chosen": chosen,
-        "top_scored": scored[:5],
-    }
-
-
-@endpoint(methods=["GET"], permission="notes.add_supernoterun")
-def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
-    topic, page, text = _list_filters(request)
-    stuck = supernote_selectors.stuck_page(page=page, topic=topic, text=text)
-    context = {"stuck": stuck, "topics": Topic.choices, "topic": topic, **_text_context(request, text)}
-    return render(request, "notes/stuck_posts.html", {**context, **_hidden(stuck.hidden_without_text)})
-
-
-@endpoint(methods=["GET"], permission="notes.add_supernoterun")
-def supernote_evaluation(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """The jury against one-line rules on the public sample, as stored by `evaluate_jury --sample --store`
-    (computed offline, never in a request)."""
-    return render(request, "notes/supernote_evaluation.html", {"evaluation": supernote_selectors.jury_evaluation()})
-
-
-def _list_filters(request: HttpRequest) -> tuple[str, int, str]:
-    """The health topic, page number and post-text filter of a list page's query string."""
-    topic = request.GET.get("topic", "")
-    page = request.GET.get("page", "1")
-    page_number = int(page) if page.isdigit() and 0 < int(page) <= 10_000 else 1
-    return (topic if topic in Topic.values else ""), page_number, selectors.text_filter(request.GET.get("text"))
-
-
-@endpoint(methods=["POST"], permission="notes.add_supernoterun")
-@limited("supernote")
-@limited_site("supernote_site")
-def supernote_generate(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
-    post = get_object_or_404(Post, pk=post_id)
-    try:
-        run = supernote_services.supernote_run_start(post=post, user=request.user)
-    except supernote_services.SupernoteError as exc:
-        messages.error(request, str(exc))
-        return redirect("stuck_posts")
-    return redirect("supernote_run", run_id=run.pk)
-
-
-@endpoint(methods=["GET"], permission="notes.add_supernoterun")
-def supernote_run(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(SupernoteRun.objects.select_related("post", "proposed_note"), pk=run_id)
-    if not supernote_services.supernote_run_visible_to(run, request.user):
-        raise PermissionDenied("A Supernote run is shown to admins and to the person who started it.")
-    context = {"run": run, "active": run.state in (SupernoteRun.State.QUEUED, SupernoteRun.State.RUNNING),
-               **_run_context(run)}  # fmt: skip
-    template = "notes/_supernote_run.html" if request.htmx else "notes/supernote_run.html"
-    return render(request, template, context)
-
-
-# --- Blind comparison of a Supernote with the best existing note ----------------------------
-# The URLs say "compare", never "supernote": nothing on the rater's page may tell which note is which.
-
-
-@endpoint(methods=["POST"], permission="notes.add_supernotecomparison")
-def comparison_start(request: AuthenticatedHttpRequest, post_id: int) -> HttpResponse:
-    post = get_object_or_404(Post, pk=post_id)
-    try:
-        item = supernote_services.comparison_assign(rater=_participant(request), post=post)
-    except supernote_services.ComparisonError as exc:
-        if exc.forbidden:
-            raise PermissionDenied(str(exc)) from exc
-        messages.error(request, str(exc))
-        return redirect("rating_queue")
-    return redirect("comparison", comparison_id=item.pk)
-
-
-@endpoint(methods=["GET", "POST"], permission="notes.add_supernotecomparison")
-@limited("rating")
-def comparison(request: AuthenticatedHttpRequest, comparison_id: int) -> HttpResponse:
-    """Two notes of one post as Note A and Note B (stored order), no origin, author or status."""
-    participant = _participant(request)
-    item = get_object_or_404(
-        SupernoteComparison.objects.select_related("supernote__post", "other_note"), pk=comparison_id, rater=participant
-    )
-    form = ComparisonForm(request.POST if request.method == "POST" else None)
-    if request.method == "POST" and form.is_valid():  # the service refuses a second, different answer
-        try:
-            supernote_services.comparison_answer(
-                item=item, rater=participant, preferred=form.cleaned_data["preferred"], scores_a=form.scores("a"),
-                scores_b=form.scores("b"),
-            )  # fmt: skip
-        except supernote_services.ComparisonError as exc:
-            form.add_error(None, str(exc))
-        else:
-            messages.success(request, "Thanks, your comparison is saved.")
-            return redirect("rating_queue")
-    elif request.method == "POST" and item.answered_at is not None:
-        form.add_error(None, "You already answered this comparison: one answer per rater and pair.")
-    sides = supernote_selectors.comparison_sides(item=item)
-    context = {
-        "item": item, "form": form, "post": item.supernote.post,
-        "sides_list": [("A", sides.note_a), ("B", sides.note_b)],
-        "field_groups": [("A", form.note_a_fields), ("B", form.note_b_fields)],
-    }  # fmt: skip
-    return render(request, "notes/comparison.html", context, status=400 if form.errors else 200)
-
-
-@endpoint(methods=["GET"], permission="notes.view_supernotecomparison")
-def comparison_results(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """Admin: the Supernote's win rate in the blind comparisons (Wilson 95 %), per-statement means."""
-    context = {"result": supernote_selectors.comparison_results(),
-               "study_percent": round(100 * comparison_module.STUDY_WIN_RATE, 1)}  # fmt: skip
-    return render(request, "notes/comparison_results.html", context)

@@ -18,9 +18,9 @@ from crowdnotes_site.transitions import Stateful, transition_rows
 from evidence.models import AutomationRun
 from judging import services as judging
 from judging.models import JudgeRun, PreflightCheck
-from notes import services as notes
 from notes.living import services as living
 from notes.models import DraftJob, Note, NoteVersion, RevisionRun, ScoringRun, SupernoteRun
+from notes.scoring import services as scoring_services
 from notes.supernotes import services as supernotes
 from tests.notes.factories import make_job, make_post, make_ready_snippet
 from xnotes import services as xnotes
@@ -177,7 +177,7 @@ def test_finished_runs_are_not_claimed_retried_or_failed_again(contributor: Any)
 def test_a_skipped_scoring_run_is_not_claimed_again(contributor: Any) -> None:
     run = _rows(contributor)["scoring run: skipped -> running"][0]
     unchanged = _unchanged(run)
-    assert notes.scoring_run_execute(run_id=run.pk).state == ScoringRun.State.SKIPPED
+    assert scoring_services.scoring_run_execute(run_id=run.pk).state == ScoringRun.State.SKIPPED
     assert unchanged()
 
 

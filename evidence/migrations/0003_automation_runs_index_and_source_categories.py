@@ -14,7 +14,7 @@ def create_full_text_index(apps, schema_editor):
 
 def categorize_existing_sources(apps, schema_editor):
     # Sources fetched before categories existed get theirs from the built-in rules (analytics charts them).
-    from evidence.search.categories import category_by_rules
+    from crowdnotes_site.lib.categories import category_by_rules
 
     EvidenceSource = apps.get_model("evidence", "EvidenceSource")
     for source in EvidenceSource.objects.filter(category="").only("id", "url", "final_url").iterator():

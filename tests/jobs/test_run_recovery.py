@@ -28,8 +28,8 @@ from evidence.models import AutomationRun
 from evidence.search import services as search_services
 from judging import services as judging_services
 from judging.models import JudgeDecision, JudgeRun, PreflightCheck
-from notes import services as notes_services
 from notes.models import NoteStatusChange, ScoringRun, SupernoteRun
+from notes.scoring import services as scoring_services
 from notes.supernotes import services as supernotes
 from notes.tasks import work_sweep
 from tests.conftest import wait_for
@@ -143,7 +143,7 @@ def test_the_sweeper_requeues_each_kind_of_run_whose_claim_expired_once(
         assert judging_services.judge_runs_sweep() == [judge.pk]
         assert search_services.automation_runs_sweep() == [automation.pk]
         assert supernotes.supernote_runs_sweep() == [supernote.pk]
-        assert notes_services.scoring_runs_sweep() == [scoring.pk]
+        assert scoring_services.scoring_runs_sweep() == [scoring.pk]
     assert [(c.task, c.args) for c in callbacks] == [
         ("judging.tasks.judge_run_step", (judge.pk,)),
         ("evidence.tasks.automation_run_step", (automation.pk,)),
@@ -234,13 +234,13 @@ def test_a_scoring_run_of_a_lost_worker_is_swept_in_its_admins_turn_and_finished
     worker_factory: Any, admin_user: Any
 ) -> None:
     _stuck_post()  # notes and ratings to score
-    run = notes_services.notes_rescore_request(user=admin_user)
+    run = scoring_services.notes_rescore_request(user=admin_user)
     purge_broker()  # a worker took the message ...
     ScoringRun.objects.filter(pk=run.pk).update(  # ... claimed the run and died
         state="running", claimed_until=timezone.now() - timedelta(seconds=1), started_at=timezone.now(), attempts=1
     )
-    assert notes_services.scoring_runs_sweep() == [run.pk]
-    assert notes_services.scoring_runs_sweep() == []  # re-queued once
+    assert scoring_services.scoring_runs_sweep() == [run.pk]
+    assert scoring_services.scoring_runs_sweep() == []  # re-queued once
     sent = OutboxMessage.objects.filter(task_name="notes.tasks.score_notes").order_by("pk")
     assert [(m.args, m.owner_id, m.priority) for m in sent] == [
         ([run.pk], admin_user.pk, 0),
@@ -253,7 +253,7 @@ def test_a_scoring_run_of_a_lost_worker_is_swept_in_its_admins_turn_and_finished
     assert run.summary["notes"] > 0 and run.finished_at is not None
     changes = NoteStatusChange.objects.count()
     # Finished once: a duplicate delivery finds nothing to claim and changes nothing.
-    again = notes_services.scoring_run_execute(run_id=run.pk)
+    again = scoring_services.scoring_run_execute(run_id=run.pk)
     assert (again.state, again.attempts, again.finished_at) == ("done", 2, run.finished_at)
     assert NoteStatusChange.objects.count() == changes
-    assert notes_services.scoring_runs_sweep() == []
+    assert scoring_services.scoring_runs_sweep() == []

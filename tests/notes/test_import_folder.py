@@ -21,7 +21,6 @@ from django.db import connection
 
 from crowdnotes_site.lib.communitynotes.data import synthetic_download as download_synth
 from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
-from notes import selectors, services
 from notes.models import (
     ImportCheckpoint,
     ImportedNoteHistory,
@@ -32,6 +31,9 @@ from notes.models import (
     Post,
     Rating,
 )
+from notes.scoring import reader as scoring_reader
+from notes.scoring import selectors as scoring_selectors
+from notes.scoring import services as scoring_services
 from tests.support import worker as worker_support
 
 SCALE = 0.0005  # ~1,250 notes, ~90 K rating lines in 8 shards
@@ -387,9 +389,9 @@ def test_rescoring_an_imported_download_reads_by_binary_copy_what_the_orm_reads(
     give the arrays of the ORM queries, and the statuses it writes are the scorer's on those."""
     _import(str(download))
     now = datetime(2026, 3, 1, tzinfo=UTC)
-    lock = services.APP_SCORING_CONFIG.lock_after_days
-    by_copy = selectors.scoring_inputs(now=now, lock_after_days=lock, binary=True)
-    by_orm = selectors.scoring_inputs(now=now, lock_after_days=lock, binary=False)
+    lock = scoring_selectors.APP_SCORING_CONFIG.lock_after_days
+    by_copy = scoring_reader.scoring_inputs(now=now, lock_after_days=lock, binary=True)
+    by_orm = scoring_reader.scoring_inputs(now=now, lock_after_days=lock, binary=False)
     assert by_copy.ratings.value.dtype == np.float32 and by_copy.ratings.rater.dtype == np.int32
     assert len(by_copy.ratings.value) == Rating.objects.count() > 80_000
     assert _sorted_ratings(by_copy.ratings) == _sorted_ratings(by_orm.ratings)
@@ -400,11 +402,11 @@ def test_rescoring_an_imported_download_reads_by_binary_copy_what_the_orm_reads(
                  "locked_status"):  # fmt: skip
         assert np.array_equal(getattr(by_copy.meta, name), getattr(by_orm.meta, name)), name
     expected = scoring.score(
-        by_orm.ratings, by_orm.meta, len(by_orm.participant_pks), services.APP_SCORING_CONFIG,
+        by_orm.ratings, by_orm.meta, len(by_orm.participant_pks), scoring_selectors.APP_SCORING_CONFIG,
         now_ms=int(now.timestamp() * 1000),
     )  # fmt: skip
-    monkeypatch.setattr(services, "_UPDATE_BY_COPY_ROWS", 100)  # the writes go by COPY + UPDATE … FROM
-    summary = services.notes_rescore(now=now)
+    monkeypatch.setattr(scoring_services, "_UPDATE_BY_COPY_ROWS", 100)  # the writes go by COPY + UPDATE … FROM
+    summary = scoring_services.notes_rescore(now=now)
     assert summary["ratings"] == len(by_orm.ratings.value) and summary["notes_updated"] > 0
     written = dict(Note.objects.values_list("pk", "status"))
     names = [scoring.STATUS_NAMES[s] for s in expected.status.tolist()]
@@ -412,8 +414,8 @@ def test_rescoring_an_imported_download_reads_by_binary_copy_what_the_orm_reads(
     assert {NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL, NoteStatus.NEEDS_MORE_RATINGS} <= set(names)
     # The notes are from 2023-2024: from the second run on their statuses are locked (older than
     # the lock age), which changes their explanation once; the third run writes nothing.
-    services.notes_rescore(now=now)
-    assert services.notes_rescore(now=now)["notes_updated"] == 0
+    scoring_services.notes_rescore(now=now)
+    assert scoring_services.notes_rescore(now=now)["notes_updated"] == 0
     assert [written[pk] for pk in by_orm.note_pks.tolist()] == list(
         Note.objects.order_by("pk").values_list("status", flat=True)
     )

@@ -419,7 +419,7 @@ def test_a_revision_that_beats_the_margin_is_proposed_and_published_once_its_aut
 def test_ratings_of_a_replaced_version_do_not_feed_the_scorer(
     phm_dir: Path, llm_server: ScriptedLLM, settings: Any, db: None
 ) -> None:
-    from notes.selectors import _rating_arrays, scoring_inputs
+    from notes.scoring.reader import _rating_arrays, scoring_inputs
 
     settings.REVISION_JURY_MARGIN = -10.0
     note, _ = _living_note(phm_dir)

@@ -10,9 +10,10 @@ import pytest
 
 from judging import services as judging_services
 from judging.models import JudgeDecision, JudgeRun
-from notes import selectors, services
+from notes import services
 from notes.models import Note, Participant, Rating, RatingLevel
 from notes.roles import CONTRIBUTOR
+from notes.scoring import selectors as scoring_selectors
 from tests.conftest import _client_for
 from tests.judging.factories import note_with_evidence
 from tests.judging.llm_answers import answers
@@ -144,7 +145,7 @@ def test_it_explains_a_note_that_needs_raters_from_the_other_side(contributor: A
     note = _own_note(contributor)
     for rater in _camp("left", 3, -0.8):
         Rating.objects.create(note=note, rater=rater, level=RatingLevel.HELPFUL)
-    explanation = selectors.status_explanation(note=note)
+    explanation = scoring_selectors.status_explanation(note=note)
     assert explanation.n_ratings == 3
     assert [(s.ratings, s.helpful) for s in explanation.sides] == [(3, 3), (0, 0)]
     assert explanation.reasons[0] == "3 ratings so far; a status needs at least 5: 2 more."
@@ -158,7 +159,7 @@ def test_it_explains_a_scored_note_from_its_intercept_and_factor(contributor: An
         Rating.objects.create(note=note, rater=rater, level=RatingLevel.SOMEWHAT_HELPFUL)
     Note.objects.filter(pk=note.pk).update(intercept=0.21, factor=0.05)
     note.refresh_from_db()
-    reasons = selectors.status_explanation(note=note).reasons
+    reasons = scoring_selectors.status_explanation(note=note).reasons
     assert reasons == [
         "Helpfulness score 0.210: Helpful needs 0.40 or more (agreement across sides); Not Helpful needs below -0.090."
     ]

@@ -19,8 +19,10 @@ from crowdnotes_site.lib.communitynotes.data import synthetic
 from crowdnotes_site.lib.communitynotes.scoring import explain as scoring_explain
 from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.queue import Enqueued
-from notes import selectors, services
 from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel, ScoringRun
+from notes.scoring import reader as scoring_reader
+from notes.scoring import selectors as scoring_selectors
+from notes.scoring import services as scoring_services
 from notes.tasks import score_notes
 from tests.conftest import wait_for
 
@@ -58,10 +60,10 @@ def _load_synthetic(
 def test_it_writes_statuses_parameters_and_status_history() -> None:
     _load_synthetic()
     now = timezone.now()
-    summary = services.notes_rescore(now=now)
+    summary = scoring_services.notes_rescore(now=now)
     assert summary["status_changes"] > 0
     # The database now holds exactly what the pure scorer computes from the same rows.
-    inputs = selectors.scoring_inputs(now=now, lock_after_days=None)
+    inputs = scoring_reader.scoring_inputs(now=now, lock_after_days=None)
     expected = scoring.score(inputs.ratings, inputs.meta, len(inputs.participant_pks))
     by_pk = {n.pk: n for n in Note.objects.all()}
     for i, pk in enumerate(inputs.note_pks.tolist()):
@@ -83,7 +85,7 @@ def test_it_writes_statuses_parameters_and_status_history() -> None:
     assert target is not None
     Rating.objects.filter(note=target).update(level=RatingLevel.NOT_HELPFUL)
     later = now + timedelta(hours=1)
-    again = services.notes_rescore(now=later)
+    again = scoring_services.notes_rescore(now=later)
     assert again["status_changes"] >= 1
     target.refresh_from_db()
     assert target.status == NoteStatus.NOT_HELPFUL
@@ -92,7 +94,7 @@ def test_it_writes_statuses_parameters_and_status_history() -> None:
     assert (last.previous_status, last.status, last.changed_at) == (NoteStatus.HELPFUL, NoteStatus.NOT_HELPFUL, later)
     # Nothing changed since: no new history.
     before = NoteStatusChange.objects.count()
-    assert services.notes_rescore(now=later + timedelta(minutes=5))["status_changes"] == 0
+    assert scoring_services.notes_rescore(now=later + timedelta(minutes=5))["status_changes"] == 0
     assert NoteStatusChange.objects.count() == before
 
 
@@ -100,11 +102,11 @@ def test_it_writes_statuses_parameters_and_status_history() -> None:
 def test_it_locks_statuses_of_old_scored_notes() -> None:
     _load_synthetic(seed=4)
     now = timezone.now()
-    services.notes_rescore(now=now)
+    scoring_services.notes_rescore(now=now)
     target = Note.objects.filter(status=NoteStatus.HELPFUL).first()
     assert target is not None
     Rating.objects.filter(note=target).update(level=RatingLevel.NOT_HELPFUL)
-    services.notes_rescore(now=now + timedelta(days=15))  # note created a day before `now`: now locked
+    scoring_services.notes_rescore(now=now + timedelta(days=15))  # note created a day before `now`: now locked
     target.refresh_from_db()
     assert target.status == NoteStatus.HELPFUL
 
@@ -156,12 +158,12 @@ def test_it_rescores_in_a_real_worker(celery_worker: Any) -> None:
 
 
 def test_it_uses_utc_times() -> None:
-    assert selectors._millis(datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)) == 1000
+    assert scoring_reader._millis(datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)) == 1000
 
 
 @pytest.mark.django_db
 def test_it_rescores_an_empty_database() -> None:
-    summary = services.notes_rescore()
+    summary = scoring_services.notes_rescore()
     assert summary["notes"] == 0 and summary["status_changes"] == 0
 
 
@@ -170,7 +172,7 @@ def test_it_counts_ratings_made_long_after_the_note() -> None:
     # Notes written 10 days before their ratings: the reference's 48-hour window would leave no
     # rater with a valid rating, so nobody would pass the reputation filter.
     _load_synthetic(seed=9, note_age=timedelta(days=10))
-    services.notes_rescore()
+    scoring_services.notes_rescore()
     assert Participant.objects.exclude(rater_factor=None).count() > 50
     assert Note.objects.filter(status=NoteStatus.HELPFUL).exists()
 
@@ -188,7 +190,7 @@ def test_it_reads_ratings_into_scorer_arrays() -> None:
         note=note, rater=b, level=RatingLevel.SOMEWHAT_HELPFUL, tags=["helpfulClear", "notHelpfulHardToUnderstand"],
         created_at=when + timedelta(seconds=1),
     )  # fmt: skip
-    inputs = selectors.scoring_inputs(now=timezone.now(), lock_after_days=None)
+    inputs = scoring_reader.scoring_inputs(now=timezone.now(), lock_after_days=None)
     r = inputs.ratings
     assert r.created_at_ms is not None
     order = np.argsort(r.created_at_ms)
@@ -208,16 +210,18 @@ def test_it_reads_ratings_into_scorer_arrays() -> None:
 def test_it_stores_why_each_note_has_its_status_and_shows_it(admin_client: Any, anon_client: Any) -> None:
     _load_synthetic(seed=5)
     now = timezone.now()
-    services.notes_rescore(now=now)
-    inputs = selectors.scoring_inputs(now=now, lock_after_days=None)
-    expected = scoring.score(inputs.ratings, inputs.meta, len(inputs.participant_pks), services.APP_SCORING_CONFIG)
+    scoring_services.notes_rescore(now=now)
+    inputs = scoring_reader.scoring_inputs(now=now, lock_after_days=None)
+    expected = scoring.score(
+        inputs.ratings, inputs.meta, len(inputs.participant_pks), scoring_selectors.APP_SCORING_CONFIG
+    )
     whys = scoring_explain.why_rows(expected)
     by_pk = {n.pk: n for n in Note.objects.all()}
     deciding = set()
     for i, pk in enumerate(inputs.note_pks.tolist()):
         note = by_pk[pk]
         assert note.score_rules == list(whys[i].rules)
-        assert note.score_explanation == scoring_explain.explain(whys[i], services.APP_SCORING_CONFIG)
+        assert note.score_explanation == scoring_explain.explain(whys[i], scoring_selectors.APP_SCORING_CONFIG)
         assert (note.neg_side_ratings, note.pos_side_ratings) == (whys[i].neg_count, whys[i].pos_count)
         deciding.add((note.status, note.score_rules[-1]))
     # Several status paths occur, each with its own rule.
@@ -234,13 +238,13 @@ def test_it_stores_why_each_note_has_its_status_and_shows_it(admin_client: Any, 
     assert "Why: Currently Rated Helpful: raters who usually disagree with each other both found it helpful." in public
     assert helpful.score_explanation not in public  # no intercepts for readers without view_scores
     # An unchanged rescoring rewrites nothing (the explanation is compared too).
-    assert services.notes_rescore(now=now + timedelta(minutes=1))["notes_updated"] == 0
+    assert scoring_services.notes_rescore(now=now + timedelta(minutes=1))["notes_updated"] == 0
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("slice_rows", [1_000_000, 7, 250])  # one slice; slices cut mid-row anyhow
 def test_binary_copy_reads_the_same_arrays_as_the_query_path(slice_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(selectors, "_COPY_SLICE_BYTES", slice_rows * selectors._COPY_ROW.itemsize + 3)
+    monkeypatch.setattr(scoring_reader, "_COPY_SLICE_BYTES", slice_rows * scoring_reader._COPY_ROW.itemsize + 3)
     _load_synthetic(n_ratings=3000, seed=6)
     first = Rating.objects.order_by("pk")[:50]
     tagged = [r.pk for r in first]
@@ -248,8 +252,8 @@ def test_binary_copy_reads_the_same_arrays_as_the_query_path(slice_rows: int, mo
     Rating.objects.filter(pk__in=tagged[25:]).update(tags=["helpfulClear", "notHelpfulSpamHarassmentOrAbuse"])
     people = np.array(sorted(Participant.objects.values_list("pk", flat=True)), dtype=np.int64)
     notes = np.array(sorted(Note.objects.values_list("pk", flat=True)), dtype=np.int64)
-    copied = selectors._rating_arrays_copy(people, notes)
-    queried = selectors._rating_arrays(
+    copied = scoring_reader._rating_arrays_copy(people, notes)
+    queried = scoring_reader._rating_arrays(
         {int(p): i for i, p in enumerate(people)}, {int(n): i for i, n in enumerate(notes)}
     )
     assert len(copied.value) == Rating.objects.count() == len(queried.value)
@@ -262,7 +266,7 @@ def test_binary_copy_reads_the_same_arrays_as_the_query_path(slice_rows: int, mo
     assert copied.not_helpful_tags is not None
     assert int((copied.not_helpful_tags == scoring.TAG_BIT["notHelpfulSpamHarassmentOrAbuse"]).sum()) == 25
     Rating.objects.all().delete()
-    empty = selectors._rating_arrays_copy(people, notes)
+    empty = scoring_reader._rating_arrays_copy(people, notes)
     assert len(empty.value) == len(empty.rater) == 0
 
 
@@ -286,11 +290,11 @@ def test_a_rescoring_that_rewrites_most_notes_refreshes_the_planners_statistics(
 ) -> None:
     from crowdnotes_site.dbstats import refresh_planner_statistics
 
-    monkeypatch.setattr(services, "RESCORE_ANALYZE_MIN_ROWS", threshold)
+    monkeypatch.setattr(scoring_services, "RESCORE_ANALYZE_MIN_ROWS", threshold)
     _load_synthetic()
     refresh_planner_statistics(Note)  # the planner knows these notes, all Needs More Ratings
     assert _planner_statuses() == {NoteStatus.NEEDS_MORE_RATINGS}
-    summary = services.notes_rescore()
+    summary = scoring_services.notes_rescore()
     assert summary["notes_updated"] >= Note.objects.count() // 10 and summary["not_helpful"] > 0
     assert (NoteStatus.NOT_HELPFUL in _planner_statuses()) is refreshed
 

@@ -15,6 +15,7 @@ from crowdnotes_site.queue import Enqueued
 from notes import services
 from notes.demo import NEAR_THRESHOLD_RATINGS
 from notes.models import Note, NoteStatus, Participant, Post, RatingLevel, ScoringRun
+from notes.scoring import services as scoring_services
 from notes.tasks import score_notes
 
 pytestmark = pytest.mark.django_db
@@ -96,9 +97,9 @@ def test_it_records_a_failed_run(monkeypatch: Any) -> None:
     def broken(**kwargs: Any) -> Any:
         raise RuntimeError("scorer exploded")
 
-    monkeypatch.setattr(services, "notes_rescore", broken)
+    monkeypatch.setattr(scoring_services, "notes_rescore", broken)
     with pytest.raises(RuntimeError):
-        services.scoring_run_execute()
+        scoring_services.scoring_run_execute()
     run = ScoringRun.objects.get()
     assert run.state == ScoringRun.State.FAILED and "scorer exploded" in run.error
 

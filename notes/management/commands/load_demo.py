@@ -23,7 +23,7 @@ from notes.demo import (
 )
 from notes.living.demo import living_demo_lines
 from notes.models import ScoringRun
-from notes.services import scoring_run_execute
+from notes.scoring.services import scoring_run_execute
 
 CN_DATA = settings.SHARED_DATA_DIR / "communitynotes"
 # The demo's posts and notes: posts written for the demo, notes written from the local copies of real
