@@ -1,5 +1,5 @@
-"""Issue 25 (items 3, 4, 6): automation's relevance on the labelled set, and evidence latency
-under two concurrent users, one with the 211-passage WHO PDF, on a real worker.
+"""Automation's relevance on the labelled set, and evidence latency under two concurrent users,
+one with the 211-passage WHO PDF, on a real worker.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cn_ev_automation_bench REDIS_URL=redis://127.0.0.1:6379/6 \
         flock /tmp/heavy.lock .venv/bin/python bench/bench_evidence_automation.py \

@@ -1,4 +1,4 @@
-"""Passage and sentence hit@1 on the labelled evidence set (issue 25 item 6, the passage half).
+"""Passage and sentence hit@1 on the labelled evidence set.
 
 Run (heavy: loads all-mpnet-base-v2; the first run embeds every passage of 34 documents, ~10-20 min
 on 2 busy cores; reruns reuse bench/.cache/labelled-*.npz and take a few minutes):

@@ -1,5 +1,5 @@
-"""Fairness of the LLM queue, measured as issue 37 (finding 5) did: whose LLM calls come first when an
-admin's two Supernote runs are going and another contributor asks for a pre-flight.
+"""Fairness of the LLM queue: whose LLM calls come first when an admin's two Supernote runs are going
+and another contributor asks for a pre-flight.
 
 Run (PostgreSQL + Redis required; uses its own database, which it wipes, and flushes the Redis db):
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cn_fairness_bench REDIS_URL=redis://127.0.0.1:6379/5 \\

@@ -1,143 +1,228 @@
-"""Benchmark `import_communitynotes` ratings import (PostgreSQL COPY path) on synthetic data.
+"""The file-by-file import (`import_communitynotes --notes FILE --ratings DIR`) side by side with a
+raw COPY of the same ratings files, and with another checkout's import of the same files.
 
-    DATABASE_URL=postgres://…/cn_bench flock /tmp/heavy.lock .venv/bin/python bench/bench_import.py \
-        --ratings 1000000 [--orm]
+    flock /tmp/heavy.lock .venv/bin/python bench/bench_import.py --scale 0.005 --data DIR \\
+        [--other /tmp/old-checkout] [--repeat 3]
+    flock /tmp/heavy.lock .venv/bin/python bench/bench_import.py --ratings 1000000 --data DIR ...
 
-Writes synthetic public-format TSVs (`crowdnotes_site/lib/communitynotes/data/synthetic.py`), brings the schema of the database
-named by DATABASE_URL up to date (`migrate`), empties its ratings, imports the notes, then times
-the ratings import alone: first into empty tables, then again over the same rows (idempotent
-re-import). Prints ratings/s, the process's peak memory and the PostgreSQL table sizes. The
-database must exist (`createdb -h 127.0.0.1 -U postgres cn_bench`) and its ratings are
-deleted: point it at a scratch database.
+1. the data into --data unless it is there: with --scale, the synthetic download (seed 0,
+   `download_synth`: notes-00000.tsv and eight ratings shards in today's 23-column schema; scale
+   0.005: ~0.92 M ratings); with --ratings, `synthetic.write_tsv` of that many ratings (seed 5:
+   one 6-column ratings file, a note per 25 ratings). The ratings are read through a folder of
+   links to the shards;
+2. a database per checkout (this one, and --other's: `<db>_0`, `<db>_1`), dropped, created and
+   migrated by that checkout's code;
+3. --repeat rounds, the checkouts alternating within each round: the import's tables emptied
+   (TRUNCATE), `manage.py import_communitynotes --notes … --ratings DIR` run from the checkout
+   (wall, peak RSS, and its ratings phase from the progress log: each shard's chunk work and the
+   end steps), then on the same database and in the same round the raw COPY floors: (a) the
+   ratings files themselves, `COPY … FROM STDIN` into a bare table of text columns; (b) the rows
+   the import wrote, dumped by `COPY … TO` and copied into bare copies of their tables (no key,
+   no index: the floor bench_import_folder.py measures for the folder import), the ratings and
+   participants (against the ratings phase) and every table (against the whole command);
+4. a content checksum of the ratings and the notes (by public ids) after each import: equal for
+   two checkouts that wrote the same rows.
+Prints one table (ratios per run, against the raw COPY of the same run) and drops the databases
+unless --keep-db.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
+import re
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from notes.scoring import reader as scoring_reader
-from notes.scoring import services as scoring_services
+import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crowdnotes_site.settings")
+
+from crowdnotes_site.lib.communitynotes.data import synthetic  # noqa: E402
+
+PY = sys.executable
+PG = "postgres://postgres@127.0.0.1:5432"
+TABLES = ("notes_rating", "notes_notestatuschange", "notes_note", "notes_post", "notes_participant",
+          "notes_importednotehistory", "notes_importcheckpoint")  # fmt: skip
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _env(db: str) -> dict[str, str]:
+    return {
+        **os.environ, "DATABASE_URL": f"{PG}/{db}", "SECRET_KEY": os.environ.get("SECRET_KEY", "bench"),
+        "DEBUG": "0", "DJANGO_SETTINGS_MODULE": "crowdnotes_site.settings",
+    }  # fmt: skip
 
 
-def child_rescore() -> None:
-    """Time scoring_inputs once, then three rescorings; print JSON with this process's peak RSS."""
-    import django
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
-    django.setup()
-    from django.conf import settings
 
-    settings.DEBUG = False
-    from django.utils import timezone
+def _fresh(db: str, root: Path) -> None:
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.execute(f"CREATE DATABASE {db}")
+    subprocess.run([PY, "manage.py", "migrate", "-v0"], cwd=root, env=_env(db), check=True)
 
-    # Project modules load Django models: imported once django.setup() has run.
 
+def _empty(db: str) -> None:
+    with psycopg.connect(f"{PG}/{db}", autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(TABLES)} CASCADE")
+
+
+def _import(root: Path, db: str, notes: Path, ratings: Path, log: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of the file-by-file import run from `root`."""
     t0 = time.perf_counter()
-    inputs = scoring_reader.scoring_inputs(now=timezone.now(), lock_after_days=None)
-    read_s = time.perf_counter() - t0
-    del inputs
-    runs = []
-    # The synthetic notes are from 2023: from the second run on their statuses are locked (older
-    # than 14 days), which changes their explanation once; the third run is unchanged.
-    for label in ("first rescoring", "second (statuses now locked)", "unchanged rescoring"):
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [PY, "manage.py", "import_communitynotes", "--notes", str(notes), "--ratings", str(ratings)],
+            cwd=root, env=_env(db), stdout=out, stderr=out,
+        )  # fmt: skip
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"import from {root} failed; see {log}")
+    return time.perf_counter() - t0, usage.ru_maxrss / 1024
+
+
+def _ratings_phase(log: Path) -> float:
+    """The ratings' chunk work (each shard's "done … in S s") and end steps, from the progress log."""
+    text = log.read_text()
+    shards = re.findall(r"ratings-\d+\.tsv: done, [\d,]+ lines in ([\d.]+) s", text)
+    steps = re.findall(r"ratings, end step: .*: ([\d.]+) s$", text, flags=re.MULTILINE)
+    return sum(float(s) for s in shards + steps)
+
+
+def _raw_files(db: str, shards: list[Path]) -> float:
+    """Seconds to COPY the ratings files (their data lines, as they are) into a bare text table."""
+    width = len(shards[0].open("rb").readline().split(b"\t"))
+    with psycopg.connect(f"{PG}/{db}", autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS cn_raw_file")
+        conn.execute(f"CREATE TABLE cn_raw_file ({', '.join(f'c{i} text' for i in range(width))})")
         t0 = time.perf_counter()
-        summary = scoring_services.notes_rescore()
-        runs.append((label, time.perf_counter() - t0, summary["notes_updated"], _peak_mb()))
-    print(json.dumps({"read_s": read_s, "runs": runs}))
+        with conn.transaction():
+            for shard in shards:
+                with shard.open("rb") as fh, conn.cursor().copy("COPY cn_raw_file FROM STDIN") as cp:
+                    fh.readline()
+                    while block := fh.read(1 << 20):
+                        cp.write(block)
+        took = time.perf_counter() - t0
+        conn.execute("DROP TABLE cn_raw_file")
+    return took
+
+
+RATINGS_PHASE_TABLES = ("notes_rating", "notes_participant")
+WRITTEN_TABLES = (*RATINGS_PHASE_TABLES, "notes_note", "notes_post")
+
+
+def _raw_rows(db: str, work: Path) -> dict[str, float]:
+    """Seconds to COPY the rows the import wrote (dumped first) into bare copies, per table."""
+    took: dict[str, float] = {}
+    with psycopg.connect(f"{PG}/{db}", autocommit=True) as conn:
+        for table in WRITTEN_TABLES:
+            dump = work / f"raw-{table}.txt"
+            with dump.open("wb") as fh, conn.cursor().copy(f"COPY {table} TO STDOUT") as cp:
+                for block in cp:
+                    fh.write(block)
+            copy_table = f"cn_raw_bare_{table}"
+            conn.execute(f"DROP TABLE IF EXISTS {copy_table}")
+            conn.execute(f"CREATE TABLE {copy_table} (LIKE {table} INCLUDING DEFAULTS)")
+            t0 = time.perf_counter()
+            with conn.transaction(), dump.open("rb") as fh, conn.cursor().copy(f"COPY {copy_table} FROM STDIN") as cp:
+                while block := fh.read(1 << 20):
+                    cp.write(block)
+            took[table] = time.perf_counter() - t0
+            conn.execute(f"DROP TABLE {copy_table}")
+            dump.unlink()
+    return took
+
+
+def _checksum(db: str) -> str:
+    """Counts and content checksums of the ratings and the notes by public ids (ids differ)."""
+    digest = "sum(('x' || substr(md5({}), 1, 15))::bit(60)::bigint)"
+    rating = "n.external_id || ':' || p.external_id || ':' || r.level || ':' || r.tags::text || ':' || r.created_at"
+    note = "n.external_id || ':' || s.external_id || ':' || n.text || ':' || n.status || ':' || n.num_ratings"
+    with psycopg.connect(f"{PG}/{db}") as conn:
+        ratings = conn.execute(
+            f"SELECT count(*), {digest.format(rating)} FROM notes_rating r "  # noqa: S608
+            "JOIN notes_note n ON n.id = r.note_id JOIN notes_participant p ON p.id = r.rater_id"
+        ).fetchone()
+        notes = conn.execute(
+            f"SELECT count(*), {digest.format(note)} FROM notes_note n JOIN notes_post s ON s.id = n.post_id"  # noqa: S608
+        ).fetchone()
+    assert ratings is not None and notes is not None
+    return f"ratings {ratings[0]:,} / {ratings[1]}, notes {notes[0]:,} / {notes[1]}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ratings", type=int, default=1_000_000)
-    parser.add_argument("--workdir", type=Path, default=ROOT / "var" / "bench-import")
-    parser.add_argument("--orm", action="store_true", help="the batched ORM path instead of COPY")
-    parser.add_argument("--online", action="store_true", help="COPY path without the table lock (per-row key checks)")
-    parser.add_argument("--chunk-lines", type=int, default=250_000)
-    parser.add_argument("--rescore", action="store_true", help="then time notes_rescore() from the database")
-    parser.add_argument("--child-rescore", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--scale", type=float, default=0.005, help="the download's shape at this scale")
+    parser.add_argument("--ratings", type=int, help="instead, synthetic.write_tsv's shape with this many ratings")
+    parser.add_argument("--data", type=Path, required=True, help="the download folder (generated unless there)")
+    parser.add_argument("--other", type=Path, help="another checkout whose import runs beside this one's")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--db", default="cn_bench_import")
+    parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
-    if args.child_rescore:
-        return child_rescore()
-
-    import django
-
-    django.setup()
-    from django.conf import settings
-
-    # DEBUG=1 (for the dev settings) would keep every SQL statement in memory: not the import's.
-    settings.DEBUG = False
-    from django.core.management import call_command
-    from django.db import connection
-
-    # Project modules load Django models: imported once django.setup() has run.
-    from crowdnotes_site.lib.communitynotes.data import synthetic
-    from notes.communitynotes import importer as cni
-
-    data_dir = args.workdir / str(args.ratings)
-    notes_path, ratings_path = data_dir / "notes-00000.tsv", data_dir / "ratings-00000.tsv"
-    if not ratings_path.exists():
-        notes_path, ratings_path = synthetic.write_tsv(synthetic.generate(args.ratings, seed=5), data_dir)
-    call_command("migrate", verbosity=0)
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE notes_rating, notes_notestatuschange, notes_importcheckpoint")
-    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    t0 = time.perf_counter()
-    cni.import_notes(notes_path, cni.ImportReport())
-    t_notes = time.perf_counter() - t0
-    rows = []
-    for label in ("empty tables", "re-import (same rows)"):
-        report = cni.ImportReport()
-        t0 = time.perf_counter()
-        if args.orm:
-            cni.import_ratings(ratings_path, report)
-        else:
-            cni.import_ratings_copy(ratings_path, report, chunk_lines=args.chunk_lines, exclusive=not args.online)
-        elapsed = time.perf_counter() - t0
-        n = report.counts["ratings upserted"]
-        rows.append((label, n, elapsed, n / elapsed, report.counts["ratings inserted or changed"]))
-    rescore: list[tuple[str, float, int, float]] = []
-    t_read = 0.0
-    if args.rescore:
-        # In a fresh process, so that its peak memory is the rescoring's own (not the import's).
-        out = subprocess.run(
-            [sys.executable, __file__, "--child-rescore"], check=True, capture_output=True, text=True
-        ).stdout
-        result = json.loads(out.strip().splitlines()[-1])
-        t_read, rescore = result["read_s"], [tuple(r) for r in result["runs"]]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname, pg_total_relation_size(oid) FROM pg_class "
-            "WHERE relname IN ('notes_rating', 'notes_note', 'notes_participant') ORDER BY relname"
-        )
-        sizes = cursor.fetchall()
-    path = "ORM batches" if args.orm else "COPY, online (no table lock)" if args.online else "COPY, exclusive"
-    print(f"path: {path}; notes import {t_notes:.1f} s; load average before: {load_before}")
-    print("| run | ratings | seconds | ratings/s | rows written | peak MB (process) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for label, n, elapsed, rate, written in rows:
-        print(f"| {label} | {n:,} | {elapsed:.1f} | {rate:,.0f} | {written:,} | {_peak_mb():.0f} |")
-    print("table sizes: " + ", ".join(f"{name} {size / 2**20:.0f} MB" for name, size in sizes))
-    print("load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    if rescore:
-        print(f"\nrescoring from PostgreSQL (binary COPY of the ratings: {t_read:.1f} s for scoring_inputs)")
-        print("| run | seconds | notes written | peak MB (process) |")
-        print("|---|---:|---:|---:|")
-        for label, elapsed, written, peak in rescore:
-            print(f"| {label} | {elapsed:.1f} | {written:,} | {peak:.0f} |")
+    if not (args.data / "notes-00000.tsv").exists() and args.ratings:
+        synthetic.write_tsv(synthetic.generate(args.ratings, seed=5), args.data)
+    elif not (args.data / "notes-00000.tsv").exists():
+        subprocess.run([PY, "-m", "crowdnotes_site.lib.communitynotes.data.synthetic_download", str(args.data),
+                        "--scale", str(args.scale), "--seed", "0"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    shards = sorted(args.data.glob("ratings-*.tsv"))
+    work = Path(tempfile.mkdtemp(prefix="cn_bench_import_"))
+    ratings = work / "ratings"
+    ratings.mkdir()
+    for shard in shards:
+        (ratings / shard.name).symlink_to(shard.resolve())
+    roots = [ROOT] + ([args.other.resolve()] if args.other else [])
+    dbs = [f"{args.db}_{k}" for k in range(len(roots))]
+    rows: list[tuple[str, int, float, float, float, float, dict[str, float]]] = []
+    sums: dict[str, str] = {}
+    load = [_load()]
+    try:
+        for root, db in zip(roots, dbs, strict=True):
+            _fresh(db, root)
+        for rnd in range(args.repeat):
+            for root, db in zip(roots, dbs, strict=True):
+                _empty(db)
+                log = work / f"import-{db}-{rnd}.log"
+                wall, peak = _import(root, db, args.data / "notes-00000.tsv", ratings, log)
+                rows.append((str(root), rnd, wall, peak, _ratings_phase(log), _raw_files(db, shards),
+                             _raw_rows(db, work)))  # fmt: skip
+                sums[str(root)] = _checksum(db)
+        load.append(_load())
+    finally:
+        if not args.keep_db:
+            with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+                for db in dbs:
+                    conn.execute(f"DROP DATABASE IF EXISTS {db}")
+        shutil.rmtree(work, ignore_errors=True)
+    lines = sum(1 for s in shards for _ in s.open("rb")) - len(shards)
+    print(
+        f"{args.data}: {lines:,} rating lines in {len(shards)} shards; load average before / after: {' / '.join(load)}"
+    )
+    print("\n| checkout | run | wall s | peak RSS MiB | ratings phase s | raw COPY: the ratings files s | raw "
+          "COPY, bare: ratings + participants s / every table written s | ratings phase / raw (ratings + "
+          "participants) | wall / raw (every table) | wall / raw (the ratings files) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    ratios: list[tuple[str, float, float, float]] = []
+    for root, rnd, wall, peak, phase, raw_f, raw in rows:
+        raw_r, raw_all = sum(raw[t] for t in RATINGS_PHASE_TABLES), sum(raw.values())
+        ratios.append((root, phase / raw_r, wall / raw_all, wall / raw_f))
+        print(f"| {root} | {rnd + 1} | {wall:.1f} | {peak:.0f} | {phase:.1f} | {raw_f:.1f} | {raw_r:.1f} / "
+              f"{raw_all:.1f} | {ratios[-1][1]:.2f}× | {ratios[-1][2]:.2f}× | {ratios[-1][3]:.2f}× |")  # fmt: skip
+    for root in roots:
+        mine = [r for r in ratios if r[0] == str(root)]
+        medians = [statistics.median(float(r[k]) for r in mine) for k in (1, 2, 3)]
+        print(f"\n{root}: medians {medians[0]:.2f}× (ratings phase), {medians[1]:.2f}× (wall, every table), "
+              f"{medians[2]:.2f}× (wall, the files); {sums[str(root)]}")  # fmt: skip
+    if len(roots) == 2:
+        print(f"same rows: {sums[str(roots[0])] == sums[str(roots[1])]}")
 
 
 if __name__ == "__main__":

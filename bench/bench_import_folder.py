@@ -22,7 +22,9 @@ Steps, each in its own process (peak RSS per process from wait4):
    read from the import's progress log;
 5. `--rescore`: `notes.services.notes_rescore()` twice in a fresh process (peak RSS, bytes per
    rating all in and above the process's own base after `django.setup()`).
-Prints one table; the database is dropped at the end unless `--keep-db`.
+Prints one table and a content checksum of the rows (public ids); the database is dropped at the
+end unless `--keep-db`. `--code CHECKOUT`: that checkout's code migrates and imports (run once with
+and once without, alternating, to compare two versions on the same folder and machine).
 """
 
 from __future__ import annotations
@@ -43,9 +45,8 @@ from pathlib import Path
 
 import psycopg
 
-from notes.scoring import services as scoring_services
-
 ROOT = Path(__file__).resolve().parent.parent
+CODE = ROOT  # the checkout whose code imports and migrates (--code)
 PY = sys.executable
 PG = "postgres://postgres@127.0.0.1:5432"
 TABLES = ("notes_participant", "notes_post", "notes_note", "notes_rating", "notes_notestatuschange",
@@ -101,7 +102,7 @@ def _import(
         t0 = time.perf_counter()
         with log.open("a") as err:
             proc = subprocess.Popen(
-                [PY, "manage.py", "import_communitynotes", str(folder)], cwd=ROOT, env=_env(db),
+                [PY, "manage.py", "import_communitynotes", str(folder)], cwd=CODE, env=_env(db),
                 stdout=err, stderr=err,
             )  # fmt: skip
             last = attempt == (1 if kill_at else 0)
@@ -189,7 +190,7 @@ def _fresh(db: str) -> None:
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {db}")
         conn.execute(f"CREATE DATABASE {db}")
-    subprocess.run([PY, "manage.py", "migrate", "-v0"], cwd=ROOT, env=_env(db), check=True)
+    subprocess.run([PY, "manage.py", "migrate", "-v0"], cwd=CODE, env=_env(db), check=True)
 
 
 def _shard_ratings(log: Path, shard: str) -> tuple[int, float]:
@@ -323,6 +324,7 @@ def child_rescore() -> None:
     import django
 
     django.setup()
+    from notes.scoring import services as scoring_services  # Django models: only after setup()
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     runs = []
@@ -353,6 +355,7 @@ def main() -> None:
     parser.add_argument("--min-free-gb", type=float, default=6.0, help="stop the import below this much free disk")
     parser.add_argument("--keep-db", action="store_true")
     parser.add_argument("--keep-data", action="store_true")
+    parser.add_argument("--code", type=Path, help="another checkout whose code migrates and imports (old vs new)")
     parser.add_argument("--child-rescore", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--raw-existing",
@@ -365,6 +368,8 @@ def main() -> None:
         return child_rescore()
     if args.raw_existing:
         return raw_existing(args.db, args.raw_existing)
+    global CODE  # the one setting the steps read
+    CODE = args.code.resolve() if args.code else ROOT
     sys.path.insert(0, str(ROOT))
     folder = args.folder or args.data
     if folder is None:
@@ -379,6 +384,7 @@ def main() -> None:
     raw: list[tuple[str, int, float, float]] = []
     kill_runs: list[dict[str, object]] = []
     same = None
+    clean = None
     try:
         _fresh(args.db)
         if full:
@@ -429,7 +435,10 @@ def main() -> None:
                 conn.execute(f"DROP DATABASE IF EXISTS {args.db}")
         if args.data is not None and args.folder is None and not args.keep_data:
             shutil.rmtree(args.data, ignore_errors=True)
+    print(f"code: {CODE}")
     _print(folder, gen_s, tsv_gb, runs, phases, db_gb, counts, raw, rescore, load, args.raw_ratings_rows, log)
+    if clean is not None:
+        print(f"content: {clean}")
     if kill_runs:
         print("\nkilled and resumed, into a fresh database:")
         print("| run | wall s | peak RSS MiB | note |")

@@ -4,7 +4,7 @@ the post's, and pass notes on the post's claim? Prints the agreement per kind of
 Run (no database; --embeddings loads MiniLM, the demo's offline similarity):
     .venv/bin/python bench/bench_judges_relevance.py [--embeddings] [--without-note]
 
-The set, bench/data/judges_relevance_labelled.jsonl, is written by hand (issue 35): each case a
+The set, bench/data/judges_relevance_labelled.jsonl, is written by hand: each case a
 post, a note, the snippets its judge sees and whether the note is relevant; "off-claim" cases cite
 snippets that touch the post's claim but carry a note on another claim.
 """
@@ -28,7 +28,7 @@ DATA = ROOT / "bench" / "data" / "judges_relevance_labelled.jsonl"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--embeddings", action="store_true", help="cosine of MiniLM instead of word overlap")
-    parser.add_argument("--without-note", action="store_true", help="the judge without the note (before issue 35)")
+    parser.add_argument("--without-note", action="store_true", help="ablation: no note, only the post and snippets")
     args = parser.parse_args()
     similarity = None
     if args.embeddings:

@@ -1,9 +1,9 @@
-"""How much do a note's own inputs say about the crowd's verdict, without the jury? (issue 34)
+"""How much do a note's own inputs say about the crowd's verdict, without the jury?
 
 A ridge regression from a note's inputs (the MiniLM embedding, the note features, or both) to its
 intercept, fitted per fold on the training posts' notes only (the intercepts of the scorer refit
 without the fold's posts, the writers' records from the training folds), then used to rank each
-held-out post's notes. Same posts, seeds, folds and truths as `evaluate_jury --sample`, so each
+held-out post's notes. Same posts, seeds, folds and truths as `evaluate_jury_sample`, so each
 row reads beside the jury's P@1 there. The ridge penalty is chosen inside the training notes by
 leave-one-out error (closed form), never on held-out posts.
 
@@ -54,8 +54,8 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
+    from crowdnotes_site.lib.communitynotes import scoring
     from crowdnotes_site.lib.communitynotes.research import jury_sample as se
-    from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
     from crowdnotes_site.lib.communitynotes.supernotes import evaluation
     from evidence.embedding import MINILM
     from notes.supernotes.services import embedder

@@ -1,5 +1,5 @@
-"""Prompt size and build time per prompt builder (issue 27 item 4: untrusted text as a fenced
-JSON data block). Pure: no database, no LLM. Runs on any commit whose prompt builders have
+"""Prompt size and build time per prompt builder (untrusted text goes in as a fenced JSON data
+block). Pure: no database, no LLM. Runs on any commit whose prompt builders have
 these signatures, so a before/after comparison is `git stash`/checkout + the same command.
 
     python bench/bench_prompt_sizes.py [--repeat 2000]

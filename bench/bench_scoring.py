@@ -1,4 +1,4 @@
-"""Benchmark crowdnotes_site/lib/communitynotes/scoring/scorer.py on synthetic Community Notes data from a known latent model.
+"""Benchmark crowdnotes_site/lib/communitynotes/scoring/ on synthetic Community Notes data from a known latent model.
 
     flock /tmp/heavy.lock /work/venv/bin/python bench/bench_scoring.py [--sizes 200000 1000000]
 
@@ -24,9 +24,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from crowdnotes_site.lib.communitynotes import scoring  # noqa: E402
 from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv  # noqa: E402
 from crowdnotes_site.lib.communitynotes.data import synthetic  # noqa: E402
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring  # noqa: E402
 
 
 def _peak_mb() -> float:

@@ -94,8 +94,9 @@ def main() -> None:
     fake = x_server.FakeX()
     _setup(fake)
     # Project modules load Django models: imported once django.setup() has run.
-    from xnotes import budget, services
+    from xnotes import budget
     from xnotes.client import XClient
+    from xnotes.services import eligible, hydrate
 
     _cleanup()
     budget.clear()
@@ -113,15 +114,15 @@ def main() -> None:
                               "media": [{"media_key": "3_1", "type": "photo", "url": "https://pbs.twimg.com/m.jpg"}]}  # fmt: skip
     client = XClient()
     t0 = time.perf_counter()
-    run = services.fetch_eligible(
-        run=services.fetch_run_create(max_results=100, page_limit=pages, post_limit=args.eligible), client=client
+    run = eligible.fetch_eligible(
+        run=eligible.fetch_run_create(max_results=100, page_limit=pages, post_limit=args.eligible), client=client
     )
     fetch_s = time.perf_counter() - t0
     ids = _imported(args.hydrate, 0)
     for i in ids:
         fake.tweets[i] = {"id": i, "text": f"Hydrated text of {i}", "created_at": "2025-01-02T03:04:05Z", "lang": "en"}
     t0 = time.perf_counter()
-    hyd = services.hydrate_posts(client=XClient(), limit=args.hydrate)
+    hyd = hydrate.hydrate_posts(client=XClient(), limit=args.hydrate)
     hydrate_s = time.perf_counter() - t0
     result: dict[str, object] = {
         "fetch": {"posts": run.fetched, "new": run.new, "requests": run.requests, "seconds": round(fetch_s, 2),
@@ -144,10 +145,10 @@ def main() -> None:
     def wait(limited: budget.RateLimited) -> None:
         nonlocal waits
         waits += 1
-        services.sleep_until_reset(limited)
+        budget.sleep_until_reset(limited)
 
     t0 = time.perf_counter()
-    checked = services.hydrate_posts(client=XClient(), limit=args.hydrate, on_rate_limit=wait)
+    checked = hydrate.hydrate_posts(client=XClient(), limit=args.hydrate, on_rate_limit=wait)
     check_s = time.perf_counter() - t0
     result["check"] = {
         "window": f"{args.check_limit} requests per {window:.1f} s", "requests": checked.requests,

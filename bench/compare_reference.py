@@ -1,4 +1,4 @@
-"""Compare crowdnotes_site/lib/communitynotes/scoring/scorer.py with the reference core scorer (twitter/communitynotes MFCoreScorer).
+"""Compare crowdnotes_site/lib/communitynotes/scoring/ with the reference core scorer (twitter/communitynotes MFCoreScorer).
 
 The reference is not part of this project: give its checkout and a Python that can run it
 (pandas + torch). This script drives the reference through its public classes in a separate
@@ -31,10 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from crowdnotes_site.lib import status as names  # noqa: E402
+from crowdnotes_site.lib.communitynotes import scoring  # noqa: E402
+from crowdnotes_site.lib.communitynotes.data import ratings as cnr  # noqa: E402
 from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv  # noqa: E402
 from crowdnotes_site.lib.communitynotes.data import synthetic  # noqa: E402
 from crowdnotes_site.lib.communitynotes.data import tsv as cio  # noqa: E402
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring  # noqa: E402
+from crowdnotes_site.lib.communitynotes.scoring import pipeline, rules, solver  # noqa: E402
 
 SHARED = ROOT.parent.parent / "shared" / "data" / "communitynotes"
 DISPLAYED = {names.FIRM_REJECT: names.NEEDS_MORE_RATINGS, names.NEEDS_YOUR_HELP: names.NEEDS_MORE_RATINGS}
@@ -81,7 +83,7 @@ def _reference_inputs(
     with paths["ratings"].open("w", newline="") as fh:
         w = csv.writer(fh, delimiter="\t", lineterminator="\n")
         w.writerow(c.publicRatingTSVColumns)
-        for r in cio.ReadReport().rows(cio.read_ratings(ratings_path)):
+        for r in cio.ReadReport().rows(cnr.read_ratings(ratings_path)):
             participants.add(r.rater_id)
             row: dict[str, object] = {
                 "noteId": r.note_id,
@@ -317,7 +319,7 @@ def solver_check(ref_dir: Path) -> dict[str, object]:
     n_index = {k: i for i, k in enumerate(notes)}
     r_index = {k: i for i, k in enumerate(raters)}
     u_l, n_l, y_l = [], [], []
-    for r in cio.ReadReport().rows(cio.read_ratings(ref_dir / "ref_inputs" / "ratings.tsv")):
+    for r in cio.ReadReport().rows(cnr.read_ratings(ref_dir / "ref_inputs" / "ratings.tsv")):
         u, n = r_index.get(r.rater_id), n_index.get(str(r.note_id))
         if u is not None and n is not None:
             u_l.append(u)
@@ -379,7 +381,7 @@ def reputation_check(notes_path: Path, ratings_path: Path, ref_dir: Path) -> dic
     num_ratings = np.bincount(ratings.note, minlength=n_notes)
     prelim = scoring.compute_statuses(
         note_intercept=ni, note_factor=nf, num_ratings=num_ratings, meta=meta,
-        sides=scoring._side_stats(ratings, rf, n_notes), cfg=cfg, final_round=False,
+        sides=rules._side_stats(ratings, rf, n_notes), cfg=cfg, final_round=False,
     )  # fmt: skip
     same = sum(int(prelim[i]) == s for i, s in ref_prelim.items())
     kept = set(np.flatnonzero(scoring.rater_reputation(ratings, meta, ni, prelim, n_raters, cfg)).tolist())
@@ -391,8 +393,8 @@ def reputation_check(notes_path: Path, ratings_path: Path, ref_dir: Path) -> dic
     # The first-round training set, the reference's fit on it (μ at its optimum given the rest)
     # and ours.
     train = scoring.filter_ratings(ratings.rater, ratings.note, n_raters, n_notes, cfg)
-    u_c, u_orig = scoring._compact(ratings.rater[train], n_raters)
-    n_c, n_orig = scoring._compact(ratings.note[train], n_notes)
+    u_c, u_orig = solver._compact(ratings.rater[train], n_raters)
+    n_c, n_orig = solver._compact(ratings.note[train], n_notes)
     y = ratings.value[train]
     resid = y - ri[u_orig][u_c] - ni[n_orig][n_c] - rf[u_orig][u_c] * nf[n_orig][n_c]
     ref_fit = scoring.MFParams(
@@ -400,7 +402,7 @@ def reputation_check(notes_path: Path, ratings_path: Path, ref_dir: Path) -> dic
     )
     ours = scoring.flip_for_identification(scoring.fit_mf(u_c, n_c, y, len(u_orig), len(n_orig), cfg))
     # Our whole pipeline, but with the reference's first-round fit in place of ours.
-    real_fit = scoring._fit_subset
+    real_fit = pipeline._fit_subset
     first = [True]
 
     def with_reference_first_round(
@@ -412,11 +414,11 @@ def reputation_check(notes_path: Path, ratings_path: Path, ref_dir: Path) -> dic
             return scoring.MFParams(ref_fit.mu, ri[r_o], rf[r_o], ni[n_o], nf[n_o]), r_o, n_o
         return real_fit(r, mask, nr, nn, c, init)  # type: ignore[arg-type]
 
-    scoring._fit_subset = with_reference_first_round  # type: ignore[assignment]
+    pipeline._fit_subset = with_reference_first_round  # type: ignore[assignment]
     try:
         injected = scoring.score(ratings, meta, n_raters, cfg)
     finally:
-        scoring._fit_subset = real_fit  # type: ignore[assignment]
+        pipeline._fit_subset = real_fit  # type: ignore[assignment]
     ref_final = _read_table(ref_dir / "scored_notes.tsv", "noteId")
     names_by_code = {v: k for k, v in scoring_tsv.STATUS_CODES.items()}
     agree = sum(

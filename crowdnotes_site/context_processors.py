@@ -49,5 +49,4 @@ def site(request: HttpRequest) -> dict[str, object]:
         "note_max_chars": NOTE_MAX_CHARS,
         "llm_configured": bool(settings.LLM_BASE_URL),
         "llm_model": settings.LLM_MODEL,
-        "embedded_mode": not settings.DATABASE_URL,
     }

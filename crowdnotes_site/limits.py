@@ -44,6 +44,9 @@ from crowdnotes_site.clientip import client_ip
 
 logger = logging.getLogger(__name__)
 
+# The cache that holds the counters (settings.CACHES: Redis with REDIS_URL, else per process).
+CACHE = "limits"
+
 # What a person was doing when the limit was hit, for the message.
 ACTIONS = {
     "login": "log-in attempts",
@@ -127,7 +130,7 @@ def sliding_window_hit(key: str, rate: str, now: float | None = None) -> bool:
     now: True when it was refused. Atomic on Redis; a per-process log on another cache (dev)."""
     limit, window = parse_rate(rate)
     now = time.time() if now is None else now
-    cache = caches[settings.RATELIMIT_USE_CACHE]
+    cache = caches[CACHE]
     if isinstance(cache, RedisCache):
         full_key = cache.make_key(f"sliding:{key}")
         client = cache._cache.get_client(full_key, write=True)

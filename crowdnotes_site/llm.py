@@ -1,6 +1,6 @@
 """The configured LLM client, shared by every app (evidence, judging, notes): built from settings
 and the environment by `crowdnotes_site.lib.llm.client.LLMConfig.from_settings`; and the per-user
-daily budget of LLM calls (issue 27) that the client of someone's work charges."""
+daily budget of LLM calls that the client of someone's work charges."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 def broker_app() -> Celery:
     """The configured Celery app, imported on the first send: Celery (with kombu, billiard, click)
     costs ~0.3 s to import, and most processes (commands, a web worker between enqueues) never send."""
-    from crowdnotes_site.celery import app
+    from crowdnotes_site.celery import app  # deferred: Celery loads on the first send only
 
     return app
 

@@ -1,7 +1,8 @@
 """CrowdNotes settings: one module, everything read from the environment.
 
-With no DATABASE_URL / REDIS_URL the app runs on embedded defaults (SQLite and a
-filesystem Celery broker) so the demo needs no server; tests, CI and production set both.
+With no DATABASE_URL / REDIS_URL the app runs on embedded defaults (SQLite and a filesystem Celery
+broker) so the demo needs no server; that is allowed only with DEBUG=1 or CROWDNOTES_EMBEDDED=1
+(scripts/demo.sh sets it). Tests, CI and production set both URLs.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ INSTALLED_APPS = [
     "notes",
     "evidence",
     "judging",
-    # Connect to X (issue 23): a feature above notes; nothing imports it but urls and settings.
+    # Connect to X: a feature above notes; nothing imports it but urls and settings.
     "xnotes",
 ]
 
@@ -102,6 +103,15 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL", "")
+# SQLite under VAR_DIR is for one machine (the demo, a DEBUG run); a deployment that forgot
+# DATABASE_URL must not start writing its records into a local file.
+CROWDNOTES_EMBEDDED = env_bool("CROWDNOTES_EMBEDDED", False)
+if not DATABASE_URL and not (DEBUG or CROWDNOTES_EMBEDDED):
+    raise ImproperlyConfigured(
+        "Environment variable DATABASE_URL is required (e.g. postgres://user:password@host:5432/crowdnotes); "
+        "to run on the embedded SQLite database in CROWDNOTES_VAR_DIR instead, set CROWDNOTES_EMBEDDED=1 "
+        "(or DEBUG=1 for local development)."
+    )
 if DATABASE_URL:
     # Persistent connections are checked before their first use in each request, so a connection the
     # server dropped (restart, failover, pg_terminate_backend) is replaced instead of failing a request.
@@ -228,12 +238,11 @@ CELERY_BEAT_SCHEDULE["score-notes"] = {
     "schedule": env_int("SCORING_INTERVAL_SECONDS", 3600),
 }
 # The rescoring's time limits (soft, then hard 60 s later). Sized for the whole public download
-# on a busy site: at 191 M ratings the rescoring takes 25-34 min on 2 cores alone, and with pages
-# served beside it (web requests come first) it got a third of a CPU and hit the 50 minutes this
-# was (bench/README, "Page latency while the app rescores"). A lost worker is caught by the run's
-# lease, not by this limit; a scheduled run that finds one running is skipped.
+# on a busy site, where web requests come first and the rescoring gets what CPU is left, with room
+# to spare (bench/README, "Page latency while the app rescores"). A lost worker is caught by the
+# run's lease, not by this limit; a scheduled run that finds one running is skipped.
 SCORING_SOFT_TIME_LIMIT_S = env_int("SCORING_SOFT_TIME_LIMIT_S", 3 * 3600, minimum=60)
-# --- Living notes (issue 36): requests, suggestions, revisions ----------------------------------
+# --- Living notes: requests, suggestions, revisions ---------------------------------------------
 # A post with more than this many note requests gets a draft started automatically (evidence search
 # and drafting, through the queue) for the requester whose request crossed it; 0 = never.
 NOTE_REQUEST_AUTO_DRAFT_THRESHOLD = env_int("NOTE_REQUEST_AUTO_DRAFT_THRESHOLD", 0, minimum=0)
@@ -274,7 +283,7 @@ if SUPERNOTE_INTERVAL_SECONDS:
         "schedule": SUPERNOTE_INTERVAL_SECONDS,
     }
 PHM_DIR = Path(env_str("PHM_DIR", str(VAR_DIR / "models" / "phm")))
-# The jury's evaluation on the public sample, written by `evaluate_jury --sample --store` (offline)
+# The jury's evaluation on the public sample, written by `evaluate_jury_sample --store` (offline)
 # and only read by the Supernotes evaluation page.
 JURY_EVALUATION_FILE = Path(env_str("JURY_EVALUATION_FILE", str(VAR_DIR / "jury-evaluation.json")))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -407,14 +416,15 @@ EVIDENCE_PREFILTER_K = env_int("EVIDENCE_PREFILTER_K", 2, minimum=1)
 EVIDENCE_REFINE = env_bool("EVIDENCE_REFINE", True)
 # Relevance floor: the cosine of the post with a source's best passage (EMBEDDING_MODEL's scale)
 # below which automation never proposes the source and a contributor's own source is marked
-# "this page may not address the post" (not blocked). 0 turns both off. 0.42 for all-mpnet-base-v2,
-# measured on the labelled set (bench/README.md, issue 25): the middle of the gap between the
-# highest candidate of the unaddressed claims (0.412) and the lowest acceptable page (0.437).
+# "this page may not address the post" (not blocked). 0 turns both off. 0.42 for all-mpnet-base-v2:
+# the middle of the gap, on the labelled set, between the highest candidate of the claims no page
+# addresses and the lowest acceptable page (bench/README.md, "Find evidence for me").
 EVIDENCE_RELEVANCE_FLOOR = env_float("EVIDENCE_RELEVANCE_FLOOR", 0.42)
 # ... and a candidate is proposed only when its support (relevance + EVIDENCE_KEY_TERM_WEIGHT x
 # the share of the claim's key terms the page contains) lies within this of the best screened
 # candidate's (a page on the claim's topic is not proposed beside the page that answers it).
-# Measured on the labelled set (bench/README.md, run 4); a negative value turns the margin off.
+# Chosen on the labelled set (bench/README.md, "Find evidence for me"); a negative value turns the
+# margin off.
 EVIDENCE_RELEVANCE_MARGIN = env_float("EVIDENCE_RELEVANCE_MARGIN", 0.05)
 EVIDENCE_KEY_TERM_WEIGHT = env_float("EVIDENCE_KEY_TERM_WEIGHT", 0.15)
 # The refine runs in slices of at most this many passages, each its own task queued at the back
@@ -422,8 +432,8 @@ EVIDENCE_KEY_TERM_WEIGHT = env_float("EVIDENCE_KEY_TERM_WEIGHT", 0.15)
 EVIDENCE_SLICE_PASSAGES = env_int("EVIDENCE_SLICE_PASSAGES", 32, minimum=1)
 # A slice also ends once it has worked for this many seconds (checked every EVIDENCE_SLICE_STEP
 # passages; at least one step per slice), so the wait it imposes on the next user does not grow
-# with a slower CPU or a loaded machine: 32 mpnet passages took 47 s a slice on the demo's 2 cores,
-# too long for the 30 s target (bench/README.md, issue 25). 0: passages only.
+# with a slower CPU or a loaded machine (32 mpnet passages alone can outlast the 30 s target on 2
+# cores: bench/README.md, "Evidence: no head-of-line blocking"). 0: passages only.
 EVIDENCE_SLICE_SECONDS = env_float("EVIDENCE_SLICE_SECONDS", 10.0)
 EVIDENCE_SLICE_STEP = env_int("EVIDENCE_SLICE_STEP", 4, minimum=1)
 # 0: the refine embeds every passage (exhaustive); K > 0: only the pre-rank's top K of a document.
@@ -472,7 +482,6 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 # Request rates (crowdnotes_site/limits.py, sliding windows, "count/period" with period s, m, h or d), per signed-in user or
 # per IP address for anonymous visitors; only POSTs count. Past a rate: a 429 page that says so.
-RATELIMIT_USE_CACHE = "limits"
 RATE_LIMITS = {
     "login": env_str("RATE_LIMIT_LOGIN", "30/m"),
     "signup": env_str("RATE_LIMIT_SIGNUP", "10/h"),
@@ -578,9 +587,6 @@ SEARCH_QUERY_TEMPERATURE = env_float("SEARCH_QUERY_TEMPERATURE", 0.7)
 SEARCH_RESULTS_PER_QUERY = env_int("SEARCH_RESULTS_PER_QUERY", 8, minimum=1)
 SEARCH_POOL_LIMIT = env_int("SEARCH_POOL_LIMIT", 40, minimum=1)
 SEARCH_PICK_ATTEMPTS = env_int("SEARCH_PICK_ATTEMPTS", 2, minimum=1)  # LLM answers asked per round
-# Ablations (also command flags): one query; search rank order instead of the utility judgment.
-SEARCH_SINGLE_QUERY = env_bool("SEARCH_SINGLE_QUERY", False)
-SEARCH_RANK_ORDER = env_bool("SEARCH_RANK_ORDER", False)
 # With a cutoff, documents without a known publication date are excluded (they could be newer)
 # or included: "exclude" keeps the no-future-information promise of the benchmark.
 SEARCH_UNDATED = env_choice("SEARCH_UNDATED", "exclude", ("exclude", "include"))
@@ -620,8 +626,9 @@ X_API_BACKOFF_S = env_float("X_API_BACKOFF_S", 1.0)  # doubled per retry
 # The X commands' total wait for rate-limit resets (429s): past it they stop with an error naming
 # X's answers instead of waiting on (default: one 15-minute window and a minute's margin).
 X_API_MAX_TOTAL_WAIT_S = env_float("X_API_MAX_TOTAL_WAIT_S", 960.0)
-# The documented limits: 90 requests per 15 minutes across the Community Notes endpoints, 250 notes a day.
-X_API_WINDOW_REQUESTS = env_int("X_API_WINDOW_REQUESTS", 90, minimum=1)
+# X's window (90 requests per 15 minutes across the Community Notes endpoints): the budget learns
+# what is left from X's x-rate-limit-* headers and closes for this long when they give no reset.
+# X allows 250 notes a day.
 X_API_WINDOW_S = env_int("X_API_WINDOW_S", 900, minimum=1)
 X_DAILY_NOTE_CAP = env_int("X_DAILY_NOTE_CAP", 250, minimum=0)
 X_FETCH_MAX_RESULTS = env_int("X_FETCH_MAX_RESULTS", 100, minimum=1)

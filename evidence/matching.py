@@ -1,8 +1,8 @@
 """Embedding match of a post against a source's passages (pure: no ORM).
 
 Exhaustive matching embeds every 512-token passage with the configured model; with
-all-mpnet-base-v2 on 2 CPU cores that is ~1 passage/s, far over the 2 s budget for a long
-page. The "prefilter" strategy ranks passages cheaply first and embeds only the top-k with
+all-mpnet-base-v2 on a 2-core CPU that is far over the 2 s budget for a long page
+(bench/README.md, "Evidence: latency and agreement"). The "prefilter" strategy ranks passages cheaply first and embeds only the top-k with
 the real model:
   - BM25 over the model's own word-piece tokens (sub-words catch "vaccines" ~ "vaccine"),
   - a static embedding per passage: the mean of per-token vectors distilled from the same
@@ -118,7 +118,7 @@ def static_vectors(
 ) -> np.ndarray:
     """One vector per vocabulary token: the model's pooled output for "[CLS] token [SEP]".
 
-    Computed once per model (about a minute on 2 cores for mpnet) and kept as .npy in cache_dir.
+    Computed once per model (every vocabulary token goes through the model) and kept as .npy in cache_dir.
     `progress(done, total)` is called after each batch of tokens while the table is computed.
     """
     folder = cache_dir or default_cache_dir()

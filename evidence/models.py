@@ -6,8 +6,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from crowdnotes_site.leases import ClaimedRun
 from crowdnotes_site.lib.categories import CATEGORY_LABELS
-from crowdnotes_site.lib.transitions import RUN_STEPS, Transitions
+from crowdnotes_site.lib.transitions import Transitions
 from crowdnotes_site.transitions import Stateful
 
 SOURCE_CATEGORIES = list(CATEGORY_LABELS.items())
@@ -87,7 +88,7 @@ class Passage(models.Model):
         return f"{self.source_id}#{self.chunk_index}"
 
 
-class Snippet(models.Model):
+class Snippet(Stateful, models.Model):
     """One evidence URL attached to a draft job (and later its note): state, best passage, confirmation."""
 
     class State(models.TextChoices):
@@ -97,6 +98,20 @@ class Snippet(models.Model):
         EMBEDDING = "embedding", "Matching passages"
         READY = "ready", "Ready"
         FAILED = "failed", "Failed"
+
+    # Processing (evidence.snippets): a worker's claim moves a queued snippet to fetching (or takes over
+    # one whose lease expired); a cached page goes straight to embedding; a transient error or the
+    # sweeper puts it back in the queue. A retry queues a failed one again; discarding its draft fails a
+    # queued one. A ready snippet's refine changes its passage, never its state; `snippet_fail` (its
+    # task's time limit) may still end it.
+    TRANSITIONS: ClassVar[Transitions] = Transitions("snippet", {
+        State.QUEUED: {State.FETCHING, State.FAILED},
+        State.FETCHING: {State.FETCHING, State.EXTRACTING, State.EMBEDDING, State.QUEUED, State.FAILED},
+        State.EXTRACTING: {State.FETCHING, State.EMBEDDING, State.QUEUED, State.FAILED},
+        State.EMBEDDING: {State.FETCHING, State.READY, State.QUEUED, State.FAILED},
+        State.READY: {State.FAILED},
+        State.FAILED: {State.QUEUED},
+    })  # fmt: skip
 
     class Confirmation(models.TextChoices):
         PENDING = "pending", "Not reviewed"
@@ -197,18 +212,12 @@ class Snippet(models.Model):
         return parts[1] if parts else ""
 
 
-class AutomationRun(Stateful, models.Model):
+class AutomationRun(ClaimedRun):
     """ "Find evidence for me": queries → search → pool → utility rounds → fetching, for one post.
 
-    A Celery task runs one stage per delivery under a lease (claimed_until), like JudgeRun; the
-    pipeline's state between stages is `state` (evidence.search.flow.SearchState as JSON), each
+    A Celery task runs one stage per delivery under a claim (ClaimedRun), like JudgeRun; the
+    pipeline's state between stages is `flow` (evidence.search.flow.SearchState as JSON), each
     utility round is a UtilityRound row."""
-
-    class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
 
     class Stage(models.TextChoices):
         QUERIES = "queries", "Writing search queries"
@@ -218,8 +227,6 @@ class AutomationRun(Stateful, models.Model):
         FETCHING = "fetching", "Fetching the chosen sources"
         DONE = "done", "Done"
 
-    TRANSITIONS: ClassVar[Transitions] = Transitions("search for evidence", RUN_STEPS)
-
     draft_job = models.ForeignKey(
         "notes.DraftJob", null=True, blank=True, on_delete=models.CASCADE, related_name="automation_runs"
     )
@@ -228,15 +235,9 @@ class AutomationRun(Stateful, models.Model):
     cutoff = models.DateField(null=True, blank=True)
     single_query = models.BooleanField(default=False)
     rank_order = models.BooleanField(default=False)
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     stage = models.CharField(max_length=10, choices=Stage.choices, default=Stage.QUERIES)
     flow = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    claimed_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

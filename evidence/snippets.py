@@ -20,10 +20,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from crowdnotes_site.leases import heartbeat, lease_deadline
+from crowdnotes_site.leases import heartbeat, lease_deadline, sweep
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.models import OutboxMessage
 from crowdnotes_site.queue import enqueue_on_commit, outbox_key
+from crowdnotes_site.transitions import transition_rows
 from evidence import local_copies, pipeline, services
 from evidence.errors import ExtractionError, FetchError
 from evidence.matching import Matcher, prerank
@@ -183,7 +184,7 @@ def snippets_add(*, job: DraftJob, urls: list[str]) -> list[Snippet]:
 
 @transaction.atomic
 def snippet_add_for_post(*, post: Post, url: str, owner: int | None) -> Snippet:
-    """A source attached to something other than a draft (a rater's suggestion, issue 36): the same
+    """A source attached to something other than a draft (a rater's suggestion): the same
     SSRF-guarded fetch, passage match and confirmation as a draft's evidence, queued on commit."""
     snippet = Snippet.objects.create(post=post, draft_job=None, url=local_copies.real_address(url))
     _enqueue_processing(snippet.pk, owner)
@@ -253,8 +254,9 @@ def snippet_retry(*, snippet: Snippet) -> Snippet:
         refusal = snippets_cap_refusal(user=owner, adding=1)
         if refusal:
             raise SnippetError(refusal)
-    Snippet.objects.filter(pk=snippet.pk, state=Snippet.State.FAILED).update(
-        state=Snippet.State.QUEUED,
+    transition_rows(
+        Snippet.objects.filter(pk=snippet.pk, state=Snippet.State.FAILED),
+        Snippet.State.QUEUED,
         error_code="",
         error_message="",
         passage=None,
@@ -283,12 +285,18 @@ def snippet_remove(*, snippet: Snippet) -> None:
 # --- Processing (Celery: evidence.tasks) ---------------------------------------------------------
 
 
-def _set_state(snippet_id: int, state: str, **fields: object) -> None:
+def _set_state(snippet_id: int, state: str, **fields: object) -> bool:
+    """Move the snippet to `state` if its table allows it from where it is now (Snippet.TRANSITIONS);
+    False when it did not move (removed meanwhile, or a lost worker's late step: another claim or the
+    sweeper moved it on)."""
     if state in (Snippet.State.READY, Snippet.State.FAILED, Snippet.State.QUEUED):
         fields["lease_until"] = None  # the work is over (or handed back): nothing to sweep
     if state in (Snippet.State.FAILED, Snippet.State.QUEUED):
         fields["refine_pending"] = False  # a refine of the old result has nothing left to do
-    Snippet.objects.filter(pk=snippet_id).update(state=state, updated_at=timezone.now(), **fields)
+    moved = transition_rows(Snippet.objects.filter(pk=snippet_id), state, updated_at=timezone.now(), **fields)
+    if not moved:
+        log.info("snippet %s not moved to %s: removed, or its state no longer allows it", snippet_id, state)
+    return bool(moved)
 
 
 def snippet_claim(*, snippet_id: int) -> bool:
@@ -297,16 +305,19 @@ def snippet_claim(*, snippet_id: int) -> bool:
     claimed again (the sweeper also re-queues it)."""
     now = timezone.now()
     lease = lease_deadline()
-    claimed = Snippet.objects.filter(pk=snippet_id, state=Snippet.State.QUEUED).update(
-        state=Snippet.State.FETCHING, updated_at=now, error_code="", error_message="", lease_until=lease
-    )
+    claimed = transition_rows(
+        Snippet.objects.filter(pk=snippet_id, state=Snippet.State.QUEUED),
+        Snippet.State.FETCHING, updated_at=now, error_code="", error_message="", lease_until=lease,
+    )  # fmt: skip
     if not claimed:
-        claimed = Snippet.objects.filter(pk=snippet_id, state__in=RUNNING, lease_until__lt=now).update(
-            state=Snippet.State.FETCHING, updated_at=now, lease_until=lease
-        )
+        claimed = transition_rows(
+            Snippet.objects.filter(pk=snippet_id, state__in=RUNNING, lease_until__lt=now),
+            Snippet.State.FETCHING, updated_at=now, lease_until=lease,
+        )  # fmt: skip
     return bool(claimed)
 
 
+@sweep("snippets")
 def snippets_sweep() -> list[int]:
     """Put snippets whose worker stopped renewing its lease back in the queue (beat: work_sweep).
     Running rows from before leases (no lease_until) count once they are older than the hard limit."""
@@ -317,9 +328,8 @@ def snippets_sweep() -> list[int]:
     rows = Snippet.objects.filter(expired, state__in=RUNNING).values_list("pk", "draft_job__contributor_id")
     for snippet_id, owner in rows:
         with transaction.atomic():
-            if Snippet.objects.filter(expired, pk=snippet_id, state__in=RUNNING).update(
-                state=Snippet.State.QUEUED, lease_until=None, updated_at=now
-            ):
+            lost = Snippet.objects.filter(expired, pk=snippet_id, state__in=RUNNING)
+            if transition_rows(lost, Snippet.State.QUEUED, lease_until=None, updated_at=now):
                 _enqueue_processing(snippet_id, owner)
                 requeued.append(snippet_id)
     if requeued:
@@ -327,6 +337,7 @@ def snippets_sweep() -> list[int]:
     return requeued
 
 
+@sweep("refines")
 def snippet_refines_sweep() -> list[int]:
     """Queue again the refines whose worker stopped renewing the lease (beat: work_sweep), and those
     never started within the hard time limit (a lost message). A duplicate message is harmless:
@@ -413,7 +424,7 @@ def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
         sentence = sentence_fields(matcher=matcher, post=snippet.post.text, passage=chosen)
     timings["total"] = int((time.perf_counter() - total) * 1000)
     refine = settings.EVIDENCE_REFINE and any(score is None for score in result.scores)
-    _set_state(
+    ready = _set_state(
         snippet_id,
         Snippet.State.READY,
         source=source,
@@ -426,7 +437,7 @@ def _process_claimed(*, snippet_id: int, final_attempt: bool) -> None:
         error_message="",
         refine_pending=refine,
     )
-    if refine:
+    if ready and refine:
         _enqueue_refine(snippet_id, snippet.draft_job.contributor_id if snippet.draft_job else None)
 
 

@@ -6,11 +6,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from crowdnotes_site.lib.transitions import RUN_STEPS, Transitions
-from crowdnotes_site.transitions import Stateful
+from crowdnotes_site.leases import ClaimedRun
+from crowdnotes_site.lib.transitions import FAILED, QUEUED, RUN_STEPS, Transitions
 
-# An override's reason is read on the audit page: a paragraph, not a document (a 1 MB reason made a
-# 2 MB page). The form and judging.services.decision_override both refuse a longer one.
+# An override's reason is read on the audit page: a paragraph, not a document. The form and judging.services.decision_override both refuse a longer one.
 OVERRIDE_REASON_MAX_CHARS = 2000
 
 
@@ -26,32 +25,19 @@ class JudgeKind(models.TextChoices):
     BASELINE = "baseline", "Offline baseline"
 
 
-class JudgeRun(Stateful, models.Model):
+class JudgeRun(ClaimedRun):
     """One run of the judge chain on one version (content hash) of a note."""
 
-    class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-
-    # Claimed one stage at a time (crowdnotes_site.leases); a failed run may be queued again (an admin's
-    # retry, or once after an LLM outage).
-    TRANSITIONS: ClassVar[Transitions] = Transitions("judge run", {**RUN_STEPS, State.FAILED: {State.QUEUED}})
+    # Claimed one stage at a time (ClaimedRun); a failed run may be queued again (an admin's retry, or
+    # once after an LLM outage).
+    TRANSITIONS: ClassVar[Transitions] = Transitions("judge run", {**RUN_STEPS, FAILED: {QUEUED}})
 
     note = models.ForeignKey("notes.Note", on_delete=models.CASCADE, related_name="judge_runs")
     content_hash = models.CharField(max_length=64)
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     helpful = models.BooleanField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    # The stage being judged and the claim on it: a worker owns the run until claimed_until;
-    # after that (worker lost) a redelivered task may take it over.
+    # The stage being judged; the claim (`claimed_until`) is on this stage.
     stage = models.CharField(max_length=12, choices=Stage.choices, blank=True)
-    claimed_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     # When the beat sweep queued this run again after it failed during an LLM outage (at most once).
     outage_retried_at = models.DateTimeField(null=True, blank=True)
 
@@ -127,18 +113,11 @@ class JudgeOverride(models.Model):
         return f"override of decision {self.decision_id}: {self.previous_verdict} -> {self.verdict}"
 
 
-class PreflightCheck(Stateful, models.Model):
+class PreflightCheck(ClaimedRun):
     """A contributor's pre-flight: the judges' advice on a draft, computed by a worker (the judges
-    load models and call the LLM, which a web request never does). Advice only: it decides nothing."""
-
-    class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-
-    # Advice asked once: a failed check is asked for again as a new one.
-    TRANSITIONS: ClassVar[Transitions] = Transitions("pre-flight", RUN_STEPS)
+    load models and call the LLM, which a web request never does). Advice only: it decides nothing.
+    Asked once (ClaimedRun's table): a failed check is asked for again as a new one; a check whose
+    workers keep dying is failed after JUDGE_MAX_CLAIMS claims."""
 
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     draft_job = models.ForeignKey("notes.DraftJob", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
@@ -146,15 +125,11 @@ class PreflightCheck(Stateful, models.Model):
     note_text = models.TextField()
     urls = models.JSONField(default=list, blank=True)
     snippets = models.JSONField(default=list, blank=True)  # [{"text": ..., "source": ...}]
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    # Declared here only because it has no index (ClaimedRun's `state` has one).
+    state = models.CharField(max_length=10, choices=ClaimedRun.State.choices, default=ClaimedRun.State.QUEUED)
     # {"stages": [{stage, verdict, reasoning, judge_kind, judge_name, error, note_text_judged}], "helpful": ...}
     result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    # Claims taken so far: a pre-flight whose worker keeps dying is failed after JUDGE_MAX_CLAIMS.
-    attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -54,8 +54,8 @@ class JudgedNote:
 
 
 def note_as_judged(decision: JudgeDecision) -> JudgedNote:
-    """The note text of the version this decision judged (decisions store it since issue 35;
-    for older ones the current text, said to be exact only when its content hash matches)."""
+    """The note text of the version this decision judged (stored in the decision's inputs; a
+    decision without it gets the current text, said to be exact only when its content hash matches)."""
     stored = decision.inputs.get("note_text_judged") if isinstance(decision.inputs, dict) else None
     if stored:
         return JudgedNote(str(stored), True)

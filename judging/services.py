@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from crowdnotes_site import leases
@@ -25,7 +24,7 @@ from crowdnotes_site.lib.llm import classifier as clf
 from crowdnotes_site.lib.llm import pipeline
 from crowdnotes_site.lib.llm.pipeline import JudgeInput, PipelineResult, StageResult
 from crowdnotes_site.lib.llm.steps.common import Evidence
-from crowdnotes_site.llm import llm_client
+from crowdnotes_site.llm import llm_answers, llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from crowdnotes_site.transitions import transition_rows
 from evidence.embedding import MINILM, cosine, encoder
@@ -145,6 +144,12 @@ def judge_runs_retry_after_outage(*, llm_answers: Callable[[], bool]) -> list[in
     return retried
 
 
+@leases.sweep("judge_runs_after_outage")
+def judge_runs_outage_sweep() -> list[int]:
+    """The beat's retry after an LLM outage: its probe is one call to the configured LLM."""
+    return judge_runs_retry_after_outage(llm_answers=llm_answers)
+
+
 def _judge_owner(run_id: int) -> int | None:
     """Whose work a judge run is (its fair turn on the llm queue, the daily LLM budget it spends):
     the note's author, or for a Supernote (no author) whoever started the run that proposed it."""
@@ -162,6 +167,7 @@ def _enqueue_after_commit(run_id: int) -> None:
     enqueue_on_commit("judging.tasks.judge_run_step", run_id, owner=_judge_owner(run_id))
 
 
+@leases.sweep("judge_runs")
 def judge_runs_sweep() -> list[int]:
     """Re-queue the judge runs whose worker stopped renewing the claim (beat: work_sweep)."""
     return leases.runs_sweep(JudgeRun, _enqueue_after_commit)
@@ -355,6 +361,7 @@ def _preflight_enqueue(check_id: int) -> None:
     enqueue_on_commit("judging.tasks.preflight_check", check_id, owner=owner)
 
 
+@leases.sweep("preflights")
 def preflight_checks_sweep() -> list[int]:
     """Re-queue the pre-flights whose worker stopped renewing the claim (beat: work_sweep), in
     their contributor's fair turn: the contributor is waiting on the page for this advice."""
@@ -372,22 +379,14 @@ def preflight_prune(*, days: int) -> int:
 
 def preflight_fail(*, check_id: int, error: str) -> None:
     """The pre-flight ends with its error shown to the contributor (unless it already ended)."""
-    transition_rows(
-        PreflightCheck.objects.filter(pk=check_id),
-        PreflightCheck.State.FAILED, claimed_until=None, error=error[:2000], finished_at=timezone.now(),
-    )  # fmt: skip
+    leases.run_fail(PreflightCheck, run_id=check_id, error=error)
 
 
 def preflight_check_run(*, check_id: int) -> PreflightCheck | None:
     """Run a queued pre-flight (in a worker). Claimed first, so a duplicate delivery does nothing;
     a claim older than the lease (a lost worker) may be taken again, JUDGE_MAX_CLAIMS times in all
     (then the check fails: a pre-flight that kills its worker is not retried for ever)."""
-    now = timezone.now()
-    claimable = Q(state=PreflightCheck.State.QUEUED) | Q(state=PreflightCheck.State.RUNNING, claimed_until__lt=now)
-    if not transition_rows(
-        PreflightCheck.objects.filter(claimable, pk=check_id),
-        PreflightCheck.State.RUNNING, claimed_until=leases.lease_deadline(), attempts=F("attempts") + 1,
-    ):  # fmt: skip
+    if not leases.run_claim(PreflightCheck, run_id=check_id):
         return None
     check = PreflightCheck.objects.get(pk=check_id)
     if check.attempts > settings.JUDGE_MAX_CLAIMS:

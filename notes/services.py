@@ -13,7 +13,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from crowdnotes_site.leases import heartbeat, lease_deadline
+from crowdnotes_site.leases import heartbeat, lease_deadline, sweep
+from crowdnotes_site.lib import xids
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.lib.llm import drafting
 from crowdnotes_site.lib.llm.steps.common import Evidence
@@ -200,6 +201,25 @@ def _lock_post_text(text: str) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [post_text_hash(text)])
 
 
+def post_for_x_id(*, x_id: str, user: User) -> tuple[Post, bool]:
+    """The post with this X id: one imported or fetched with it, else one flagged with a link to
+    it, else a new post without text (created, True), which X's post lookup (xnotes
+    `x_hydrate_posts`) or a contributor pasting its text fills in. X is not asked here."""
+    placeholder = f"Post {x_id} on X (requested by its link; its text is not known here yet)"
+    _lock_post_text(placeholder)  # two requests of one new id make one post
+    post = Post.objects.filter(external_id=x_id).order_by("-text_available", "created_at").first()
+    if post is not None:
+        return post, False
+    for linked in Post.objects.filter(source_url__contains=f"/status/{x_id}").order_by("created_at"):
+        if xids.post_id_from_reference(linked.source_url) == x_id:
+            return linked, False
+    post = Post.objects.create(
+        text=placeholder, text_hash=post_text_hash(placeholder), text_available=False, external_id=x_id,
+        source_url=f"https://x.com/i/status/{x_id}", posted_at=xids.x_id_time(x_id), flagged_by=user,
+    )  # fmt: skip
+    return post, True
+
+
 @dataclass(frozen=True)
 class Contribution:
     """What a contribution did, so the page can say it truthfully."""
@@ -301,9 +321,10 @@ def draft_job_discard(*, job: DraftJob) -> DraftJob:
         raise _closed(locked, "discarded") from exc
     locked.lease_until = None
     locked.save(update_fields=["state", "lease_until", "updated_at"])
-    Snippet.objects.filter(draft_job=locked, state=Snippet.State.QUEUED).update(
-        state=Snippet.State.FAILED, error_code="discarded", error_message="the draft was discarded"
-    )
+    transition_rows(
+        Snippet.objects.filter(draft_job=locked, state=Snippet.State.QUEUED),
+        Snippet.State.FAILED, error_code="discarded", error_message="the draft was discarded",
+    )  # fmt: skip
     return locked
 
 
@@ -357,6 +378,7 @@ def draft_job_generate(*, job_id: int) -> DraftJob:
         return _draft_claimed(job)
 
 
+@sweep("drafts")
 def draft_jobs_sweep() -> list[int]:
     """Re-queue drafts whose worker stopped renewing its lease (beat: work_sweep)."""
     requeued: list[int] = []
@@ -531,7 +553,7 @@ def rating_submit(
         note=note, rater=rater, defaults={"level": level, "tags": tag_list, "version_id": version_id}
     )
     if before is not None and before != (level, tag_list):
-        # A changed rating withdraws the suggestion made with it (issue 36); a new one may follow.
+        # A changed rating withdraws the suggestion made with it; a new one may follow.
         Suggestion.objects.filter(note=note, rater=rater, state=Suggestion.State.PENDING).update(
             state=Suggestion.State.WITHDRAWN, outcome_reason="the rating was changed"
         )

@@ -6,11 +6,8 @@ from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
-from crowdnotes_site.llm import llm_answers
 from evidence.prefetch import prefetch_prune
-from evidence.search.services import automation_runs_sweep
-from evidence.snippets import snippet_refines_sweep, snippets_sweep
-from judging.services import judge_runs_retry_after_outage, judge_runs_sweep, preflight_checks_sweep, preflight_prune
+from judging.services import preflight_prune
 from notes import services
 from notes.analytics.topics import post_classify_topic
 from notes.living import services as living
@@ -37,7 +34,7 @@ def topic_classify_post(post_id: int) -> str | None:
 # Routed to the "cpu" queue by CELERY_TASK_ROUTES ("notes.tasks.score_*"). Safe to run twice:
 # the service takes an advisory lock and recomputes everything from the ratings. Only a lost
 # database connection is retried (with backoff, 3 times). Time limits: SCORING_SOFT_TIME_LIMIT_S
-# (the whole download's rescoring takes ~20 min), read when the worker imports the tasks.
+# (long enough for the whole download's rescoring: bench/README), read when the worker imports the tasks.
 @shared_task(
     name="notes.tasks.score_notes",
     soft_time_limit=settings.SCORING_SOFT_TIME_LIMIT_S,
@@ -65,7 +62,7 @@ def supernote_runs_start_stuck() -> int:
     return supernotes.supernote_runs_start_stuck()
 
 
-# Living notes (issue 36), "llm" queue: a revision run (LLM draft, judges, jury, decision) is claimed
+# Living notes, "llm" queue: a revision run (LLM draft, judges, jury, decision) is claimed
 # once per delivery and swept like the other runs; the beat starts the revisions that are due.
 @shared_task(name="notes.tasks.revision_run_execute", acks_late=True, reject_on_worker_lost=True)
 def revision_run_execute(run_id: int) -> str | None:
@@ -83,27 +80,8 @@ def suggestion_tag_kind(suggestion_id: int) -> None:
     living.suggestion_tag_kind(suggestion_id=suggestion_id)
 
 
-# Site-wide sweeps (beat, default queue). They live in the top app because they call the services
-# of several apps below it; their registered names and beat entries are those of crowdnotes_site.tasks.
-@shared_task(name="crowdnotes_site.tasks.work_sweep", ignore_result=True)
-def work_sweep() -> dict[str, list[int]]:
-    """Re-queue the work whose worker was lost (lease or claim expired): snippet processing, snippet
-    refines, drafts, judge runs, pre-flights, automation runs, Supernote runs and scoring runs."""
-    return {
-        "snippets": snippets_sweep(),
-        "refines": snippet_refines_sweep(),
-        "drafts": services.draft_jobs_sweep(),
-        "judge_runs": judge_runs_sweep(),
-        # Runs an LLM outage failed, queued once more when the LLM answers again (a probe call).
-        "judge_runs_after_outage": judge_runs_retry_after_outage(llm_answers=llm_answers),
-        "preflights": preflight_checks_sweep(),
-        "automation_runs": automation_runs_sweep(),
-        "supernote_runs": supernotes.supernote_runs_sweep(),
-        "scoring_runs": scoring.scoring_runs_sweep(),
-        "revision_runs": living.revision_runs_sweep(),
-    }
-
-
+# Site-wide pruning (beat, default queue). It lives in the top app because it calls the services of
+# two apps below it; its registered name and beat entry are those of crowdnotes_site.tasks.
 @shared_task(name="crowdnotes_site.tasks.prune_finished_work", ignore_result=True)
 def prune_finished_work() -> dict[str, int]:
     """Delete finished pre-flights and head starts older than FINISHED_WORK_RETENTION_DAYS, so

@@ -25,6 +25,8 @@ else
   echo "== .venv matches requirements/ (set-up skipped; delete var/setup.sha256 to rerun scripts/setup.sh)"
 fi
 export DEBUG=${DEBUG:-1}
+# SQLite and the filesystem broker without DATABASE_URL / REDIS_URL, even with DEBUG=0.
+export CROWDNOTES_EMBEDDED=${CROWDNOTES_EMBEDDED:-1}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export SCORING_INTERVAL_SECONDS=${SCORING_INTERVAL_SECONDS:-180}  # the demo rescoring every 3 minutes, so new ratings show
 # The fetcher may reach the demo's page server and nothing else on loopback (not the app itself).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run a manage.py command with the settings the demo's app runs with (var/demo.env, written by
-# scripts/demo.sh: DEBUG=1, its page server, its database and broker), so a command beside the demo
+# scripts/demo.sh: DEBUG=1, CROWDNOTES_EMBEDDED=1, its page server, its database and broker), so a command beside the demo
 # needs nothing else set. A variable already set in your environment wins (the X credentials, which
 # are never written to a file, come from there). Without var/demo.env: the environment as it is.
 # Usage: scripts/manage.sh COMMAND [ARGS…]   e.g. scripts/manage.sh x_hydrate_posts --json

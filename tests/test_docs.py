@@ -1,5 +1,6 @@
 """The documentation stays true: every setting read from the environment is on the configuration
-page, and every relative link of the READMEs points at a file that exists.
+page, every module of the apps is on the layout page (and every module it names exists), and every
+relative link of the READMEs points at a file that exists.
 
 The site itself is built with `mkdocs build --strict` in .ci/run (broken links between pages,
 pages missing from the nav)."""
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = ROOT / "crowdnotes_site" / "settings.py"
 ENV_HELPERS = ROOT / "crowdnotes_site" / "env.py"
 CONFIGURATION = ROOT / "docs" / "operations" / "configuration.md"
+LAYOUT = ROOT / "docs" / "architecture" / "layout.md"
+APPS = ("crowdnotes_site", "evidence", "judging", "notes", "xnotes")
 
 
 def _env_helper_names() -> set[str]:
@@ -137,3 +140,106 @@ def test_every_relative_link_of_the_readmes_resolves(readme: str) -> None:
         assert links, "the README links into the documentation"
     broken = [link for link in links if not (path.parent / link).exists()]
     assert not broken, f"{readme}: links to missing files: {broken}"
+
+
+def _holds_code(path: Path) -> bool:
+    """More than a docstring: an empty package __init__.py is named by its folder, not by itself."""
+    body = ast.parse(path.read_text()).body
+    return any(not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)) for node in body)
+
+
+def app_modules(root: Path = ROOT) -> set[str]:
+    """The modules of the apps and crowdnotes_site that the layout page must name, as paths from the
+    root: every .py file outside migrations/, tests/ and __pycache__/, but an __init__.py only when
+    it holds code."""
+    modules = set()
+    for app in APPS:
+        for path in (root / app).rglob("*.py"):
+            parts = path.relative_to(root).parts
+            if {"migrations", "tests", "__pycache__"} & set(parts):
+                continue
+            if path.name == "__init__.py" and not _holds_code(path):
+                continue
+            modules.add("/".join(parts))
+    return modules
+
+
+_FOLDER = re.compile(r"^( *)(\S+/)(?:\s|$)")
+_MODULE = re.compile(r"[\w/]+\.py\b")
+
+
+def layout_modules(markdown: str, root: Path = ROOT) -> tuple[set[str], set[str]]:
+    """(modules named, names that match no file) by the first fenced block of the layout page.
+
+    The block is a tree: a line whose first word ends in "/" opens that folder inside the folder of
+    the nearest line above it that is indented less and opened one; every `name.py` on a line
+    belongs to the folder the line sits in (its own, for a folder's line), else it is a path from
+    the root (`crowdnotes_site/panels.py` in another folder's text)."""
+    block = markdown.split("```", 2)[1]
+    named: set[str] = set()
+    unknown: set[str] = set()
+    folders: list[tuple[int, str]] = []  # (indent, folder from the root), innermost last
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        opened = _FOLDER.match(line)
+        if opened:
+            parent = folders[-1][1] if folders else ""
+            folders.append((indent, parent + opened.group(2)))
+        here = folders[-1][1] if folders else ""
+        for name in _MODULE.findall(line[opened.end(2) if opened else 0 :]):
+            name = name.lstrip("/")
+            found = next((path for path in (here + name, name) if (root / path).is_file()), None)
+            if found is None:
+                unknown.add(here + name)
+            else:
+                named.add(found)
+    return named, unknown
+
+
+def test_the_layout_reader_follows_the_tree(tmp_path: Path) -> None:
+    for path in ("app/models.py", "app/sub/pure.py", "app/sub/deeper/leaf.py", "app/views.py", "site/panels.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    page = """# Layout
+
+```
+app/          the app
+  models.py     rows; views.py beside them
+  sub/          pure.py (a pure core), and
+                deeper/leaf.py, with site/panels.py from the root
+    gone.py       removed since
+```
+"""
+    named, unknown = layout_modules(page, tmp_path)
+    assert named == {"app/models.py", "app/views.py", "app/sub/pure.py", "app/sub/deeper/leaf.py", "site/panels.py"}
+    assert unknown == {"app/sub/gone.py"}
+
+
+def test_an_empty_package_init_is_not_a_module_to_name(tmp_path: Path) -> None:
+    for app in APPS:
+        (tmp_path / app / "migrations").mkdir(parents=True)
+        (tmp_path / app / "migrations" / "0001_initial.py").write_text("x = 1\n")
+    (tmp_path / "notes" / "__init__.py").write_text('"""The notes app."""\n')
+    (tmp_path / "notes" / "models").mkdir()
+    (tmp_path / "notes" / "models" / "__init__.py").write_text("from notes.models.posts import Post\n")
+    (tmp_path / "notes" / "models" / "posts.py").write_text("")
+    assert app_modules(tmp_path) == {"notes/models/__init__.py", "notes/models/posts.py"}
+
+
+def test_every_module_of_the_apps_is_on_the_layout_page() -> None:
+    modules = app_modules()
+    assert len(modules) > 150, "the module finder found too few modules: has the tree moved?"
+    named, _ = layout_modules(LAYOUT.read_text())
+    missing = sorted(modules - named)
+    assert not missing, (
+        f"name these modules in docs/architecture/layout.md (what each holds, in a few words): {missing}"
+    )
+
+
+def test_every_module_the_layout_page_names_exists() -> None:
+    _, unknown = layout_modules(LAYOUT.read_text())
+    assert not unknown, f"docs/architecture/layout.md names modules that do not exist: {sorted(unknown)}"

@@ -1,5 +1,5 @@
-"""Issue 37 (integrity under attack): the findings reproduced as they were reported, each now refused
-or handled. State transitions, the blind comparison, the admin log-in's limit, the per-user limits on
+"""Integrity under attack: each attack reproduced as a person would try it, and refused or
+handled. State transitions, the blind comparison, the admin log-in's limit, the per-user limits on
 POSTs that start work, sliding windows and length caps."""
 
 from __future__ import annotations

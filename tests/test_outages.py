@@ -1,4 +1,4 @@
-"""Degrade, don't 500 (issue 27, item 3): with Redis down, reads and log-in work, costly POSTs get a
+"""Degrade, don't 500: with Redis down, reads and log-in work, costly POSTs get a
 "try again in a minute" page, /healthz names what is down; a database connection the server
 dropped costs at most the request that found it, and that one gets a page that explains."""
 

@@ -1,4 +1,4 @@
-"""Issue 27 item 7: the home page's post list and the audit list's aggregates are cached per web
+"""The home page's post list and the audit list's aggregates are cached per web
 worker, and what they show stays true: the home list is keyed by the data it shows, the audit's
 aggregates by the newest decision, override and run (and at most a minute old otherwise)."""
 

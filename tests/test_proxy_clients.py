@@ -1,4 +1,4 @@
-"""Client address behind the reverse proxy (issue 27, item 5): limits and the login lockout key on
+"""Client address behind the reverse proxy: limits and the login lockout key on
 the address the trusted proxies saw, forged X-Forwarded-For entries are ignored, and a stranger's
 wrong passwords cannot lock the real user out."""
 

@@ -87,7 +87,7 @@ def test_post_page(rater_client: Any) -> None:
     assert _counts(grow, lambda: rater_client.get(f"/posts/{post.pk}/")) == [
         9,
         9,
-    ]  # with the Supernote proposal, the X panel and the rater's open blind comparisons (issue 37)
+    ]  # with the Supernote proposal, the X panel and the rater's open blind comparisons
 
 
 def test_rating_queue(rater_client: Any, rater: Any) -> None:
@@ -119,7 +119,7 @@ def test_posting_a_rating(rater_client: Any, rater: Any) -> None:
 
     levels = iter(["HELPFUL", "NOT_HELPFUL"] * 4)
     counts = _counts(grow, lambda: rater_client.post(f"/rate/{note.pk}/", {"level": next(levels)}))
-    # 12 + 3 (issue 36): the rating before the change is read, a changed rating withdraws its suggestion,
+    # 12 + 3: the rating before the change is read, a changed rating withdraws its suggestion,
     # and the version rated is read under the note's row lock (a revision may be publishing); + 1: the
     # notes the rater's open blind comparisons hide (not to be rated until it is answered).
     assert counts == [16, 16]

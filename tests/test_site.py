@@ -89,7 +89,7 @@ def test_it_signs_up_a_contributor_and_rater(anon_client: Any) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_sign_ups_of_one_name_give_one_account_and_form_errors(settings: Any) -> None:
     """Six people submit the same name (in two letter cases) at once: one account, five form
-    errors, no duplicate-key 500 (issue 27, item 6)."""
+    errors, no duplicate-key 500."""
     import threading
 
     from django.db import connection
@@ -166,6 +166,32 @@ def test_it_names_a_missing_secret_key_at_start() -> None:
     assert "SECRET_KEY" in result.stderr
 
 
+def test_it_refuses_to_start_without_database_url_unless_debug_or_embedded() -> None:
+    result = _run_manage("check", DEBUG="0", SECRET_KEY="x" * 50)
+    assert result.returncode != 0
+    assert "DATABASE_URL is required" in result.stderr and "CROWDNOTES_EMBEDDED=1" in result.stderr
+
+
+@pytest.mark.parametrize("env", [{"DEBUG": "1"}, {"DEBUG": "0", "SECRET_KEY": "x" * 50, "CROWDNOTES_EMBEDDED": "1"}])
+def test_debug_or_the_embedded_mode_runs_on_sqlite_without_database_url(env: dict[str, str], tmp_path: Path) -> None:
+    code = "from django.conf import settings as s; print(s.DATABASES['default']['ENGINE'], s.DEBUG)"
+    result = _run_manage("shell", "-c", code, CROWDNOTES_VAR_DIR=str(tmp_path), **env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == f"django.db.backends.sqlite3 {env['DEBUG'] == '1'}"
+
+
+def test_the_demo_runs_in_the_embedded_mode() -> None:
+    assert "export CROWDNOTES_EMBEDDED=${CROWDNOTES_EMBEDDED:-1}" in (ROOT / "scripts" / "demo.sh").read_text()
+
+
+def test_the_embedded_mode_leaves_a_set_database_url_in_charge(tmp_path: Path) -> None:
+    code = "from django.conf import settings as s; print(s.DATABASES['default']['ENGINE'])"
+    url = "postgres://postgres@127.0.0.1:5432/crowdnotes"
+    result = _run_manage("shell", "-c", code, DEBUG="0", SECRET_KEY="x" * 50, CROWDNOTES_EMBEDDED="1", DATABASE_URL=url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "django.db.backends.postgresql"
+
+
 def test_it_names_a_malformed_variable_at_start() -> None:
     result = _run_manage("check", DEBUG="1", LLM_TIMEOUT_S="soon")
     assert result.returncode != 0
@@ -233,8 +259,8 @@ def test_it_explains_a_missing_role(rater_client: Any) -> None:
 
 @pytest.mark.django_db
 def test_answers_carry_a_permissions_policy_no_server_banner_and_an_httponly_csrf_cookie(member_password: Any) -> None:
-    """Issue 27, item 6: the CSRF cookie is hidden from scripts, yet htmx's header token (read from
-    the page, not the cookie) still passes the check."""
+    """The CSRF cookie is hidden from scripts, yet htmx's header token (read from the page, not the
+    cookie) still passes the check."""
     import re
 
     from django.test import Client
@@ -298,7 +324,7 @@ def test_a_banner_shows_while_the_demo_warms_up_in_the_background(
 def test_demo_sh_warms_up_after_the_app_is_up_and_set_up_steps_report_progress() -> None:
     root = Path(__file__).resolve().parents[1]
     demo = (root / "scripts" / "demo.sh").read_text()
-    # The slow warm-up is no longer a step before the first page: it starts after the web server.
+    # The slow warm-up is not a step before the first page: it starts after the web server.
     assert "procs_run $PY manage.py evidence_warmup" not in demo and "index_documents" not in demo
     assert demo.index("warmup.running") < demo.index("manage.py runserver")
     assert "evidence_warmup" in (root / "scripts" / "lib" / "warmup.sh").read_text()
@@ -342,7 +368,8 @@ def test_a_403_is_logged_in_one_line_without_a_traceback(rater_client: Any, caps
 def test_the_warmup_banner_is_polled_away_on_open_pages_and_says_what_the_last_warmup_took(
     anon_client: Any, db: None, settings: Any, tmp_path: Path
 ) -> None:
-    """Issue 35: the banner stayed on pages left open, and said "about 5 minutes" when it took 10."""
+    """The banner is polled away on pages left open, and says what the last warm-up of this install
+    took rather than a fixed "about 5 minutes"."""
     settings.VAR_DIR = tmp_path
     (tmp_path / "warmup.running").write_text("06:12\n")
     (tmp_path / "warmup.last-seconds").write_text("185\n")
@@ -369,8 +396,8 @@ def test_the_warmup_banner_is_polled_away_on_open_pages_and_says_what_the_last_w
 def test_the_default_cache_is_shared_by_every_process_on_every_broker(
     env: dict[str, str], backend: str, location: str, tmp_path: Path
 ) -> None:
-    """Issue 35: without REDIS_URL the default cache was per process, so the X budget a worker learned
-    never reached the writer page. Now: REDIS_URL, else the broker's Redis, else a file cache."""
+    """The default cache is one that every process shares, so the X budget a worker learns reaches
+    the writer page: REDIS_URL, else the broker's Redis, else a file cache (never per process)."""
     code = "import json; from django.conf import settings as s; print(json.dumps(s.CACHES['default']))"
     result = _run_manage("shell", "-c", code, DEBUG="1", CROWDNOTES_VAR_DIR=str(tmp_path), **env)
     assert result.returncode == 0, result.stderr

@@ -1,4 +1,4 @@
-"""Issue 37, item 1: state transitions owned by the model. Each stateful model declares one table
+"""State transitions owned by the model. Each stateful model declares one table
 (crowdnotes_site.lib.transitions); a move it does not list is refused, by the model's `transition`
 and by the compare-and-set `transition_rows`, and by the services and tasks that call them: the row
 is left as it was."""
@@ -23,8 +23,9 @@ from notes.models import DraftJob, Note, NoteVersion, RevisionRun, ScoringRun, S
 from notes.scoring import services as scoring_services
 from notes.supernotes import services as supernotes
 from tests.notes.factories import make_job, make_post, make_ready_snippet
-from xnotes import services as xnotes
 from xnotes.models import XFetchRun, XProposal, XTaskRun
+from xnotes.services import eligible as x_eligible
+from xnotes.services import proposals as x_proposals
 
 pytestmark = pytest.mark.django_db
 
@@ -186,9 +187,9 @@ def test_a_sent_proposal_is_not_sent_again_and_a_finished_pull_not_resumed(contr
     proposal = rows["proposal to X: sent -> sending"][0]
     pull = rows["pull from X: done -> running"][0]
     unchanged = [_unchanged(proposal), _unchanged(pull)]
-    assert xnotes.proposal_send(proposal_id=proposal.pk, client=NoX()).state == XProposal.State.SENT  # type: ignore[arg-type]
+    assert x_proposals.proposal_send(proposal_id=proposal.pk, client=NoX()).state == XProposal.State.SENT  # type: ignore[arg-type]
     with pytest.raises(TransitionRefused, match="A pull from X cannot go from 'done' to 'running'"):
-        xnotes.fetch_eligible(run=XFetchRun.objects.get(pk=pull.pk), client=NoX())  # type: ignore[arg-type]
+        x_eligible.fetch_eligible(run=XFetchRun.objects.get(pk=pull.pk), client=NoX())  # type: ignore[arg-type]
     assert all(check() for check in unchanged)
 
 

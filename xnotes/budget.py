@@ -9,15 +9,22 @@ refuses every request until the reset: the caller gets `RateLimited(reset_at)` a
 work with that countdown. No request is ever sent inside a closed window. While no window is known
 (nothing answered yet, or the last one reset), one request at a time goes out to learn it (the
 probe); the others are refused for PROBE_WAIT_S, so workers starting together cannot all send.
+A command, which may wait, sleeps until each reset instead (`ResetWaiter`, within
+X_API_MAX_TOTAL_WAIT_S in all).
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import caches
+
+log = logging.getLogger(__name__)
 
 PREFIX = "xapi:budget"
 BUCKETS = ("notes", "tweets")
@@ -134,3 +141,43 @@ def state(bucket: str = "notes") -> BudgetState:
 def clear() -> None:
     """Forget every bucket (tests, and an operator after changing credentials)."""
     _cache().delete_many([_key(b, n) for b in BUCKETS for n in ("remaining", "reset", "blocked_until", "probe")])
+
+
+# --- Waiting for a reset (the commands) ------------------------------------------------------
+
+
+class WaitCapExceeded(Exception):
+    """X kept answering 429: the next reset lies past the command's cap on its total wait."""
+
+
+class ResetWaiter:
+    """The commands' wait on a 429 / spent budget: a sleep until each reset, at most
+    X_API_MAX_TOTAL_WAIT_S in all for one command; a reset that would pass the cap raises
+    WaitCapExceeded (naming what X sent) at once instead of sleeping."""
+
+    def __init__(self, *, cap_s: float | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.cap_s = float(settings.X_API_MAX_TOTAL_WAIT_S if cap_s is None else cap_s)
+        self.sleep = sleep
+        self.waited_s = 0.0
+        self.answers = 0
+
+    def __call__(self, limited: RateLimited) -> None:
+        self.answers += 1
+        wait = limited.wait_s()
+        if self.waited_s + wait > self.cap_s:
+            raise WaitCapExceeded(
+                f"X answered 429 Too Many Requests ({limited.bucket}) {self.answers} time"
+                f"{'s' if self.answers != 1 else ''}; waited {self.waited_s:.0f} s in all, and its next reset is "
+                f"{wait:.0f} s away, past the cap on the total wait (X_API_MAX_TOTAL_WAIT_S = {self.cap_s:.0f} s). "
+                "Nothing fetched so far is lost; run the command again later."
+            )
+        log.info("X API rate limit: waiting %.0f s for the reset", wait)
+        self.sleep(wait)
+        self.waited_s += wait
+
+
+def sleep_until_reset(limited: RateLimited) -> None:
+    """The commands' wait on a 429 / spent budget: one sleep until the reset (no polling)."""
+    wait = limited.wait_s()
+    log.info("X API rate limit: waiting %.0f s for the reset", wait)
+    time.sleep(wait)

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from crowdnotes_site.panels import Panel, register
 from xnotes.models import XProposal, XWrittenNote
+from xnotes.services import evaluator
 
 # How long the pre-flight polls for X's evaluator: past one rate-limit window (15 minutes), after
 # which the task that asks X has waited for a reset and answered, or will not.
@@ -23,10 +24,10 @@ def note_detail(request: HttpRequest | None, *, note: Any) -> Panel | None:
     """The note page: its proposal to X (state, X id, mode, time, evaluator outcomes), or the
     link to propose it for admins and X writers."""
     # Deferred (here and below): register_all() runs in every process's django.setup(), and the
-    # services import notes.services and with it the whole app stack (numpy, the scorer).
-    from xnotes import selectors, services
+    # selectors import the proposal rules and with them evidence matching (numpy).
+    from xnotes import selectors
 
-    x_id = services.x_post_id(note.post)
+    x_id = evaluator.x_post_id(note.post)
     proposal = XProposal.objects.filter(post_id=note.post_id).first()
     if not x_id and proposal is None:
         return None
@@ -45,7 +46,7 @@ def my_notes_item(request: HttpRequest | None, *, note: Any) -> Panel | None:
 
 
 def post_detail(request: HttpRequest | None, *, post: Any) -> Panel | None:
-    from xnotes import selectors
+    from xnotes import selectors  # deferred: see note_detail
 
     xpost = selectors.xpost_for(post)
     if xpost is None:
@@ -57,13 +58,13 @@ def preflight(request: HttpRequest | None, *, check: Any) -> Panel | None:
     """Beside the judges' verdicts: X's ClaimOpinion score of the same text (asked by the
     task judging queues for it, xnotes.tasks.x_preflight_evaluate). Pending (the pre-flight keeps polling) until
     X answers, for at most PREFLIGHT_WAIT_S after the pre-flight was asked."""
-    from xnotes import selectors, services
+    from xnotes import selectors  # deferred: see note_detail
 
     job = check.draft_job
-    if job is None or not services.x_post_id(job.post):
+    if job is None or not evaluator.x_post_id(job.post):
         return None
     x = selectors.x_status()
-    evaluation = services.evaluation_cached(post=job.post, text=check.note_text) if x.configured else None
+    evaluation = evaluator.evaluation_cached(post=job.post, text=check.note_text) if x.configured else None
     answered = evaluation is not None and (evaluation.claim_opinion_score is not None or bool(evaluation.error))
     waiting = x.configured and not answered
     overdue = waiting and (timezone.now() - check.created_at).total_seconds() > PREFLIGHT_WAIT_S

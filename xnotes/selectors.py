@@ -13,9 +13,10 @@ from django.utils import timezone
 
 from judging.models import JudgeDecision, JudgeRun
 from notes.models import Note, Post, Rating, Topic
-from xnotes import budget, rules, services
+from xnotes import budget, rules
 from xnotes.client import missing_settings
 from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XTaskRun, XWrittenNote
+from xnotes.services import evaluator, proposals, written
 
 POLL_SECONDS = 2
 
@@ -69,12 +70,12 @@ class ProposalView:
 
 def proposal_view(*, note: Note, user: Any) -> ProposalView:
     proposal = XProposal.objects.filter(post_id=note.post_id).first()
-    refusals = [] if proposal else services.proposal_refusals(note)
+    refusals = [] if proposal else proposals.proposal_refusals(note)
     written = None
     if proposal is not None and proposal.x_note_id:
         written = XWrittenNote.objects.filter(x_note_id=proposal.x_note_id).first()
     can = bool(user and user.has_perm("xnotes.propose_xnote")) and not refusals and proposal is None
-    return ProposalView(proposal, refusals, can, written, services.x_post_id(note.post))
+    return ProposalView(proposal, refusals, can, written, evaluator.x_post_id(note.post))
 
 
 def suggested_choice(note: Note) -> rules.Suggestion:
@@ -95,7 +96,7 @@ def suggested_choice(note: Note) -> rules.Suggestion:
 
 
 def evaluation_for(*, post: Post, text: str) -> XEvaluation | None:
-    return services.evaluation_cached(post=post, text=text)
+    return evaluator.evaluation_cached(post=post, text=text)
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class WriterPage:
     status: XStatus
     admission: rules.Admission
     writing_limit: rules.WritingLimit
-    quota: services.Quota
+    quota: proposals.Quota
     written_total: int
     last_sync: dt.datetime | None
     runs: list[XFetchRun]
@@ -177,9 +178,9 @@ def writer_page() -> WriterPage:
     last = XWrittenNote.objects.order_by("-synced_at").values_list("synced_at", flat=True).first()
     return WriterPage(
         status=x_status(),
-        admission=services.admission_now(),
-        writing_limit=services.writing_limit_now(),
-        quota=services.quota(),
+        admission=written.admission_now(),
+        writing_limit=written.writing_limit_now(),
+        quota=proposals.quota(),
         written_total=XWrittenNote.objects.filter(test_mode=settings.X_TEST_MODE).count(),
         last_sync=last,
         runs=runs,

@@ -11,8 +11,9 @@ from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
 from crowdnotes_site.limits import limited
 from notes.models import Note, Post
 from notes.services import draft_job_start
-from xnotes import selectors, services
+from xnotes import selectors
 from xnotes.forms import ProposeForm
+from xnotes.services import XFlowError, eligible, proposals, runs
 
 MANAGE = "xnotes.manage_x"
 QUEUE_PAGE = 100
@@ -63,11 +64,11 @@ def propose(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     x = selectors.x_status()
     if request.method == "POST" and x.configured and form.is_valid():
         try:
-            _, created = services.proposal_request(
+            _, created = proposals.proposal_request(
                 note=note, user=request.user, classification=form.cleaned_data["classification"],
                 tags=form.cleaned_data["tags"],
             )  # fmt: skip
-        except services.XFlowError as exc:
+        except XFlowError as exc:
             form.add_error(None, str(exc))
         else:
             if created:
@@ -76,8 +77,8 @@ def propose(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
                 messages.info(request, "This post was already proposed to X; nothing new was sent.")
             return redirect("xnotes:propose", note_id=note.pk)
     context = {
-        "x": x, "note": note, "view": view, "form": form, "text": services.x_note_text(note),
-        "trustworthy": services.trustworthy_sources(note), "quota": services.quota(), "suggestion": suggestion,
+        "x": x, "note": note, "view": view, "form": form, "text": proposals.x_note_text(note),
+        "trustworthy": proposals.trustworthy_sources(note), "quota": proposals.quota(), "suggestion": suggestion,
         "evaluation": selectors.evaluation_for(post=note.post, text=note.text),
         "poll_seconds": selectors.POLL_SECONDS if view.proposal and view.proposal.state in ("queued", "sending", "uncertain") else 0,
     }  # fmt: skip
@@ -99,7 +100,7 @@ def fetch_now(request: AuthenticatedHttpRequest) -> HttpResponse:
     if not selectors.x_status().configured:
         messages.error(request, "X is not connected: set the X API credentials first (see below).")
         return redirect("xnotes:writer")
-    _, created = services.fetch_run_request(user=request.user)
+    _, created = eligible.fetch_run_request(user=request.user)
     if not created:
         messages.info(request, "A fetch from X is already running; its progress is below.")
     if request.htmx:
@@ -114,7 +115,7 @@ def run_now(request: AuthenticatedHttpRequest, kind: str) -> HttpResponse:
     if not selectors.x_status().configured:
         messages.error(request, "X is not connected: set the X API credentials first (see below).")
         return redirect("xnotes:writer")
-    run, created = services.task_run_request(kind=kind, user=request.user)
+    run, created = runs.task_run_request(kind=kind, user=request.user)
     if not created:
         messages.info(request, f"{run.get_kind_display()} is already running; its progress is below.")
     if request.htmx:

@@ -2,7 +2,7 @@
 
 The strings are the ones the public data and the reference scorer use; the database stores
 them too (`notes.models.NoteStatus`), the scorer names its outcomes with them
-(`crowdnotes_site.lib.communitynotes.scoring.scorer.STATUS_NAMES`) and the TSV readers and writers spell them from here.
+(`crowdnotes_site.lib.communitynotes.scoring.rules.STATUS_NAMES`) and the TSV readers and writers spell them from here.
 """
 
 from __future__ import annotations

@@ -1,15 +1,16 @@
 """Which state a row may move to from which: one declared table per model (pure: no Django).
 
-Each stateful model (drafts, claimed runs, proposals to X, pulls from X) declares
+Each stateful model (drafts, snippets, claimed runs, proposals to X, pulls from X) declares
 `TRANSITIONS = Transitions("draft", {from: {to, ...}, ...})`; every state is a key, a final state
 maps to nothing. Services and tasks never set a state themselves: they call the model's
 `transition(to)` (crowdnotes_site.transitions.Stateful), or `transition_rows(queryset, to)` for a
 compare-and-set UPDATE, and both ask this table. A move the table does not list is refused and
 changes nothing.
 
-The same vocabulary is shared by the runs a worker claims (crowdnotes_site.leases): queued →
-running (a claim; running → running is a claim taken over after the worker was lost), running →
-queued (the claim handed back with the next stage queued, or swept), running → done or failed.
+The runs a worker claims start from one table, RUN_STEPS, the default of their abstract model
+(crowdnotes_site.leases.ClaimedRun; a run model may extend it): queued → running (a claim;
+running → running is a claim taken over after the worker was lost), running → queued (the claim
+handed back with the next stage queued, or swept), running → done or failed.
 """
 
 from __future__ import annotations

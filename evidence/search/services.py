@@ -49,15 +49,16 @@ def search_config(
     *,
     tau: int | None = None,
     cutoff: date | None = None,
-    single_query: bool | None = None,
-    rank_order: bool | None = None,
+    single_query: bool = False,
+    rank_order: bool = False,
 ) -> flow.SearchConfig:
-    """The flow's settings (SEARCH_*), with the per-run choices."""
+    """The flow's settings (SEARCH_*), with the per-run choices (the ablations are the benchmark's
+    and `find_evidence`'s flags, never a deployment's)."""
     return flow.SearchConfig(
         tau=tau or settings.SEARCH_TAU,
         cutoff=cutoff,
-        single_query=settings.SEARCH_SINGLE_QUERY if single_query is None else single_query,
-        rank_order=settings.SEARCH_RANK_ORDER if rank_order is None else rank_order,
+        single_query=single_query,
+        rank_order=rank_order,
         query_count=settings.SEARCH_QUERY_COUNT,
         query_temperature=settings.SEARCH_QUERY_TEMPERATURE,
         k_per_query=settings.SEARCH_RESULTS_PER_QUERY,
@@ -224,8 +225,8 @@ def find_evidence(
     post_text: str,
     tau: int | None = None,
     cutoff: date | None = None,
-    single_query: bool | None = None,
-    rank_order: bool | None = None,
+    single_query: bool = False,
+    rank_order: bool = False,
     deps: flow.Deps | None = None,
 ) -> flow.SearchState:
     """Queries → search → pool → utility selection on the configured backends, nothing stored.
@@ -277,6 +278,7 @@ def _enqueue(run_id: int, owner: int | None = None) -> None:
     enqueue_on_commit("evidence.tasks.automation_run_step", run_id, owner=owner)
 
 
+@leases.sweep("automation_runs")
 def automation_runs_sweep() -> list[int]:
     """Re-queue the automation runs whose worker stopped renewing the claim (beat: work_sweep)."""
     return leases.runs_sweep(AutomationRun, _enqueue)

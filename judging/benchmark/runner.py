@@ -265,7 +265,7 @@ class Run:
         return self._human[row.id]
 
     def machine_evidence(
-        self, row: Row, *, single_query: bool | None = None, rank_order: bool | None = None
+        self, row: Row, *, single_query: bool = False, rank_order: bool = False
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """find_evidence with τ = the human URL count and the note's date as cutoff; the best
         passage of each chosen source (stored passages of indexed documents, else fetched)."""

@@ -62,8 +62,8 @@ class DelaySummary:
 
 
 # The delay figures are computed in PostgreSQL (a few aggregate queries, nothing per note comes back
-# to Python): over a database holding the whole public download (2.5 M notes, 2.7 M status-history
-# rows) reading every row into Python took minutes. percentile_cont is the same linear
+# to Python): a database may hold the whole public download (millions of notes and status-history
+# rows), too many to read into Python per request. percentile_cont is the same linear
 # interpolation as numpy's default, so the figures equal crowdnotes_site.lib.communitynotes.research.delays.percentiles on the
 # same values (tests/notes/analytics/test_analytics_sql.py). A summary is kept per web worker, keyed by
 # the filters and by the newest note, status change, imported history row and finished scoring run
@@ -308,8 +308,8 @@ def _spike_report(f: AnalyticsFilters, *, unit: str, window: int, k: float) -> S
     posted_at, else when it was flagged) among those matching `f`, with spikes and their
     trending terms (note texts; a post's text, or its notes' texts when the post was
     imported without text). The counts are one GROUP BY in PostgreSQL; texts are read only
-    for the days the shown spikes' terms compare (over the whole public download, reading
-    every note's text per request took minutes)."""
+    for the days the shown spikes' terms compare (over the whole public download, every note's
+    text is too much to read per request)."""
     items = _spike_items(f, unit)
     by_day = dict(items.order_by().values_list("day").annotate(n=Count("pk")).values_list("day", "n"))
     days, counts = spikes.fill_days(by_day)

@@ -1,18 +1,25 @@
-"""The whole public download folder into the database in one streaming, resumable import.
+"""The public Community Notes download into the database: `import_folder`, the one entry point
+of the import, streaming and resumable.
 
 `import_folder(FOLDER)` takes the folder as X publishes it (notes-*, ratings-* shards,
 noteStatusHistory-*, userEnrollment-*, noteRequests-*), each file a TSV or X's zip of it
 (`download_file.open_data` streams the zip's member): every file is checked first (today's
 schema, no truncated last row, a zip read whole for its CRC: `columnar.check_file`), so a bad
-file stops the run before anything is written. Then notes (with their posts and authors), the rating shards and the status history
-go in by chunks: each chunk is sent by COPY into temporary staging tables and written by
-set-based statements (INSERT … SELECT … ON CONFLICT, UPDATE … FROM), never row by row. Each
-chunk commits with its file's ImportCheckpoint (lines and byte offset), so a killed run resumes
-at the file and byte it stopped at (in a zip, the byte of its TSV, reached by reading up to
-it), with nothing written twice or lost; a file done stays marked
-finished until the whole folder is done. Into an empty notes table the notes' read indexes are
-left out until the folder is in (`_defer_note_indexes`). Enrollment and note requests are not imported: the app
-has no table for them (the research path converts them to Parquet); they are listed.
+file stops the run before anything is written. `import_folder(FolderFiles(...))` imports the
+files given as they are, any year's layout read by header name: the file-by-file command
+(`import_communitynotes --notes FILE --ratings DIR`) is that case.
+
+Notes (with their posts and authors), the ratings and the status history go in by chunks
+through one checkpointed file loop (`importer.import_file`): on PostgreSQL each chunk is sent
+by COPY into temporary staging tables and written by set-based statements (INSERT … SELECT …
+ON CONFLICT, UPDATE … FROM), never row by row; elsewhere (SQLite, the embedded demo) or with
+`orm=True` the same rows go through the ORM. Each chunk commits with its file's
+ImportCheckpoint (lines and byte offset), so a killed run resumes at the file and byte it
+stopped at (in a zip, the byte of its TSV, reached by reading up to it), with nothing written
+twice or lost; a file done stays marked finished until the whole import is done. Into an empty
+notes table the notes' read indexes are left out until the import is in (`_defer_note_indexes`).
+Enrollment and note requests are not imported: the app has no table for them (the research
+path converts them to Parquet); they are listed.
 """
 
 from __future__ import annotations
@@ -20,11 +27,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.db import connection, models, transaction
 from django.db.backends.utils import CursorWrapper
@@ -42,6 +48,7 @@ from notes.services import post_text_hash
 
 NOTE_CHUNK_LINES = 50_000  # notes and status-history lines per chunk (a notes line is ~0.5 KB)
 DownloadError = columnar.DownloadError
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,7 @@ class FolderFiles:
     notes: list[Path]
     ratings: list[Path]
     status: list[Path]
-    not_imported: list[Path]  # enrollment and note requests: no table for them in the app
+    not_imported: list[Path] = field(default_factory=list)  # enrollment, note requests: no table for them
 
 
 def folder_files(folder: str | Path, say: Callable[[str], None] | None = None) -> FolderFiles:
@@ -67,21 +74,24 @@ def folder_files(folder: str | Path, say: Callable[[str], None] | None = None) -
 
 
 def import_folder(
-    folder: str | Path,
+    folder: str | Path | FolderFiles,
     report: cni.ImportReport,
     *,
     chunk_lines: int = cni.COPY_CHUNK_LINES,
     note_chunk_lines: int = NOTE_CHUNK_LINES,
     progress: Callable[[str], None] | None = None,
     exclusive: bool = True,
+    orm: bool = False,
 ) -> FolderFiles:
-    """Import the whole download folder (see the module's docstring); returns its files."""
+    """Import the download `folder` (its files found and checked), or the files given (see the
+    module's docstring); returns the files. `exclusive`: see `importer.import_ratings_copy`;
+    `orm`: every chunk through the ORM (what a database other than PostgreSQL gets)."""
     say = progress or (lambda _line: None)
-    files = folder_files(folder, say)
-    every = files.notes + files.ratings + files.status
+    files = folder if isinstance(folder, FolderFiles) else folder_files(folder, say)
+    orm = orm or connection.vendor != "postgresql"
     pace = cni.Pace(
         total={
-            kind: sum(_data_bytes(f) for f in group)
+            kind: sum(cni._data_bytes(f) for f in group)
             for kind, group in (("notes", files.notes), ("ratings", files.ratings), ("status", files.status))
         }
     )
@@ -89,27 +99,41 @@ def import_folder(
         say(f"{f.name}: not imported (the app has no table for it; research_download converts it)")
         report.counts[f"files not imported ({f.name.split('-')[0]})"] += 1
     t0 = time.perf_counter()
-    if exclusive:
+    if not orm and exclusive:  # (through the ORM the notes' indexes stay: deferring them is the bulk path's)
         _defer_note_indexes(say)
-    else:
+    elif not orm:
         _restore_note_indexes(say)  # a site in use keeps its indexes (an interrupted first import left them out)
-    for f in files.notes:
-        _import_lines(f, "notes", _notes_chunk, report, note_chunk_lines, say, pace)
+    write_notes = _write_notes_orm if orm else _write_notes_sql
+    cni.import_files(
+        files.notes, "notes", _parse(cio.read_notes_text, "notes", ("summary",)),
+        lambda _file, chunk: write_notes(chunk, report),
+        chunk_lines=note_chunk_lines, say=say, pace=pace, keep_finished=True,
+    )  # fmt: skip
     t1 = time.perf_counter()
     say(f"phase notes (posts, authors, notes): {t1 - t0:.1f} s")
-    cni.import_ratings_copy(
-        files.ratings, report, chunk_lines=chunk_lines, progress=say, exclusive=exclusive, pace=pace,
-        keep_finished=True,
-    )  # fmt: skip
+    if files.ratings and orm:
+        cni.import_ratings(files.ratings, report, chunk_lines=chunk_lines, progress=say, pace=pace, keep_finished=True)
+    elif files.ratings:
+        cni.import_ratings_copy(
+            files.ratings, report, chunk_lines=chunk_lines, progress=say, exclusive=exclusive, pace=pace,
+            keep_finished=True,
+        )  # fmt: skip
     t2 = time.perf_counter()
     say(f"phase ratings (raters, ratings, keys and indexes): {t2 - t1:.1f} s")
-    for f in files.status:
-        _import_lines(f, "status", _status_chunk, report, note_chunk_lines, say, pace)
+    write_status = _write_status_orm if orm else _write_status_sql
+    cni.import_files(
+        files.status, "status", _parse(cio.read_status_history_text, "status history", ()),
+        lambda file, chunk: write_status(chunk, report, download_file.data_name(file)),  # the TSV's name, zipped or not
+        chunk_lines=note_chunk_lines, say=say, pace=pace, keep_finished=True,
+    )  # fmt: skip
     say(f"phase status history: {time.perf_counter() - t2:.1f} s")
-    _restore_note_indexes(say)
-    # Every file is in: the checkpoints of this folder's files go (a rerun imports it again,
-    # idempotently: the same rows, nothing duplicated).
-    ImportCheckpoint.objects.filter(key__in=[_key(f) for f in every]).delete()
+    if not orm:
+        _restore_note_indexes(say)
+    # Every file is in: their checkpoints go (a rerun imports them again, idempotently: the same
+    # rows, nothing duplicated).
+    keys = [cni.checkpoint_key(f, kind) for kind, group in
+            (("notes", files.notes), ("ratings", files.ratings), ("status", files.status)) for f in group]  # fmt: skip
+    ImportCheckpoint.objects.filter(key__in=keys).delete()
     return files
 
 
@@ -123,14 +147,15 @@ def _note_read_indexes() -> list[tuple[str, str]]:
 
 
 def _defer_note_indexes(say: Callable[[str], None]) -> None:
-    """On a first import (no notes yet), drop the notes' read indexes until the whole folder is in:
-    each note written (2.5 M), each status set and each rating count would otherwise go into all
+    """On a first import (no notes yet), drop the notes' read indexes until the whole import is
+    in: each note written, each status set and each rating count would otherwise go into all
     eleven, and PostgreSQL builds each in one sorted pass at the end far faster (its advice for
     populating a table). The unique key on noteId stays: every chunk joins on it. An import
     interrupted meanwhile leaves them out until its rerun ends (or an online import starts)."""
     if Note.objects.exists():
         return
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending trigger events block DROP INDEX
         for name, _ in _note_read_indexes():
             cursor.execute(f"DROP INDEX IF EXISTS {cni._ident(name)}")
     say("notes table empty: its read indexes are built once the folder is in")
@@ -143,60 +168,38 @@ def _restore_note_indexes(say: Callable[[str], None]) -> None:
         say(f"notes' read indexes built ({built}): {time.perf_counter() - started:.1f} s")
 
 
-def _key(file: Path) -> str:
-    kind = "ratings" if file.name.startswith("ratings-") else "notes" if file.name.startswith("notes-") else "status"
-    return cni._checkpoint_key(file, kind)
+@dataclass
+class _Chunk(Generic[R]):
+    """A chunk's rows, each note's last row in order of first appearance, and what its read
+    counted (merged into the import's report by the writer, in the main thread)."""
+
+    rows: list[R]
+    counted: cni.ImportReport
 
 
-def _data_bytes(file: Path) -> int:
-    with download_file.open_data(file) as fh:
-        return download_file.data_size(file) - len(fh.readline())
+def _parse(
+    read: Callable[[str, list[str], str, int], Iterable[R | cio.Skipped]], kind: str, free_text: tuple[str, ...]
+) -> Callable[[Path, bytes, list[str], int], _Chunk[R]]:
+    """The parse step of notes or status-history files: a chunk's rows by `read` (a reader of
+    tsv.py), their text cleaned (`importer._clean_rows`), a note listed twice keeping its last row."""
 
+    def parse(file: Path, block: bytes, header: list[str], first_line: int) -> _Chunk[R]:
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = first_line + block[: exc.start].count(b"\n")
+            raise DownloadError(
+                f"{file}:{line}: not UTF-8 text ({exc.reason}); nothing of this chunk was written"
+            ) from exc
+        counted = cni.ImportReport()
+        read_report = cio.ReadReport()
+        rows = cni._clean_rows(read_report.rows(read(str(file), header, text, first_line)), free_text, counted, kind,
+                               block=text)  # fmt: skip
+        latest = {row.note_id: row for row in rows}  # type: ignore[attr-defined]
+        counted.skipped.update({f"{kind}: {k}": v for k, v in read_report.skipped.items()})
+        return _Chunk(list(latest.values()), counted)
 
-Chunk = Callable[[str, list[str], str, int, cni.ImportReport], None]
-
-
-def _import_lines(
-    file: Path,
-    kind: str,
-    chunk: Chunk,
-    report: cni.ImportReport,
-    chunk_lines: int,
-    say: Callable[[str], None],
-    pace: cni.Pace,
-) -> None:
-    """Feed `file` to `chunk` in blocks of whole lines, each block in one transaction with the
-    file's checkpoint (resumed at its byte offset)."""
-    key = cni._checkpoint_key(file, kind)
-    with download_file.open_data(file) as fh:
-        header_line = fh.readline()
-        header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
-        checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
-        if checkpoint.finished:
-            say(f"{file.name}: imported by an earlier run of this import, skipped")
-            pace.skip(kind, download_file.data_size(file) - len(header_line))
-            return
-        done, offset = cni._resume(fh, checkpoint, len(header_line), file, say)
-        pace.skip(kind, offset - len(header_line))
-        started, first = time.perf_counter(), done
-        while lines := list(islice(fh, chunk_lines)):
-            block = b"".join(lines)
-            with transaction.atomic():
-                chunk(str(file), header, _decode(block, file, done), done + 2, report)
-                done += len(lines)
-                offset += len(block)
-                ImportCheckpoint.objects.filter(key=key).update(lines_done=done, bytes_done=offset)
-            rate = (done - first) / max(time.perf_counter() - started, 1e-9)
-            say(f"{file.name}: {done:,} lines, {rate:,.0f} lines/s; {pace.advance(kind, len(block))}")
-        ImportCheckpoint.objects.filter(key=key).update(finished=True)
-
-
-def _decode(block: bytes, file: Path, lines_before: int) -> str:
-    try:
-        return block.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = lines_before + 2 + block[: exc.start].count(b"\n")
-        raise DownloadError(f"{file}:{line}: not UTF-8 text ({exc.reason}); nothing of this chunk was written") from exc
+    return parse
 
 
 def _insert_sql(model: type[models.Model], given: dict[str, str], source: str) -> tuple[str, list[Any]]:
@@ -232,19 +235,13 @@ def _dt(ms: int) -> datetime:
     return cni._dt(ms)
 
 
-def _notes_chunk(file: str, header: list[str], text: str, first_line: int, report: cni.ImportReport) -> None:
-    """One block of a notes file: its posts, authors and notes, set-based (the rows and counts
-    of `import_notes`: a note listed twice keeps its last row; a later import updates it)."""
-    read = cio.ReadReport()
-    rows = cni._clean_rows(
-        read.rows(cio.read_notes_text(file, header, text, first_line)), ("summary",), report, "notes", block=text
-    )
-    latest = {n.note_id: n for n in rows}
-    report.skipped.update({f"notes: {k}": v for k, v in read.skipped.items()})
+def _write_notes_sql(chunk: _Chunk[cio.NoteRow], report: cni.ImportReport) -> None:
+    """One chunk of notes, set-based: its posts, authors and notes (a later import updates them)."""
+    _merge(report, chunk.counted)
     posts: dict[str, tuple[Any, ...]] = {}
     notes: list[tuple[Any, ...]] = []
     cut = 0
-    for n in latest.values():
+    for n in chunk.rows:
         tweet = n.tweet_id or "0"
         if tweet not in posts:
             body = f"Post {tweet} (imported from the public Community Notes data; text not included)"
@@ -269,9 +266,11 @@ def _notes_chunk(file: str, header: list[str], text: str, first_line: int, repor
             "ext text, author text, tweet text, body text, classification text, created_at timestamptz, urls jsonb",
             notes,
         )  # fmt: skip
+        # Authors and posts are created in sorted order, so the same file gives the same keys in
+        # every process (what reads rows in key order, the jury, repeats from run to run).
         cursor.execute(
-            "INSERT INTO notes_participant (external_id) SELECT DISTINCT author FROM cn_note_stage "
-            "ON CONFLICT (external_id) DO NOTHING"
+            "INSERT INTO notes_participant (external_id) SELECT author FROM (SELECT DISTINCT author FROM "
+            'cn_note_stage) a ORDER BY author COLLATE "C" ON CONFLICT (external_id) DO NOTHING'
         )
         # Post ids are not unique in the table (a pasted post may name one): a post is created
         # only where none exists, under a lock that keeps two importers from both creating it.
@@ -280,7 +279,8 @@ def _notes_chunk(file: str, header: list[str], text: str, first_line: int, repor
             Post,
             {"external_id": "s.tweet", "text": "s.body", "text_hash": "s.hash", "source_url": "s.url",
              "posted_at": "s.posted_at", "text_available": "false"},
-            "cn_post_stage s WHERE NOT EXISTS (SELECT FROM notes_post p WHERE p.external_id = s.tweet)",
+            'cn_post_stage s WHERE NOT EXISTS (SELECT FROM notes_post p WHERE p.external_id = s.tweet) '
+            'ORDER BY s.tweet COLLATE "C"',
         )  # fmt: skip
         cursor.execute(sql, params)
         report.counts["posts created"] += cursor.rowcount
@@ -307,32 +307,28 @@ def _notes_chunk(file: str, header: list[str], text: str, first_line: int, repor
 _VALID = set(NoteStatus.values)
 
 
-def _status_chunk(file: str, header: list[str], text: str, first_line: int, report: cni.ImportReport) -> None:
-    """One block of a status-history file: each imported note's current status and its status
-    changes with their times (those of `import_status_history`), and every row kept for the
-    delay analytics (`status_history_store`'s rows), set-based."""
-    read = cio.ReadReport()
-    rows = cni._clean_rows(read.rows(cio.read_status_history_text(file, header, text, first_line)), (), report,
-                           "status history", block=text)  # fmt: skip
-    latest = {h.note_id: h for h in rows}
-    report.skipped.update({f"status history: {k}": v for k, v in read.skipped.items()})
+def _timed(h: cio.StatusHistoryRow) -> list[tuple[int, str]]:
+    """A row's status events with a time: first non-NMR, latest non-NMR, current."""
+    events = (
+        (h.first_non_nmr_ms, h.first_non_nmr_status),
+        (h.most_recent_non_nmr_ms, h.most_recent_non_nmr_status),
+        (h.current_status_ms, h.current_status),
+    )
+    return [(ms, status) for ms, status in events if ms and status in _VALID]
+
+
+def _write_status_sql(chunk: _Chunk[cio.StatusHistoryRow], report: cni.ImportReport, source: str) -> None:
+    """One chunk of a status-history file, set-based: each imported note's current status and
+    its status changes with their times, and every row kept for the delay analytics
+    (ImportedNoteHistory, `imported_history`; `source`: the TSV's name)."""
+    _merge(report, chunk.counted)
     statuses: list[tuple[str, str]] = []
     events: list[tuple[int, str, str, str, datetime]] = []
     history: list[tuple[Any, ...]] = []
-    source = download_file.data_name(Path(file))  # the TSV's name, zipped or not
-    for h in latest.values():
+    for h in chunk.rows:
         ext = str(h.note_id)
         previous = NoteStatus.NEEDS_MORE_RATINGS.value
-        timed = [
-            (ms, status)
-            for ms, status in (
-                (h.first_non_nmr_ms, h.first_non_nmr_status),
-                (h.most_recent_non_nmr_ms, h.most_recent_non_nmr_status),
-                (h.current_status_ms, h.current_status),
-            )
-            if ms and status in _VALID
-        ]
-        for ms, status in sorted(timed):
+        for ms, status in sorted(_timed(h)):
             if status != previous:
                 events.append((len(events), ext, previous, status, _dt(ms)))
             previous = status
@@ -345,7 +341,7 @@ def _status_chunk(file: str, header: list[str], text: str, first_line: int, repo
         return
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")
-        _stage(cursor, "cn_ext_stage", "ext text", [(str(i),) for i in latest])
+        _stage(cursor, "cn_ext_stage", "ext text", [(str(h.note_id),) for h in chunk.rows])
         _stage(cursor, "cn_status_stage", "ext text, status text", statuses)
         _stage(
             cursor, "cn_event_stage", "seq int, ext text, previous text, status text, changed_at timestamptz", events
@@ -357,7 +353,7 @@ def _status_chunk(file: str, header: list[str], text: str, first_line: int, repo
         )  # fmt: skip
         cursor.execute("SELECT count(*) FROM cn_ext_stage s JOIN notes_note n ON n.external_id = s.ext")
         (known,) = cursor.fetchone()
-        report.skipped["status history: note not imported"] += len(latest) - known
+        report.skipped["status history: note not imported"] += len(chunk.rows) - known
         # Only the statuses that change are written: most notes stay Needs More Ratings, and each
         # written row is a new version of the note in every one of its indexes (status is indexed).
         cursor.execute(
@@ -390,3 +386,78 @@ def _status_chunk(file: str, header: list[str], text: str, first_line: int, repo
         )
         report.counts["status history rows kept for delay analytics"] += cursor.rowcount
         cursor.execute("DROP TABLE cn_ext_stage, cn_status_stage, cn_event_stage, cn_history_stage")
+
+
+def _merge(report: cni.ImportReport, counted: cni.ImportReport) -> None:
+    report.counts.update(counted.counts)
+    report.skipped.update(counted.skipped)
+    report.cut.update(counted.cut)
+
+
+# ---------------------------------------------------------------- the same chunks through the ORM
+
+
+def _write_notes_orm(chunk: _Chunk[cio.NoteRow], report: cni.ImportReport) -> None:
+    """The notes of `_write_notes_sql` through the ORM, in batches (any database)."""
+    _merge(report, chunk.counted)
+    for batch in cni._batches(chunk.rows):
+        people = cni._participants({n.author_id for n in batch})
+        posts = cni._posts({n.tweet_id or "0" for n in batch})
+        summaries = {n.note_id: cap_text(n.summary, IMPORTED_NOTE_MAX_CHARS) for n in batch}
+        notes = [
+            Note(
+                external_id=str(n.note_id), post_id=posts[n.tweet_id or "0"], author_id=people[n.author_id],
+                text=summaries[n.note_id][0], classification=n.classification,
+                created_at=_dt(note_time_ms(n.note_id, n.created_at_ms)),
+                evidence_urls=find_urls(summaries[n.note_id][0], web_only=True)[:10],
+            )
+            for n in batch
+        ]  # fmt: skip
+        report.cut[f"notes: summary over {IMPORTED_NOTE_MAX_CHARS:,} characters"] += sum(
+            cut for _, cut in summaries.values()
+        )
+        Note.objects.bulk_create(
+            notes,
+            update_conflicts=True,
+            unique_fields=["external_id"],
+            update_fields=["post", "author", "text", "classification", "created_at", "evidence_urls"],
+        )
+        report.counts["notes upserted"] += len(notes)
+
+
+def _write_status_orm(chunk: _Chunk[cio.StatusHistoryRow], report: cni.ImportReport, source: str) -> None:
+    """The statuses, changes and kept rows of `_write_status_sql` through the ORM, in batches."""
+    _merge(report, chunk.counted)
+    for batch in cni._batches(chunk.rows):
+        notes = cni._imported_notes(h.note_id for h in batch)
+        known = [h for h in batch if str(h.note_id) in notes]
+        report.skipped["status history: note not imported"] += len(batch) - len(known)
+        existing = set(
+            NoteStatusChange.objects.filter(note_id__in=notes.values()).values_list("note_id", "status", "changed_at")
+        )
+        changes: list[NoteStatusChange] = []
+        updates: list[Note] = []
+        for h in known:
+            pk = notes[str(h.note_id)]
+            previous = NoteStatus.NEEDS_MORE_RATINGS.value
+            for ms, status in sorted(_timed(h)):
+                when = _dt(ms)
+                if status != previous and (pk, status, when) not in existing:
+                    existing.add((pk, status, when))
+                    changes.append(
+                        NoteStatusChange(note_id=pk, previous_status=previous, status=status, changed_at=when)
+                    )
+                previous = status
+            if h.current_status in _VALID:
+                updates.append(Note(pk=pk, status=h.current_status))
+        NoteStatusChange.objects.bulk_create(changes)
+        Note.objects.bulk_update(updates, ["status"])
+        kept = ImportedNoteHistory.objects.bulk_create(
+            [ImportedNoteHistory(**imported_history(h, source)) for h in batch],
+            update_conflicts=True,
+            unique_fields=["note_external_id"],
+            update_fields=["created_at", "first_verdict_at", "first_verdict_status", "current_status", "source_file"],
+        )
+        report.counts["status changes added"] += len(changes)
+        report.counts["note statuses set"] += len(updates)
+        report.counts["status history rows kept for delay analytics"] += len(kept)

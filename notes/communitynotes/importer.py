@@ -1,25 +1,30 @@
-"""Import public Community Notes TSVs into the database: streaming, batched, idempotent.
+"""Import public Community Notes TSVs into the database: streaming, resumable, idempotent.
 
 Posts are keyed by the tweet id (Post.external_id), participants by their public id, notes by
 noteId and ratings by (note, rater), so a re-import updates rows and never duplicates them.
+
+Here: the checkpointed file loop every file of an import goes through (`import_files`), and the
+ratings phase (`import_ratings_copy` on PostgreSQL, `import_ratings` through the ORM): the one
+ratings parser's blocks (crowdnotes_site/lib/communitynotes/data/ratings.py) written by a chunk
+writer, then the end steps. The notes and the status history: folder.py, whose `import_folder`
+is the one entry point.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 from django.db import IntegrityError, connection, transaction
@@ -29,11 +34,9 @@ from django.db.models.functions import Coalesce
 
 from crowdnotes_site.lib.communitynotes.data import files as download_file
 from crowdnotes_site.lib.communitynotes.data import pgcopy
-from crowdnotes_site.lib.communitynotes.data import tsv as cio
-from crowdnotes_site.lib.communitynotes.research.delays import note_time_ms
-from crowdnotes_site.lib.text_rules import IMPORTED_NOTE_MAX_CHARS, cap_text, find_urls
+from crowdnotes_site.lib.communitynotes.data import ratings as cnr
 from crowdnotes_site.lib.xids import snowflake_time
-from notes.models import ImportCheckpoint, Note, NoteStatus, NoteStatusChange, Participant, Post, Rating
+from notes.models import ImportCheckpoint, Note, Participant, Post, Rating
 from notes.services import post_text_hash
 
 T = TypeVar("T")
@@ -55,7 +58,6 @@ class ImportReport:
 
 # NUL and the other C0 control characters (and DEL), tab, newline and carriage return excepted.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 
 
 def clean_text(text: str) -> str:
@@ -112,7 +114,10 @@ def _participants(ids: set[str]) -> dict[str, int]:
     # Created in sorted order, not the set's (which changes with each process's string hashing): the
     # same file gives the same primary keys, so what reads them in key order (the jury) is repeatable.
     Participant.objects.bulk_create([Participant(external_id=i) for i in sorted(ids)], ignore_conflicts=True)
-    return dict(Participant.objects.filter(external_id__in=ids).values_list("external_id", "pk"))
+    found: dict[str, int] = {}
+    for part in _batches(sorted(ids)):  # a bounded IN list (SQLite's variable limit)
+        found.update(Participant.objects.filter(external_id__in=part).values_list("external_id", "pk"))
+    return found
 
 
 def _posts(tweet_ids: set[str]) -> dict[str, int]:
@@ -135,125 +140,25 @@ def _posts(tweet_ids: set[str]) -> dict[str, int]:
 
 def _imported_notes(note_ids: Iterable[int]) -> dict[str | None, int]:
     """external id -> pk of the notes among these noteIds that are already imported."""
-    ids = {str(i) for i in note_ids}
-    return dict(Note.objects.filter(external_id__in=ids).values_list("external_id", "pk"))
+    found: dict[str | None, int] = {}
+    for part in _batches(sorted({str(i) for i in note_ids})):  # a bounded IN list (SQLite's variable limit)
+        found.update(Note.objects.filter(external_id__in=part).values_list("external_id", "pk"))
+    return found
 
 
-def import_notes(path: str | Path, report: ImportReport) -> None:
-    read: cio.ReadReport = cio.ReadReport()
-    for batch in _batches(_clean_rows(read.rows(cio.read_notes(path)), ("summary",), report, "notes")):
-        with transaction.atomic():
-            people = _participants({n.author_id for n in batch})
-            posts = _posts({n.tweet_id or "0" for n in batch})
-            latest = {n.note_id: n for n in batch}  # a note listed twice keeps its last row
-            summaries = {note_id: cap_text(n.summary, IMPORTED_NOTE_MAX_CHARS) for note_id, n in latest.items()}
-            notes = [
-                Note(
-                    external_id=str(n.note_id), post_id=posts[n.tweet_id or "0"], author_id=people[n.author_id],
-                    text=summaries[n.note_id][0], classification=n.classification,
-                    created_at=_dt(note_time_ms(n.note_id, n.created_at_ms)),
-                    evidence_urls=find_urls(summaries[n.note_id][0], web_only=True)[:10],
-                )
-                for n in latest.values()
-            ]  # fmt: skip
-            report.cut[f"notes: summary over {IMPORTED_NOTE_MAX_CHARS:,} characters"] += sum(
-                cut for _, cut in summaries.values()
-            )
-            Note.objects.bulk_create(
-                notes,
-                update_conflicts=True,
-                unique_fields=["external_id"],
-                update_fields=["post", "author", "text", "classification", "created_at", "evidence_urls"],
-            )
-        report.counts["notes upserted"] += len(notes)
-    report.skipped.update({f"notes: {k}": v for k, v in read.skipped.items()})
+# ---------------------------------------------------------------- the checkpointed file loop
 
 
-def import_ratings(path: str | Path, report: ImportReport) -> None:
-    read: cio.ReadReport = cio.ReadReport()
-    touched: set[int] = set()
-    for batch in _batches(_clean_rows(read.rows(cio.read_ratings(path)), (), report, "ratings")):
-        with transaction.atomic():
-            notes = _imported_notes(r.note_id for r in batch)
-            known = [r for r in batch if str(r.note_id) in notes]
-            report.skipped["ratings: note not imported"] += len(batch) - len(known)
-            people = _participants({r.rater_id for r in known})
-            # One rating per (note, rater): a later row replaces an earlier one.
-            latest = {(notes[str(r.note_id)], people[r.rater_id]): r for r in known}
-            report.counts["ratings replaced by a later row"] += len(known) - len(latest)
-            Rating.objects.bulk_create(
-                [
-                    Rating(note_id=n, rater_id=u, level=r.level, tags=sorted(r.tags), created_at=_dt(r.created_at_ms))
-                    for (n, u), r in latest.items()
-                ],
-                update_conflicts=True,
-                unique_fields=["note", "rater"],
-                update_fields=["level", "tags", "created_at"],
-            )
-            touched.update(n for n, _ in latest)
-        report.counts["ratings upserted"] += len(latest)
-    report.skipped.update({f"ratings: {k}": v for k, v in read.skipped.items()})
-    for batch_ids in _batches(sorted(touched)):
-        counts = Rating.objects.filter(note=OuterRef("pk")).values("note").annotate(n=Count("pk")).values("n")
-        Note.objects.filter(pk__in=batch_ids).update(num_ratings=Coalesce(Subquery(counts), 0))
-
-
-def import_status_history(path: str | Path, report: ImportReport) -> None:
-    """Current status per note, and its changes (first non-NMR, latest non-NMR, current) with times."""
-    read: cio.ReadReport = cio.ReadReport()
-    valid = set(NoteStatus.values)
-    for batch in _batches(read.rows(cio.read_status_history(path))):
-        with transaction.atomic():
-            notes = _imported_notes(h.note_id for h in batch)
-            known = [h for h in batch if str(h.note_id) in notes]
-            report.skipped["status history: note not imported"] += len(batch) - len(known)
-            existing = set(
-                NoteStatusChange.objects.filter(note_id__in=notes.values()).values_list(
-                    "note_id", "status", "changed_at"
-                )
-            )
-            changes: list[NoteStatusChange] = []
-            updates: list[Note] = []
-            for h in known:
-                pk = notes[str(h.note_id)]
-                events = [
-                    (h.first_non_nmr_ms, h.first_non_nmr_status),
-                    (h.most_recent_non_nmr_ms, h.most_recent_non_nmr_status),
-                    (h.current_status_ms, h.current_status),
-                ]
-                previous = NoteStatus.NEEDS_MORE_RATINGS.value
-                timed = [(ms, status) for ms, status in events if ms and status in valid]
-                for ms, status in sorted(timed):
-                    when = _dt(ms)
-                    if status != previous and (pk, status, when) not in existing:
-                        existing.add((pk, status, when))
-                        changes.append(
-                            NoteStatusChange(note_id=pk, previous_status=previous, status=status, changed_at=when)
-                        )
-                    previous = status
-                if h.current_status in valid:
-                    updates.append(Note(pk=pk, status=h.current_status))
-            NoteStatusChange.objects.bulk_create(changes)
-            Note.objects.bulk_update(updates, ["status"])
-        report.counts["status changes added"] += len(changes)
-        report.counts["note statuses set"] += len(updates)
-    report.skipped.update({f"status history: {k}": v for k, v in read.skipped.items()})
-
-
-# ---------------------------------------------------------------- bulk path (PostgreSQL COPY)
-
-
-# Bytes per second of each kind of file before this run has measured its own (this 2-core
-# machine, the full shape): notes ~1.7 MB/s, rating chunks ~35 MB/s, status history ~3.5 MB/s.
+# Bytes per second of each kind of file before this run has measured its own (the full shape on
+# a 2-core machine; a notes byte costs ~20 rating bytes).
 PRIOR_BYTES_PER_S = {"notes": 1.5e6, "ratings": 3.0e7, "status": 3.5e6}
 
 
 @dataclass
 class Pace:
-    """Progress of a whole-folder import against the bytes of its files by kind (notes, ratings,
-    status): what is done (by this run and, for a resumed import, by earlier ones), and an
-    estimate of the time left from each kind's pace in this run (PRIOR_BYTES_PER_S until the
-    kind has run: a notes byte costs ~20 rating bytes)."""
+    """Progress of an import against the bytes of its files by kind (notes, ratings, status):
+    what is done (by this run and, for a resumed import, by earlier ones), and an estimate of
+    the time left from each kind's pace in this run (PRIOR_BYTES_PER_S until the kind has run)."""
 
     total: dict[str, int]
     done: dict[str, int] = field(default_factory=dict)
@@ -266,7 +171,7 @@ class Pace:
         self.last = time.perf_counter()
 
     def advance(self, kind: str, n_bytes: int) -> str:
-        """Count `n_bytes` more done by this run; the line that says where the folder stands."""
+        """Count `n_bytes` more done by this run; the line that says where the import stands."""
         now = time.perf_counter()
         b, s = self.spent.get(kind, (0, 0.0))
         self.spent[kind] = (b + n_bytes, s + now - self.last)
@@ -284,7 +189,8 @@ class Pace:
 COPY_CHUNK_LINES = 250_000
 
 
-def _checkpoint_key(file: Path, kind: str = "ratings") -> str:
+def checkpoint_key(file: Path, kind: str) -> str:
+    """The ImportCheckpoint key of `file` read as `kind`: a changed file (size, mtime) starts over."""
     st = file.stat()
     return f"{kind}:{file.resolve()}:{st.st_size}:{st.st_mtime_ns}"[:512]
 
@@ -298,99 +204,235 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def import_files(
+    files: list[Path],
+    kind: str,
+    parse: Callable[[Path, bytes, list[str], int], T],
+    write: Callable[[Path, T], None],
+    *,
+    chunk_lines: int,
+    say: Callable[[str], None],
+    pace: Pace | None = None,
+    keep_finished: bool = False,
+    tally: Callable[[], str] = str,
+) -> bool:
+    """Import files of one kind chunk by chunk: each chunk of `chunk_lines` whole lines is read
+    and parsed (`parse(file, block, header, first line number)`) in a thread while the chunk
+    before is written, across the files too, and written (`write(file, parsed)`) in one
+    transaction with its file's ImportCheckpoint (lines and byte offset), so a rerun after an
+    interruption resumes after the last committed chunk. A finished file's checkpoint is
+    deleted, or with `keep_finished` (a folder import) marked finished, so that a rerun skips
+    the file. `tally`: what the progress line adds after the lines done. Returns whether any
+    chunk was written."""
+    plans: list[tuple[Path, str, int, int]] = []  # file, checkpoint key, lines and bytes done
+    for file in files:
+        key = checkpoint_key(file, kind)
+        checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
+        if checkpoint.finished:
+            say(f"{file.name}: imported by an earlier run of this import, skipped")
+            if pace is not None:
+                pace.skip(kind, _data_bytes(file))
+            continue
+        plans.append((file, key, checkpoint.lines_done, checkpoint.bytes_done))
+    wrote, done, first, offset, started = False, 0, 0, 0, 0.0
+    items = _pieces(plans, parse, chunk_lines)
+    with closing(items), closing(_ahead(items)) as pieces:
+        for piece in pieces:
+            if isinstance(piece, _Start):
+                file, key = piece.file, piece.key
+                first = done = piece.lines
+                offset, started = piece.offset, time.perf_counter()
+                _say_resumed(piece, say)
+                if pace is not None:
+                    pace.skip(kind, piece.offset - piece.header_bytes)
+            elif isinstance(piece, _Piece):
+                with transaction.atomic():
+                    write(file, piece.parsed)
+                    done += piece.n_lines
+                    offset += piece.n_bytes
+                    ImportCheckpoint.objects.filter(key=key).update(lines_done=done, bytes_done=offset)
+                wrote = True
+                rate = (done - first) / max(time.perf_counter() - started, 1e-9)
+                where = f"; {pace.advance(kind, piece.n_bytes)}" if pace is not None else ""
+                say(f"{file.name}: {done:,} lines{tally()}, {rate:,.0f} lines/s{where}")
+            else:
+                _finish(key, keep_finished)
+                say(f"{file.name}: done, {done - first:,} lines in {time.perf_counter() - started:.1f} s")
+    return wrote
+
+
+@dataclass(frozen=True)
+class _Start:
+    """A file opened and positioned after the lines an earlier run committed."""
+
+    file: Path
+    key: str
+    lines: int
+    offset: int
+    header_bytes: int
+    resumed_at_byte: bool  # (else by skipping lines: a checkpoint without an offset)
+    skip_seconds: float | None  # a zip's member read up to the offset (it cannot seek)
+
+
+@dataclass(frozen=True)
+class _Piece(Generic[T]):
+    n_lines: int
+    n_bytes: int
+    parsed: T
+
+
+class _End:
+    """The file's last chunk came before."""
+
+
+def _pieces(
+    plans: list[tuple[Path, str, int, int]], parse: Callable[[Path, bytes, list[str], int], T], chunk_lines: int
+) -> Generator[_Start | _Piece[T] | _End, None, None]:
+    """Each planned file opened, positioned (`_Start`), its chunks parsed (`_Piece`), its end."""
+    for file, key, lines_done, bytes_done in plans:
+        with download_file.open_data(file) as fh:
+            header_line = fh.readline()
+            header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
+            offset = len(header_line)
+            began = time.perf_counter()
+            if bytes_done:
+                download_file.skip_to(fh, offset, bytes_done)
+                offset = bytes_done
+            else:
+                offset += sum(len(line) for line in islice(fh, lines_done))
+            skip_seconds = time.perf_counter() - began if bytes_done and not fh.seekable() else None
+            yield _Start(file, key, lines_done, offset, len(header_line), bool(bytes_done), skip_seconds)
+            line = lines_done + 2
+            for n_lines, block in download_file.line_blocks(fh, chunk_lines) if header != [""] else ():
+                yield _Piece(n_lines, len(block), parse(file, block, header, line))
+                line += n_lines
+            yield _End()
+
+
+def _say_resumed(start: _Start, say: Callable[[str], None]) -> None:
+    name, lines = start.file.name, start.lines
+    if start.resumed_at_byte:
+        how = " (a zip cannot seek: its bytes before that are read and discarded)" if start.skip_seconds else ""
+        say(f"{name}: resuming after {lines:,} lines (byte {start.offset:,}){how}")
+        if start.skip_seconds is not None:
+            say(f"{name}: skipped to byte {start.offset:,} in {start.skip_seconds:.1f} s")
+    elif lines:
+        say(f"{name}: resuming after {lines:,} lines (byte {start.offset:,})")
+
+
+def _data_bytes(file: Path) -> int:
+    """The file's bytes after its header line."""
+    with download_file.open_data(file) as fh:
+        return download_file.data_size(file) - len(fh.readline())
+
+
+def _finish(key: str, keep: bool) -> None:
+    if keep:
+        ImportCheckpoint.objects.filter(key=key).update(finished=True)
+    else:
+        ImportCheckpoint.objects.filter(key=key).delete()
+
+
+_DONE = object()
+
+
+def _ahead(items: Iterator[T]) -> Generator[T, None, None]:
+    """`items` one ahead: the next one is produced in a thread while the caller handles this
+    one (pyarrow, numpy and the database driver release the interpreter lock, so a chunk's parse
+    runs on another core while the chunk before is written)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-parse") as pool:
+        ahead = pool.submit(next, items, _DONE)
+        while (item := ahead.result()) is not _DONE:
+            ahead = pool.submit(next, items, _DONE)
+            yield item  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- the ratings phase
+
+
+def _rating_parse(file: Path, block: bytes, header: list[str], first_line: int) -> cnr.RatingBlock:
+    """The parse step of a ratings file: its chunks through the one ratings parser."""
+    return cnr.parse_block(
+        block, cnr.RatingLayout.from_header(header, str(file)), file=str(file), first_line=first_line
+    )
+
+
+def _count_skips(rows: cnr.RatingBlock, report: ImportReport) -> None:
+    for skip in rows.skips:
+        report.skipped[f"ratings: {skip.reason}"] += 1
+
+
+@dataclass
+class _RatingsLoad:
+    """What the COPY chunk writer of one ratings import keeps from chunk to chunk."""
+
+    exclusive: bool
+    bulk: bool  # the key constraints are out: every row is appended (`_write_rows`)
+    counts: _RatingCounts | None  # a load into an empty table counts its rows per note
+    ids: _IdCache | None
+
+
+def write_ratings_chunk(rows: cnr.RatingBlock, report: ImportReport, load: _RatingsLoad) -> None:
+    """The COPY chunk writer: one parsed chunk into notes_rating (`_typed_chunk`)."""
+    _count_skips(rows, report)
+    written = _typed_chunk(rows, report, exclusive=load.exclusive, bulk=load.bulk, ids=load.ids)
+    if load.counts is not None:
+        load.counts.add(written)
+
+
 def import_ratings_copy(
     path: str | Path | list[Path],
     report: ImportReport,
     *,
     chunk_lines: int = COPY_CHUNK_LINES,
     progress: Callable[[str], None] | None = None,
-    stop_after_chunks: int | None = None,
     exclusive: bool = True,
     pace: Pace | None = None,
     keep_finished: bool = False,
 ) -> None:
-    """Ratings into PostgreSQL at bulk speed, memory flat in the file size.
+    """Ratings into PostgreSQL at bulk speed, memory flat in the file size: the checkpointed
+    file loop (`import_files`), the COPY chunk writer (`write_ratings_chunk`) and the end steps
+    (`_rating_end_steps`).
 
-    Each chunk of lines is parsed by pyarrow (`cio.parse_import_block`) and sent as typed rows
-    by binary COPY; a chunk with any line the vectorised parse does not accept goes through the
-    general path instead: text COPY into a staging table, parsed and checked in SQL (`_copy_chunk`).
-    Both give the same rows and outcomes as `import_ratings` (a later row for the same note and
-    rater wins; ratings of notes not imported are skipped and counted). Resumable: each chunk
-    commits together with an ImportCheckpoint of the lines and bytes done, so a rerun after an
-    interruption continues after the last committed chunk (it seeks to that byte). `path`: a
-    file, a folder of TSVs, or a list of files (a download's shards). `stop_after_chunks`
-    simulates an interruption (tests). `pace` (a whole-folder import): progress against the
+    Each chunk of lines is parsed by the one ratings parser and sent as typed rows by binary
+    COPY; a later row for the same note and rater wins, and ratings of notes not imported are
+    skipped and counted. Resumable (see `import_files`). `path`: a file, a folder of TSVs, or a
+    list of files (a download's shards). `pace` (a whole-folder import): progress against the
     folder's bytes; `keep_finished`: a finished file's checkpoint stays, marked finished, so a
     rerun skips the file (`import_folder` deletes them when the folder is done).
 
     `exclusive` (the default) trades concurrency for speed: each chunk's transaction locks the
     ratings table (readers wait for the chunk) and writes the chunk without a foreign-key check
     per row (see `_drop_rating_foreign_keys`: dropping a key locks the notes and participants
-    tables it references too, so every reader of notes waits while chunks follow each other); the checks are made in one pass at the end
-    (VALIDATE). An exclusive import into an empty ratings table is a bulk load: the primary
-    key, the unique (note, rater) constraint and the rater index are dropped and built once at the end (see
-    `_defer_rating_indexes`). With `exclusive=False` the rows go through `INSERT … ON CONFLICT`
-    with the usual per-row checks, and web requests keep reading and writing ratings.
+    tables it references too, so every reader of notes waits while chunks follow each other);
+    the checks are made in one pass at the end (VALIDATE). An exclusive import into an empty
+    ratings table is a bulk load: the primary key, the unique (note, rater) constraint and the
+    rater index are dropped and built once at the end (see `_defer_rating_indexes`). With
+    `exclusive=False` the rows go through `INSERT … ON CONFLICT` with the usual per-row checks,
+    and web requests keep reading and writing ratings.
     """
     say = progress or (lambda _line: None)
-    chunks_done = 0
-    touched = keep_finished  # a resumed folder import may have written rows in an earlier run
     # A load into an empty table counts its rows per note as it writes them (`_RatingCounts`).
     counts = _RatingCounts() if exclusive and not Rating.objects.exists() else None
     if exclusive:
         _defer_rating_indexes()
     else:
         _restore_rating_key_constraints(report)  # an interrupted bulk load left them out
-    bulk = bool(_missing_rating_key_constraints())
-    ids = _IdCache() if exclusive else None
-    files = path if isinstance(path, list) else cio.tsv_files(path)
-    for file in files:
-        with download_file.open_data(file) as fh:
-            header_line = fh.readline()
-            header = header_line.decode("utf-8").rstrip("\r\n").lstrip("\ufeff").split("\t")
-            if header == [""]:
-                continue
-            key = _checkpoint_key(file)
-            checkpoint, _ = ImportCheckpoint.objects.get_or_create(key=key)
-            if checkpoint.finished:
-                say(f"{file.name}: imported by an earlier run of this import, skipped")
-                if pace is not None:
-                    pace.skip("ratings", download_file.data_size(file) - len(header_line))
-                continue
-            skip, offset = _resume(fh, checkpoint, len(header_line), file, say)
-            if pace is not None:
-                pace.skip("ratings", offset - len(header_line))
-            done = skip
-            started = time.perf_counter()
-            for n_lines, block, parsed in _read_ahead(fh, header, chunk_lines):
-                with transaction.atomic():
-                    # Rare: the lines holding a control byte are skipped (the check: ~1 GB/s).
-                    if len(block.translate(None, _CONTROL_BYTES)) != len(block):
-                        _copy_chunk(header, _without_control(_text_lines(block), report), report,
-                                    exclusive=exclusive, bulk=bulk)  # fmt: skip
-                        counts = None  # written by SQL: counted by a pass over the table at the end
-                    elif parsed is not None:
-                        written = _typed_chunk(parsed, report, exclusive=exclusive, bulk=bulk, ids=ids)
-                        if counts is not None:
-                            counts.add(written)
-                    else:
-                        _copy_chunk(header, _text_lines(block), report, exclusive=exclusive, bulk=bulk)
-                        counts = None
-                    done += n_lines
-                    offset += len(block)
-                    ImportCheckpoint.objects.filter(key=key).update(lines_done=done, bytes_done=offset)
-                touched = True
-                rate = (done - skip) / max(time.perf_counter() - started, 1e-9)
-                where = f"; {pace.advance('ratings', len(block))}" if pace is not None else ""
-                say(
-                    f"{file.name}: {done:,} lines, {report.counts['ratings upserted']:,} ratings, "
-                    f"{rate:,.0f} lines/s{where}"
-                )
-                chunks_done += 1
-                if stop_after_chunks is not None and chunks_done >= stop_after_chunks:
-                    return
-            _finish(key, keep_finished)
-            say(f"{file.name}: done, {done - skip:,} lines in {time.perf_counter() - started:.1f} s")
+    load = _RatingsLoad(exclusive, bool(_missing_rating_key_constraints()), counts, _IdCache() if exclusive else None)
+    wrote = import_files(
+        cnr.rating_files(path), "ratings", _rating_parse, lambda _file, rows: write_ratings_chunk(rows, report, load),
+        chunk_lines=chunk_lines, say=say, pace=pace, keep_finished=keep_finished,
+        tally=lambda: f", {report.counts['ratings upserted']:,} ratings",
+    )  # fmt: skip
+    # (a resumed folder import may have written rows in an earlier run)
+    _rating_end_steps(report, load.counts, wrote or keep_finished, say)
+
+
+def _rating_end_steps(
+    report: ImportReport, counts: _RatingCounts | None, touched: bool, say: Callable[[str], None]
+) -> None:
+    """After the last chunk: the key constraints a bulk load left out, the foreign keys'
+    validation, the notes' rating counts and the rater index, each timed."""
 
     def rating_counts() -> str:
         if counts is not None and counts.complete:
@@ -414,12 +456,71 @@ def import_ratings_copy(
             say(f"ratings, end step: {step}{how}: {time.perf_counter() - started:.1f} s")
 
 
+def write_ratings_chunk_orm(rows: cnr.RatingBlock, report: ImportReport, touched: set[int]) -> None:
+    """The ORM chunk writer (any database): the rows `_typed_chunk` writes, by bulk_create."""
+    _count_skips(rows, report)
+    ext, pos = np.unique(rows.note_id, return_inverse=True)
+    found = _imported_notes(ext.tolist())
+    note_pk = np.fromiter((found.get(str(x), 0) for x in ext.tolist()), dtype=np.int64, count=len(ext))[pos]
+    known = np.flatnonzero(note_pk != 0)
+    keys, codes = rows.rater_keys, rows.rater_code
+    keep = np.sort(_last_of_each_pair(pos, codes, known, len(keys)))
+    people = _participants({keys[c] for c in codes[keep].tolist()})
+    names = rows.tag_names
+    for part in _batches(keep.tolist()):
+        Rating.objects.bulk_create(
+            [
+                Rating(
+                    note_id=int(note_pk[i]), rater_id=people[keys[codes[i]]], level=cnr.LEVELS[rows.value2[i]],
+                    created_at=_dt(int(rows.created_at_ms[i])),
+                    tags=[name for k, name in enumerate(names) if int(rows.tags[i]) >> k & 1],
+                )
+                for i in part
+            ],
+            update_conflicts=True,
+            unique_fields=["note", "rater"],
+            update_fields=["level", "tags", "created_at"],
+        )  # fmt: skip
+    touched.update(note_pk[keep].tolist())
+    report.skipped["ratings: note not imported"] += len(rows.note_id) - len(known)
+    report.counts["ratings replaced by a later row"] += len(known) - len(keep)
+    report.counts["ratings upserted"] += len(keep)
+
+
+def import_ratings(
+    path: str | Path | list[Path],
+    report: ImportReport,
+    *,
+    chunk_lines: int = COPY_CHUNK_LINES,
+    progress: Callable[[str], None] | None = None,
+    pace: Pace | None = None,
+    keep_finished: bool = False,
+) -> None:
+    """The ratings of `import_ratings_copy` through the ORM (any database: SQLite for the
+    embedded demo), by the same file loop and parser; then the rating counts of the notes
+    touched."""
+    say = progress or (lambda _line: None)
+    touched: set[int] = set()
+    import_files(
+        cnr.rating_files(path), "ratings", _rating_parse,
+        lambda _file, rows: write_ratings_chunk_orm(rows, report, touched),
+        chunk_lines=chunk_lines, say=say, pace=pace, keep_finished=keep_finished,
+        tally=lambda: f", {report.counts['ratings upserted']:,} ratings",
+    )  # fmt: skip
+    counts = Rating.objects.filter(note=OuterRef("pk")).values("note").annotate(n=Count("pk")).values("n")
+    if keep_finished:  # a folder import resumed: an earlier run's chunks touched notes too
+        Note.objects.update(num_ratings=Coalesce(Subquery(counts), 0))
+        return
+    for batch_ids in _batches(sorted(touched)):
+        Note.objects.filter(pk__in=batch_ids).update(num_ratings=Coalesce(Subquery(counts), 0))
+
+
 class _RatingCounts:
     """Ratings per note of a bulk load into an empty table, counted from the rows as each chunk
     writes them, so that no pass over the whole table is needed for `Note.num_ratings` at the
-    end (at the full download that pass took 196 s, a seventh of the ratings phase). Rows the
-    end steps delete are taken off (`remove`); `complete` turns False where the count cannot
-    follow (rows deleted without their notes known), and the import counts by SQL instead."""
+    end (bench/README.md, "Bulk import with COPY"). Rows the end steps delete are taken off
+    (`remove`); `complete` turns False where the count cannot follow (rows deleted without their
+    notes known), and the import counts by SQL instead."""
 
     def __init__(self) -> None:
         self.per_note = np.zeros(0, dtype=np.int64)  # indexed by note pk
@@ -475,73 +576,6 @@ def bulk_step_memory() -> Iterator[None]:
                 cursor.execute("RESET work_mem")
 
 
-def _resume(
-    fh: BinaryIO, checkpoint: ImportCheckpoint, header_bytes: int, file: Path, say: Callable[[str], None]
-) -> tuple[int, int]:
-    """Position `fh` (just past its header) after the lines a checkpoint counts: at its byte
-    offset (a zip's member cannot seek: its bytes up to there are read and discarded), or (a
-    checkpoint written before offsets were kept) by skipping its lines. Says where it resumes;
-    returns (lines done, byte offset)."""
-    if checkpoint.bytes_done:
-        how = "" if fh.seekable() else " (a zip cannot seek: its bytes before that are read and discarded)"
-        say(f"{file.name}: resuming after {checkpoint.lines_done:,} lines (byte {checkpoint.bytes_done:,}){how}")
-        started = time.perf_counter()
-        download_file.skip_to(fh, header_bytes, checkpoint.bytes_done)
-        if how:
-            say(f"{file.name}: skipped to byte {checkpoint.bytes_done:,} in {time.perf_counter() - started:.1f} s")
-        return checkpoint.lines_done, checkpoint.bytes_done
-    offset = header_bytes
-    for line in islice(fh, checkpoint.lines_done):
-        offset += len(line)
-    if checkpoint.lines_done:
-        say(f"{file.name}: resuming after {checkpoint.lines_done:,} lines (byte {offset:,})")
-    return checkpoint.lines_done, offset
-
-
-def _finish(key: str, keep: bool) -> None:
-    if keep:
-        ImportCheckpoint.objects.filter(key=key).update(finished=True)
-    else:
-        ImportCheckpoint.objects.filter(key=key).delete()
-
-
-def _read_ahead(
-    fh: BinaryIO, header: list[str], chunk_lines: int
-) -> Iterator[tuple[int, bytes, cio.ImportBlock | None]]:
-    """(lines, block, parse or None) per chunk of the rest of `fh`. The next chunk is read
-    and parsed in a thread while the caller writes this one: pyarrow, numpy and the database driver
-    release the GIL, so the parse runs on the second core."""
-
-    blocks = download_file.line_blocks(fh, chunk_lines)
-
-    def read() -> tuple[int, bytes, cio.ImportBlock | None]:
-        n_lines, block = next(blocks, (0, b""))
-        return n_lines, block, cio.parse_import_block(block, header) if n_lines else None
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-parse") as pool:
-        ahead = pool.submit(read)
-        while True:
-            n_lines, block, parsed = ahead.result()
-            if not n_lines:
-                return
-            ahead = pool.submit(read)
-            yield n_lines, block, parsed
-
-
-def _without_control(lines: list[str], report: ImportReport) -> list[str]:
-    """The ratings lines without a control character (clean_text), the others skipped and counted."""
-    kept = [ln for ln in lines if clean_text(ln) == ln]
-    report.skipped["ratings: control character (e.g. NUL) in the line"] += len(lines) - len(kept)
-    return kept
-
-
-def _text_lines(block: bytes) -> list[str]:
-    """A block's lines as text, split as a file opened with newline="" splits them (a lone CR
-    ends a line too)."""
-    return io.StringIO(block.decode("utf-8"), newline="").readlines()
-
-
-# The columns of cn_typed, sent as binary COPY rows (crowdnotes_site/lib/communitynotes/data/pgcopy.py).
 _TYPED_COLUMNS = (("note", ">i8"), ("rater", ">i8"), ("level", ">i2"), ("tagset", ">i4"), ("ms", ">i8"))
 
 
@@ -606,33 +640,42 @@ def _rater_pks(cursor: CursorWrapper, raters: list[str], ids: _IdCache | None) -
     return np.fromiter(map(known.__getitem__, raters), dtype=np.int64, count=len(raters))
 
 
+_LEVEL_CODES = (cnr.HELPFUL, cnr.SOMEWHAT_HELPFUL, cnr.NOT_HELPFUL)  # the level code the writers send: 2 - value2
+
+
+def _last_of_each_pair(note_pos: np.ndarray, rater_code: np.ndarray, rows: np.ndarray, n_raters: int) -> np.ndarray:
+    """Of `rows` (indices, ascending), the last of each (note, rater) pair: a later row wins."""
+    pair = note_pos[rows].astype(np.int64) * max(n_raters, 1) + rater_code[rows]
+    _, from_end = np.unique(pair[::-1], return_index=True)  # first occurrence in reversed order
+    return rows[len(rows) - 1 - from_end]
+
+
 def _typed_chunk(
-    rows: cio.ImportBlock, report: ImportReport, *, exclusive: bool, bulk: bool, ids: _IdCache | None = None
+    rows: cnr.RatingBlock, report: ImportReport, *, exclusive: bool, bulk: bool, ids: _IdCache | None = None
 ) -> np.ndarray:
     """One parsed chunk: notes and participants are looked up by their distinct ids (through
     `ids` across chunks), "a later row wins" is applied to the arrays, and the rows reach the
-    database typed. Returns the note pk of each row written."""
-    report.skipped["ratings: wrong number of fields"] += rows.wrong_fields
-    report.skipped["ratings: no helpfulness answer"] += rows.no_answer
+    database typed, by binary COPY. Returns the note pk of each row written."""
+    keys, rater_code = rows.rater_keys, rows.rater_code
+    level = (2 - rows.value2).astype(np.int16)  # an index into _LEVEL_CODES
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = off")  # see _copy_chunk
+        # A lost commit after a crash loses its checkpoint with it (same transaction), so the
+        # resumed import redoes that chunk: no need to wait for the WAL flush of every chunk.
+        cursor.execute("SET LOCAL synchronous_commit = off")
         foreign_keys = _drop_rating_foreign_keys(cursor) if exclusive else []  # before reading notes
         ext, pos = np.unique(rows.note_id, return_inverse=True)
         note_pk = _note_pks(cursor, ext.tolist(), ids)[pos]
         known = np.flatnonzero(note_pk != 0)
-        # The last row of each (note, rater) pair wins: first occurrence in reversed order.
-        pair = pos[known].astype(np.int64) * max(len(rows.rater_keys), 1) + rows.rater_code[known]
-        _, from_end = np.unique(pair[::-1], return_index=True)
-        keep = known[len(known) - 1 - from_end]
-        codes = np.unique(rows.rater_code[keep])
-        rater_pk = np.zeros(len(rows.rater_keys), dtype=np.int64)
-        rater_pk[codes] = _rater_pks(cursor, [rows.rater_keys[c] for c in codes.tolist()], ids)
+        keep = _last_of_each_pair(pos, rater_code, known, len(keys))
+        codes = np.unique(rater_code[keep])
+        rater_pk = np.zeros(len(keys), dtype=np.int64)
+        rater_pk[codes] = _rater_pks(cursor, [keys[c] for c in codes.tolist()], ids)
         # Tags: each row points into the chunk's distinct tag lists, sent once as one JSON array.
         masks, tagset = np.unique(rows.tags[keep], return_inverse=True)
         tag_lists = [[t for k, t in enumerate(rows.tag_names) if m >> k & 1] for m in masks.tolist()]
         if bulk:
             changed = _append_ratings(
-                cursor, note_pk[keep], rater_pk[rows.rater_code[keep]], rows.level[keep], tagset.ravel(), tag_lists,
+                cursor, note_pk[keep], rater_pk[rater_code[keep]], level[keep], tagset.ravel(), tag_lists,
                 rows.created_at_ms[keep],
             )  # fmt: skip
             if foreign_keys:
@@ -644,8 +687,8 @@ def _typed_chunk(
             return note_pk[keep]
         out = pgcopy.empty_rows(_TYPED_COLUMNS, len(keep))
         out["note"] = note_pk[keep]
-        out["rater"] = rater_pk[rows.rater_code[keep]]
-        out["level"] = rows.level[keep]
+        out["rater"] = rater_pk[rater_code[keep]]
+        out["level"] = level[keep]
         out["tagset"] = tagset.ravel()
         out["ms"] = rows.created_at_ms[keep]
         cursor.execute(
@@ -656,7 +699,7 @@ def _typed_chunk(
             copy.write(pgcopy.HEADER)
             copy.write(out.tobytes())
             copy.write(pgcopy.TRAILER)
-        levels = " ".join(f"WHEN {code} THEN {_literal(level)}" for code, level in enumerate(cio.IMPORT_LEVELS))
+        levels = " ".join(f"WHEN {code} THEN {_literal(level)}" for code, level in enumerate(_LEVEL_CODES))
         tags = f"{_literal(json.dumps(tag_lists))}::jsonb -> t.tagset"
         source = f"""(SELECT t.note_id, t.rater_id, CASE t.level {levels} END AS level, {tags} AS tags,
                              to_timestamp(0) + t.ms * interval '1 millisecond' AS created_at
@@ -701,7 +744,7 @@ def _append_ratings(
             if not len(group):
                 continue
             code = int(combo[group[0]])
-            word = cio.IMPORT_LEVELS[code // max(len(tag_lists), 1)].encode()
+            word = _LEVEL_CODES[code // max(len(tag_lists), 1)].encode()
             tags = b"\x01" + json.dumps(tag_lists[code % max(len(tag_lists), 1)]).encode()
             rows = np.zeros(len(group), dtype=_bulk_row(len(word), len(tags)))
             rows["fields"] = 6
@@ -726,118 +769,6 @@ def _bulk_row(level_bytes: int, tags_bytes: int) -> np.dtype:
          ("level_len", ">i4"), ("level", f"S{level_bytes}"), ("tags_len", ">i4"), ("tags", f"S{tags_bytes}"),
          ("created_len", ">i4"), ("created", ">i8"), ("updated_len", ">i4"), ("updated", ">i8")]
     )  # fmt: skip
-
-
-def _copy_chunk(header: list[str], lines: list[str], report: ImportReport, *, exclusive: bool, bulk: bool) -> None:
-    """One chunk through the general path: text COPY into a staging table, parsed in SQL."""
-    width = len(header)
-    good = [ln if ln.endswith("\n") else ln + "\n" for ln in lines if ln.count("\t") == width - 1]
-    report.skipped["ratings: wrong number of fields"] += sum(1 for ln in lines if ln.strip()) - len(good)
-    lines = good
-    cols = {h.strip(): _ident(h) for h in header}
-    staged = ", ".join(f"{_ident(h)} text" for h in header)
-
-    def col(*names: str) -> str:
-        for name in names:
-            if name in cols:
-                return f"NULLIF(s.{cols[name]}, '')"
-        return "NULL::text"
-
-    ones = "('1', '1.0', 'True', 'true')"
-    level = col("helpfulnessLevel")
-    level_sql = (
-        f"CASE WHEN trim({level}) IN ('HELPFUL', 'SOMEWHAT_HELPFUL', 'NOT_HELPFUL') THEN trim({level}) "
-        f"WHEN trim({col('notHelpful')}) IN {ones} THEN 'NOT_HELPFUL' "
-        f"WHEN trim({col('helpful')}) IN {ones} THEN 'HELPFUL' END"
-    )
-    tag_names = sorted(h.strip() for h in header if cio._is_tag(h.strip()))
-    tags_sql = (
-        "to_jsonb(array_remove(ARRAY["
-        + ", ".join(f"CASE WHEN s.{cols[t]} IN ('1', '1.0') THEN {_literal(t)} END" for t in tag_names)
-        + "]::text[], NULL))"
-        if tag_names
-        else "'[]'::jsonb"
-    )
-    note_sql = col("noteId")
-    rater_sql = col("raterParticipantId", "participantId")
-    ms_sql = col("createdAtMillis")
-    with connection.cursor() as cursor:
-        # A lost commit after a crash loses its checkpoint with it (same transaction), so the
-        # resumed import redoes that chunk: no need to wait for the WAL flush of every chunk.
-        cursor.execute("SET LOCAL synchronous_commit = off")
-        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS cn_stage (seq bigserial, {staged}) ON COMMIT DROP")
-        names = ", ".join(_ident(h) for h in header)
-        # CSV with tabs and a quote character that never occurs: fields arrive verbatim (text
-        # format would read backslashes as escapes); empty fields arrive as NULL.
-        copy_sql = f"COPY cn_stage ({names}) FROM STDIN (FORMAT csv, DELIMITER E'\\t', QUOTE E'\\x01')"
-        with cursor.copy(copy_sql) as copy:  # type: ignore[attr-defined]
-            for start in range(0, len(lines), 20_000):
-                copy.write("".join(lines[start : start + 20_000]))
-        # Parse in SQL; the reasons and their order are the readers' (communitynotes_io). Header
-        # names enter only as quoted identifiers / literals (_ident, _literal).
-        parsed = f"""
-            CREATE TEMP TABLE cn_parsed ON COMMIT DROP AS
-            SELECT seq,
-                   CASE WHEN {note_sql} ~ '^[1-9][0-9]*$' THEN {note_sql}
-                        WHEN {note_sql} ~ '^\\s*\\d+\\s*$' THEN trim({note_sql})::numeric::text END AS note_ext,
-                   {rater_sql} AS rater,
-                   CASE WHEN {ms_sql} ~ '^\\s*-?\\d+\\s*$' THEN trim({ms_sql})::bigint END AS ms,
-                   {level_sql} AS level,
-                   {tags_sql} AS tags
-            FROM cn_stage s
-            """  # noqa: S608
-        cursor.execute(parsed)
-        cursor.execute(
-            """
-            SELECT count(*) FILTER (WHERE note_ext IS NULL),
-                   count(*) FILTER (WHERE note_ext IS NOT NULL AND rater IS NULL),
-                   count(*) FILTER (WHERE note_ext IS NOT NULL AND rater IS NOT NULL AND ms IS NULL),
-                   count(*) FILTER (WHERE note_ext IS NOT NULL AND rater IS NOT NULL AND ms IS NOT NULL
-                                    AND level IS NULL),
-                   count(*) FILTER (WHERE note_ext IS NOT NULL AND rater IS NOT NULL AND ms IS NOT NULL
-                                    AND level IS NOT NULL)
-            FROM cn_parsed
-            """
-        )
-        bad_note, no_rater, bad_ms, no_answer, valid = cursor.fetchone()
-        foreign_keys = _drop_rating_foreign_keys(cursor) if exclusive else []  # before reading notes
-        cursor.execute(
-            """
-            CREATE TEMP TABLE cn_known ON COMMIT DROP AS
-            SELECT p.seq, n.id AS note_id, p.rater, p.ms, p.level, p.tags
-            FROM cn_parsed p JOIN notes_note n ON n.external_id = p.note_ext
-            WHERE p.rater IS NOT NULL AND p.ms IS NOT NULL AND p.level IS NOT NULL
-            """
-        )
-        known = cursor.rowcount
-        cursor.execute(
-            "INSERT INTO notes_participant (external_id) SELECT DISTINCT rater FROM cn_known "
-            "ON CONFLICT (external_id) DO NOTHING"
-        )
-        # One row per (note, rater), the file's last one, with its participant id.
-        cursor.execute(
-            """
-            CREATE TEMP TABLE cn_rows ON COMMIT DROP AS
-            SELECT l.note_id, u.id AS rater_id, l.level, l.tags,
-                   to_timestamp(0) + l.ms * interval '1 millisecond' AS created_at
-            FROM (SELECT DISTINCT ON (note_id, rater COLLATE "C") note_id, rater, ms, level, tags
-                  FROM cn_known ORDER BY note_id, rater COLLATE "C", seq DESC) l
-            JOIN notes_participant u ON u.external_id = l.rater
-            """
-        )
-        distinct = cursor.rowcount
-        changed = _write_rows(cursor, "cn_rows", exclusive=exclusive, bulk=bulk)
-        if foreign_keys:
-            _add_rating_foreign_keys(cursor, foreign_keys)
-        cursor.execute("DROP TABLE cn_stage, cn_parsed, cn_known, cn_rows")
-    report.skipped["ratings: bad noteId"] += bad_note
-    report.skipped["ratings: missing rater id"] += no_rater
-    report.skipped["ratings: bad createdAtMillis"] += bad_ms
-    report.skipped["ratings: no helpfulness answer"] += no_answer
-    report.skipped["ratings: note not imported"] += valid - known
-    report.counts["ratings replaced by a later row"] += known - distinct
-    report.counts["ratings upserted"] += distinct
-    report.counts["ratings inserted or changed"] += changed
 
 
 def _write_rows(cursor: CursorWrapper, source: str, *, exclusive: bool, bulk: bool) -> int:
@@ -1072,6 +1003,7 @@ def build_missing_indexes(table: str, indexes: list[tuple[str, str]]) -> int:
         missing = [create for name, create in indexes if name not in present]
         if missing:
             with transaction.atomic():
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending trigger events block CREATE INDEX
                 cursor.execute(f"SET LOCAL maintenance_work_mem = '{BULK_STEP_MEMORY}'")  # see bulk_step_memory
                 for create in missing:
                     cursor.execute(create)

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count
 
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 from evidence import snippets as evidence_snippets
 from evidence.index.services import local_copy_index
 from evidence.models import EvidenceSource, Passage, Snippet
@@ -32,6 +33,7 @@ from notes.living import services
 from notes.models import Note, Participant, Post, Rating, RevisionRun, Suggestion
 from notes.roles import CONTRIBUTOR
 from notes.services import rating_submit
+from notes.supernotes.services import phm_dir
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -177,9 +179,6 @@ def demo_living_choice() -> tuple[list[Post], Note | None]:
 
 def jury_model_stored() -> bool:
     """Whether a personalized helpfulness model is stored (the jury needs one to decide a revision)."""
-    from crowdnotes_site.lib.communitynotes.supernotes import phm  # torch: commands and workers only
-    from notes.supernotes.services import phm_dir
-
     return phm.latest(phm_dir()) is not None
 
 

@@ -1,4 +1,4 @@
-"""Reads for living notes (issue 36): the request queue, a note's versions with readable diffs,
+"""Reads for living notes: the request queue, a note's versions with readable diffs,
 each suggester's outcomes, invitations to rate a new version, and the revision audit."""
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from django.utils.safestring import SafeString, mark_safe
 from crowdnotes_site.lib.communitynotes.research.spikes import Spike
 from notes.analytics.selectors import posts_in_current_spike
 from notes.models import (
+    DraftJob,
     Note,
     NoteRequest,
     NoteStatus,
+    NoteStatusChange,
     NoteVersion,
     Participant,
     Post,
@@ -26,6 +28,7 @@ from notes.models import (
     RetiredRating,
     RevisionRun,
     Suggestion,
+    SuggestionKind,
 )
 
 if TYPE_CHECKING:
@@ -210,8 +213,6 @@ class KindRow:
 
 
 def suggestions_by_kind() -> list[KindRow]:
-    from notes.models import SuggestionKind
-
     counts: dict[tuple[str, str], int] = {
         (k, st): n for k, st, n in Suggestion.objects.values_list("kind", "state").annotate(n=Count("id"))
     }
@@ -264,8 +265,6 @@ def _median(values: list[float]) -> float | None:
 def request_delays() -> Delays:
     """Per requested post: first request → first draft started on it after that request, and →
     first time one of its notes became Helpful (NoteStatusChange) after that request."""
-    from notes.models import DraftJob, NoteStatus, NoteStatusChange
-
     firsts = dict(NoteRequest.objects.values("post").annotate(first=Min("created_at")).values_list("post", "first"))
     to_draft, to_helpful = [], []
     for post_id, first in firsts.items():

@@ -1,4 +1,4 @@
-"""Pages of living notes (issue 36): request a note, the request queue, a note's versions, a
+"""Pages of living notes: request a note, the request queue, a note's versions, a
 suggester's outcomes, the suggestion source review, and the revision audit."""
 
 from __future__ import annotations

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from crowdnotes_site.lib.transitions import RUN_STEPS, Transitions
-from crowdnotes_site.transitions import Stateful
+from crowdnotes_site.leases import ClaimedRun
 from notes.models.drafts import DraftJob
 from notes.models.notes import Note, NoteStatus, Participant, RatingLevel
 from notes.models.posts import Post
 
-# --- Living notes (issue 36): requests, versions, suggestions, revisions ---------------------
+# --- Living notes: requests, versions, suggestions, revisions ---------------------------------
 
 
 class NoteRequest(models.Model):
@@ -92,15 +89,9 @@ class SuggestionKind(models.TextChoices):
     OPINION = "opinion", "Policy or opinion"
 
 
-class RevisionRun(Stateful, models.Model):
+class RevisionRun(ClaimedRun):
     """One revision attempt of a note: draft from the suggestions, judges, jury, decision.
-    One active run per note (constraint); claimed and swept like the other runs (crowdnotes_site.leases)."""
-
-    class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
+    One active run per note (constraint); claimed and swept like the other runs (ClaimedRun's table)."""
 
     class Outcome(models.TextChoices):
         # The machine's checks passed it: it waits for the note's author (or an admin) to decide.
@@ -109,11 +100,8 @@ class RevisionRun(Stateful, models.Model):
         DECLINED = "declined", "Declined by a person"
         REJECTED = "rejected", "Rejected by the checks"
 
-    TRANSITIONS: ClassVar[Transitions] = Transitions("revision run", RUN_STEPS)
-
     note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="revision_runs")
     base_version = models.ForeignKey(NoteVersion, on_delete=models.CASCADE, related_name="+")
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
     candidate_text = models.TextField(blank=True)
     producer = models.CharField(max_length=120, blank=True)
@@ -137,12 +125,7 @@ class RevisionRun(Stateful, models.Model):
     published_version = models.OneToOneField(
         NoteVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="revision_run"
     )
-    error = models.TextField(blank=True)
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -8,11 +8,11 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from crowdnotes_site.leases import ClaimedRun
 from crowdnotes_site.lib.transitions import Transitions
-from crowdnotes_site.transitions import Stateful
 
 
-class ScoringRun(Stateful, models.Model):
+class ScoringRun(ClaimedRun):
     """One run of the Community Notes scorer over the whole database (scheduled or asked for)."""
 
     class State(models.TextChoices):
@@ -40,16 +40,11 @@ class ScoringRun(Stateful, models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # ClaimedRun's field over this model's own states (a skipped run).
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     # The scorer's summary (notes, ratings, notes_updated, status_changes, helpful, ...).
     summary = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    # The worker's claim, renewed by its heartbeat; past it the sweeper re-queues the run.
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]

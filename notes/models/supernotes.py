@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from crowdnotes_site.lib.transitions import RUN_STEPS, Transitions
-from crowdnotes_site.transitions import Stateful
+from crowdnotes_site.leases import ClaimedRun
 from notes.models.notes import Note, Participant
 from notes.models.posts import Post
 
 
-class SupernoteRun(Stateful, models.Model):
-    """One Supernote generation for a post: candidates, filters, jury and the selection outcome."""
-
-    class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-
-    # Claimed one slice at a time (crowdnotes_site.leases); a failed run is not retried: start a new one.
-    TRANSITIONS: ClassVar[Transitions] = Transitions("Supernote run", RUN_STEPS)
+class SupernoteRun(ClaimedRun):
+    """One Supernote generation for a post: candidates, filters, jury and the selection outcome.
+    Claimed one slice at a time (ClaimedRun's table: a failed run is not retried, a new one is started)."""
 
     post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="supernote_runs")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     stage = models.CharField(max_length=200, blank=True)
     progress = models.PositiveSmallIntegerField(default=0)
-    error = models.TextField(blank=True)
     n_candidates = models.PositiveIntegerField(default=100)
     jury_size = models.PositiveIntegerField(default=200)
     stratified = models.BooleanField(default=False)
@@ -63,14 +50,10 @@ class SupernoteRun(Stateful, models.Model):
     winner_intercept = models.FloatField(null=True, blank=True)
     winner_intercept_sd = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     # A run is done in slices, one task delivery each (notes.supernotes.services.supernote_run_step):
-    # candidates written and checked so far; the worker's claim on the current slice (renewed by its
-    # heartbeat, swept when it expires) and the deliveries of that slice.
+    # candidates written and checked so far. `claimed_until` is the claim on the current slice and
+    # `attempts` counts that slice's deliveries.
     candidates_done = models.PositiveIntegerField(default=0)
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
@@ -115,8 +98,8 @@ class SupernoteCandidate(models.Model):
 
 
 class SupernoteComparison(models.Model):
-    """One rater's blind comparison of a proposed Supernote with the best existing note of its post
-    (issue 11 item 7). Created when the rater is assigned the pair, with the order drawn then
+    """One rater's blind comparison of a proposed Supernote with the best existing note of its post.
+    Created when the rater is assigned the pair, with the order drawn then
     (`supernote_first`: the Supernote is "Note A"), so a reload shows the same order; answered once."""
 
     rater = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="supernote_comparisons")

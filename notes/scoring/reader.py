@@ -25,8 +25,8 @@ from django.db.models import (
 )
 from django.db.models.functions import MD5, Cast
 
+from crowdnotes_site.lib.communitynotes import scoring
 from crowdnotes_site.lib.communitynotes.data import pgcopy
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from notes.models import (
     Note,
     NoteStatus,

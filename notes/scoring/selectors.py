@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+from crowdnotes_site.lib.communitynotes import scoring
 from notes.models import (
     Note,
     NoteStatus,

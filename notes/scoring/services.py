@@ -15,8 +15,8 @@ from django.utils import timezone
 from crowdnotes_site import leases
 from crowdnotes_site.dbstats import refresh_planner_statistics
 from crowdnotes_site.leases import heartbeat, lease_deadline
+from crowdnotes_site.lib.communitynotes import scoring
 from crowdnotes_site.lib.communitynotes.scoring import explain as scoring_explain
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.queue import enqueue_on_commit
 from crowdnotes_site.transitions import transition_rows
 from notes.models import (
@@ -94,6 +94,7 @@ def scoring_run_execute(*, run_id: int | None = None) -> ScoringRun:
     return run
 
 
+@leases.sweep("scoring_runs")
 def scoring_runs_sweep() -> list[int]:
     """Re-queue the scoring runs whose worker stopped renewing the claim (beat: work_sweep)."""
     return leases.runs_sweep(ScoringRun, _scoring_enqueue)
@@ -103,7 +104,7 @@ def _update_rows(model: type[Model], fields: list[str], rows: list[tuple[Any, ..
     """UPDATE the rows (each: the `fields`' values, then the id). Many rows on PostgreSQL: COPY
     into a temporary table and one UPDATE … FROM (a first rescoring of a whole download
     rewrites millions of notes); a few: one pipelined executemany (bulk_update's CASE
-    expressions take ~1 ms per row at this size)."""
+    expressions are slow at this size)."""
     if not rows:
         return
     quote = connection.ops.quote_name
@@ -144,7 +145,7 @@ def _number(value: float) -> float | None:
 
 @transaction.atomic
 def notes_rescore(*, now: datetime | None = None, config: scoring.ScoringConfig | None = None) -> dict[str, Any]:
-    """Score every note from the ratings in the database (crowdnotes_site/lib/communitynotes/scoring/scorer.py) and store the results.
+    """Score every note from the ratings in the database (crowdnotes_site/lib/communitynotes/scoring/) and store the results.
 
     Writes intercept/factor/status/num_ratings to changed notes, rater parameters to participants,
     and a NoteStatusChange row for every status change. Runs once at a time (advisory lock).

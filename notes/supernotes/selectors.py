@@ -256,7 +256,7 @@ def phm_training_rows(*, max_ratings: int | None = None) -> RatingRows:
     )
 
 
-# --- Blind comparison (item 7) ---------------------------------------------------------------
+# --- Blind comparison ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -356,7 +356,7 @@ def comparison_results() -> comparison.WinRate:
     return comparison.summarize((bool(p), s or {}, o or {}) for p, s, o in rows)
 
 
-# --- The jury's evaluation on the public sample (stored offline by `evaluate_jury --sample --store`) ---
+# --- The jury's evaluation on the public sample (stored offline by `evaluate_jury_sample --store`) ---
 
 
 @dataclass
@@ -377,7 +377,7 @@ class JuryEvaluation:
 
 
 # The evaluation measured when the jury's inputs last changed, kept with the code: shown (and said to
-# be that) until `evaluate_jury --sample --store` writes one on this installation.
+# be that) until `evaluate_jury_sample --store` writes one on this installation.
 SHIPPED_JURY_EVALUATION = Path(__file__).resolve().parent / "measured" / "jury-evaluation.json"
 
 

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from crowdnotes_site import leases
-from crowdnotes_site.lib.communitynotes.supernotes import comparison, features, jury
+from crowdnotes_site.lib.communitynotes.supernotes import comparison, features, jury, phm
 from crowdnotes_site.lib.llm.steps import supernote as supernote_step
 from crowdnotes_site.lib.text_rules import find_urls
 from crowdnotes_site.llm import llm_client
@@ -44,14 +44,6 @@ from notes.supernotes import filters, selectors
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
 
-    from crowdnotes_site.lib.communitynotes.supernotes import (
-        phm,  # torch: only workers and commands load it, never a web request
-    )
-
-# `crowdnotes_site.lib.communitynotes.supernotes.phm` imports torch: it is imported inside the functions below, which run in
-# workers and commands, so that serving a page (this module is imported by notes.views) loads no
-# model library.
-
 logger = logging.getLogger(__name__)
 
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -70,10 +62,6 @@ def phm_dir() -> Path:
 
 def embedder(name: str) -> Embed:
     """The text embedding a PHM was trained with: the shipped MiniLM, or the hashing baseline."""
-    from crowdnotes_site.lib.communitynotes.supernotes import (
-        phm,  # torch: only workers and commands load it, never a web request
-    )
-
     if name == phm.HASHING:
         return phm.hashing_embed
     return embedding.encoder(name)
@@ -82,10 +70,6 @@ def embedder(name: str) -> Embed:
 def phm_latest() -> phm.PHM | None:
     """The newest stored PHM, None when there is none; SupernoteError for a model saved in an older
     format (other inputs: refused, never misread)."""
-    from crowdnotes_site.lib.communitynotes.supernotes import (
-        phm,  # torch: only workers and commands load it, never a web request
-    )
-
     path = phm.latest(phm_dir())
     if path is None:
         return None
@@ -107,10 +91,6 @@ def phm_note_features(model: phm.PHM, texts: Sequence[str]) -> np.ndarray:
 
 def phm_train_from_db(*, embedder_name: str, epochs: int = 8, max_ratings: int | None = None, seed: int = 0) -> phm.PHM:
     """Train the PHM on every rating whose rater has scorer parameters; store it under PHM_DIR."""
-    from crowdnotes_site.lib.communitynotes.supernotes import (
-        phm,  # torch: only workers and commands load it, never a web request
-    )
-
     rows = selectors.phm_training_rows(max_ratings=max_ratings)
     if len(rows.label) == 0:
         raise SupernoteError("No ratings from raters with scorer parameters: run the scorer first.")
@@ -207,6 +187,7 @@ def _enqueue(run: SupernoteRun) -> None:
         enqueue_on_commit(task, run.pk, priority=settings.FAIR_QUEUE_PRIORITY_STEPS - 1)
 
 
+@leases.sweep("supernote_runs")
 def supernote_runs_sweep() -> list[int]:
     """Re-queue the Supernote runs whose worker stopped renewing the claim (beat: work_sweep)."""
     return leases.runs_sweep(SupernoteRun, lambda pk: _enqueue(SupernoteRun.objects.get(pk=pk)))
@@ -484,7 +465,7 @@ def _finish(run: SupernoteRun, outcome: str) -> None:
     ])  # fmt: skip
 
 
-# --- Blind comparison (item 7) ---------------------------------------------------------------
+# --- Blind comparison ------------------------------------------------------------------------
 
 
 class ComparisonError(Exception):

@@ -60,7 +60,7 @@ def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @endpoint(methods=["GET"], permission="notes.add_supernoterun")
 def supernote_evaluation(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """The jury against one-line rules on the public sample, as stored by `evaluate_jury --sample --store`
+    """The jury against one-line rules on the public sample, as stored by `evaluate_jury_sample --store`
     (computed offline, never in a request)."""
     return render(request, "notes/supernote_evaluation.html", {"evaluation": supernote_selectors.jury_evaluation()})
 

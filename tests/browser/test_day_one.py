@@ -1,4 +1,4 @@
-"""What a moderation team meets on day one (issue 35), in headless Chromium: queues that show
+"""What a moderation team meets on day one, in headless Chromium: queues that show
 only posts a person can read (and a filter that brings the others back), and a contributor's
 edited note that survives every way back to the draft."""
 

@@ -42,7 +42,7 @@ def test_stuck_post_to_rated_supernote(
         return "Fine.\nFinal decision: yes"
 
     llm_server.respond_with(answer)
-    # Supernote runs are admins' by default (issue 27: ~300 LLM calls a click).
+    # Supernote runs are admins' by default (hundreds of LLM calls a click).
     sign_in(page, live_server, make_user("stuckwatch", ADMIN, staff=True))
     page.goto(f"{live_server.url}/supernotes/stuck/")
     page.get_by_text("39 ratings").first.wait_for()

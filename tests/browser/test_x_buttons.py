@@ -1,6 +1,6 @@
 """The X writer's buttons in headless Chromium with a real worker and the loopback fake X API:
 "Fill imported posts' text now" gives imported posts their text, "Follow notes back now" stores
-the notes X lists; each shows its progress by polling and ends in its table (issue 35)."""
+the notes X lists; each shows its progress by polling and ends in its table."""
 
 from __future__ import annotations
 

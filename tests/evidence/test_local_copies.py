@@ -1,4 +1,4 @@
-"""Local copies of real pages carry their original URL (issue 35): the demo serves the shared
+"""Local copies of real pages carry their original URL: the demo serves the shared
 corpus of real pages on loopback, and a CDC page pasted from there is a CDC source — stored,
 categorised and sent to X under https://www.cdc.gov/…, read from the copy."""
 
@@ -18,7 +18,7 @@ from evidence.services import source_obtain
 from notes.models import DraftJob, Note, Post
 from notes.services import draft_job_add_urls
 from tests.support.web_server import WebServer
-from xnotes import services as x_services
+from xnotes.services import proposals as x_proposals
 
 LOCAL = "health/cdc.gov__about-sids.html"
 REAL = "https://www.cdc.gov/vaccine-safety/about/sids.html"
@@ -61,11 +61,11 @@ def test_a_pasted_cdc_copy_is_a_cdc_source_read_from_the_copy_and_sent_to_x_unde
     assert "Sudden Infant Death" in source.title
 
     note = Note.objects.create(post=post, text="Studies find no link between vaccines and SIDS.", evidence_urls=[REAL])
-    assert x_services.x_note_text(note) == f"Studies find no link between vaccines and SIDS. {REAL}"
-    assert x_services.trustworthy_sources(note)
+    assert x_proposals.x_note_text(note) == f"Studies find no link between vaccines and SIDS. {REAL}"
+    assert x_proposals.trustworthy_sources(note)
     # A note stored before (its URL the loopback copy's) is sent with the real address too.
     old = Note.objects.create(post=post, text=f"No link between vaccines and SIDS: {served_copies}",
                               evidence_urls=[served_copies])  # fmt: skip
-    assert x_services.x_note_text(old) == f"No link between vaccines and SIDS: {REAL}"
-    assert x_services.trustworthy_sources(old)
+    assert x_proposals.x_note_text(old) == f"No link between vaccines and SIDS: {REAL}"
+    assert x_proposals.trustworthy_sources(old)
     assert Snippet.objects.filter(url__startswith="http://127.0.0.1").count() == 0

@@ -158,7 +158,7 @@ def test_past_the_request_rate_it_answers_in_the_fragment_and_queues_nothing(
 def test_the_status_answers_only_about_the_asking_users_own_head_starts(
     contributor_client: Any, make_user: Any, sent: list[int], django_capture_on_commit_callbacks: Any
 ) -> None:
-    """Issue 37: GET /evidence/prefetch/?url= told any contributor whether someone else had read a URL."""
+    """GET /evidence/prefetch/?url= tells no contributor whether someone else has read a URL."""
     from tests.conftest import CsrfClient
 
     url = "https://www.cdc.gov/measles/"
@@ -179,10 +179,10 @@ def test_the_status_answers_only_about_the_asking_users_own_head_starts(
 def test_a_post_for_a_url_someone_else_read_answers_as_for_an_unknown_url(
     contributor_client: Any, make_user: Any, sent: list[int], django_capture_on_commit_callbacks: Any
 ) -> None:
-    """Issue 37: the head start answers only about the asking user's own head starts. A POST for a
-    URL another contributor read (ready), is reading, or failed to read just now answered "Ready",
-    "Fetching…" or the error: it now answers "Queued", as for a URL nobody read, and starts this
-    user's own head start (read from the shared cache)."""
+    """The head start answers only about the asking user's own head starts. A POST for a URL
+    another contributor read (ready), is reading, or failed to read just now answers "Queued", as
+    for a URL nobody read (never "Ready", "Fetching…" or the error), and starts this user's own head
+    start (read from the shared cache)."""
     from evidence import services
     from tests.conftest import CsrfClient
 

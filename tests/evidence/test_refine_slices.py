@@ -1,4 +1,4 @@
-"""The refine in bounded slices (issue 25, item 4): each task embeds at most
+"""The refine in bounded slices: each task embeds at most
 EVIDENCE_SLICE_PASSAGES passages and queues the next slice at the back, in the contributor's fair
 turn; the best passage so far improves in place; a lost slice resumes; the draft page says how
 many sources are ahead of a queued one. The interleaving of two users runs on a real worker."""

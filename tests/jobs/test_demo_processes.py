@@ -1,4 +1,4 @@
-"""scripts/demo.sh's process handling (issue 13, item 10): Ctrl-C or SIGTERM stops the script and
+"""scripts/demo.sh's process handling: Ctrl-C or SIGTERM stops the script and
 everything it started, also children of children (scripts/lib/procs.sh, which demo.sh uses)."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_a_signal_stops_the_script_and_everything_it_started(tmp_path: Path, sig
         deadline = time.monotonic() + 5
         while _alive(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _alive(marker) == []  # before: the workers, beat and page server outlived SIGTERM
+        assert _alive(marker) == []  # the workers, beat and page server do not outlive SIGTERM
     finally:
         for pid in _alive(marker):
             os.kill(pid, signal.SIGKILL)
@@ -102,7 +102,7 @@ def _bash(script: str, cwd: Path, timeout: float = 30, **env: str) -> subprocess
 
 
 def test_a_restart_skips_set_up_until_the_requirements_change(tmp_path: Path) -> None:
-    """Issue 35: demo.sh reran pip on every start (57 s to restart)."""
+    """demo.sh reruns pip only when requirements/ or setup.sh changed, not on every start."""
     (tmp_path / "requirements").mkdir()
     (tmp_path / "scripts").mkdir()
     (tmp_path / "requirements" / "base.txt").write_text("django==5.2\n")
@@ -123,7 +123,8 @@ def test_a_restart_skips_set_up_until_the_requirements_change(tmp_path: Path) ->
 
 
 def test_a_log_followed_from_its_start_shows_this_runs_lines_only(tmp_path: Path) -> None:
-    """Issue 35: the demo replayed the last run's web log (tail started before the child emptied it)."""
+    """A log is followed from this run's start: the last run's lines are not replayed (the child
+    empties the log before tail starts)."""
     log = tmp_path / "web.log"
     log.write_text("OLD line of the last run\n")
     out = _bash(f'. scripts/lib/procs.sh; procs_start "{log}" bash -c "sleep 0.3; echo NEW line"; '
@@ -132,8 +133,8 @@ def test_a_log_followed_from_its_start_shows_this_runs_lines_only(tmp_path: Path
 
 
 def test_the_ready_message_waits_for_the_first_page(tmp_path: Path) -> None:
-    """Issue 35: "Demo is starting" printed 20 s before the page answered. The waiter returns once a
-    page answers, and fails when the web process exits first."""
+    """The ready message waits for the page: the waiter returns once a page answers, and fails when
+    the web process exits first."""
     import socket
     import sys
 
@@ -160,8 +161,9 @@ def test_the_ready_message_waits_for_the_first_page(tmp_path: Path) -> None:
 
 
 def test_manage_sh_runs_a_command_with_the_demos_settings(tmp_path: Path) -> None:
-    """Issue 35: the X commands needed DEBUG=1 or a SECRET_KEY, which nothing said. scripts/manage.sh
-    runs them with what demo.sh wrote to var/demo.env (never a secret); the environment wins."""
+    """A command beside the demo (the X commands) needs the demo's settings, DEBUG=1 among them:
+    scripts/manage.sh runs it with what demo.sh wrote to var/demo.env (never a secret); the
+    environment wins."""
     env_file = tmp_path / "demo.env"
     env_file.write_text(f"# written by demo.sh\nDEBUG=1\nCROWDNOTES_VAR_DIR={tmp_path}\nX_TEST_MODE=false\n")
     base = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "X_TEST_MODE")}

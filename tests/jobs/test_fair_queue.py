@@ -1,5 +1,5 @@
-"""Fair ordering of the CPU queue across users (issue 13, item 2) and of the LLM queue, where a
-long Supernote run is done in slices (issue 27, item 1); and the lease of the snippet refine (a lost
+"""Fair ordering of the CPU queue across users and of the LLM queue, where a long Supernote run is
+done in slices; and the lease of the snippet refine (a lost
 refine is queued again by the sweeper and completes once). Real worker, Redis, PostgreSQL."""
 
 from __future__ import annotations
@@ -140,18 +140,16 @@ def _call(request: dict[str, Any]) -> tuple[str, str]:
 
 
 @pytest.mark.worker
-def test_a_preflight_goes_before_a_second_supernote_run_of_an_admin_as_in_issue_37(
+def test_a_preflight_goes_before_a_second_supernote_run_of_an_admin(
     worker_factory: Any, llm_server: Any, tmp_path: Any, settings: Any
 ) -> None:
-    """Issue 37 finding 5, with its set-up: an admin starts two Supernote runs (5 and 6 there; slices
-    of the default SUPERNOTE_SLICE_CANDIDATES = 5); another contributor, who has just queued evidence
-    pages on the CPU queue (as a contributor writing a note does), asks for a pre-flight while run 5's
-    first slice is on the LLM (2.4 s after the start there; here its first call is held until the
-    pre-flight is queued, so the order does not depend on timing). The LLM then saw the rest of run 5's
-    slice, two principle checks, run 6's first slice (5 calls), two more checks, and only then the
-    pre-flight. Now: run 5's first slice (5 candidates written, the 2 checks of its one distinct
-    text), then the pre-flight's 3 judges, then run 6's first slice. The seconds:
-    bench/bench_fairness.py."""
+    """An admin starts two Supernote runs (slices of the default SUPERNOTE_SLICE_CANDIDATES = 5);
+    another contributor, who has just queued evidence pages on the CPU queue (as a contributor writing
+    a note does), asks for a pre-flight while the first run's first slice is on the LLM (its first
+    call is held until the pre-flight is queued, so the order does not depend on timing). The LLM
+    sees the first run's first slice (5 candidates written, the 2 checks of its one distinct text),
+    then the pre-flight's 3 judges, and only then the second run's first slice: the pre-flight does
+    not wait behind the admin's second run. The seconds: bench/bench_fairness.py."""
     assert settings.SUPERNOTE_SLICE_CANDIDATES == 5
     starter, other = _make_user("ann", ADMIN), _make_user("bea", CONTRIBUTOR)
     alpha = _plain_stuck_post("Alpha claim: vaccines cause autism.")
@@ -183,7 +181,7 @@ def test_a_preflight_goes_before_a_second_supernote_run_of_an_admin_as_in_issue_
     first_slice = [("A1", "write")] * 5 + [("A1", "check")] * 2
     second_runs_slice = [("A2", "write")] * 5 + [("A2", "check")] * 2
     assert calls[:17] == first_slice + [("B", "judge")] * 3 + second_runs_slice, calls
-    print(f"issue 37 finding 5: LLM call order {''.join(w[-1] for w, _ in calls)} (B = the pre-flight)")
+    print(f"LLM call order {''.join(w[-1] for w, _ in calls)} (B = the pre-flight)")
 
 
 @pytest.mark.worker

@@ -1,4 +1,4 @@
-"""Idempotent contributor actions (issue 13, item 5): one open draft job per (contributor, post),
+"""Idempotent contributor actions: one open draft job per (contributor, post),
 one draft task per request round, no review buttons on submitted drafts, discarding orphans."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Leases, heartbeats and the sweeper (issue 13, item 4): a real worker SIGKILLed mid-work; a new
+"""Leases, heartbeats and the sweeper: a real worker SIGKILLed mid-work; a new
 worker completes the work exactly once after the sweeper re-queues it (no 1-hour visibility wait)."""
 
 from __future__ import annotations

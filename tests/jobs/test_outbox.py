@@ -1,4 +1,4 @@
-"""The transactional outbox (issue 13, item 3): with the broker down, a contribution answers with
+"""The transactional outbox: with the broker down, a contribution answers with
 its draft page (never a 500), its work waits in the outbox, a retry does not double it, and the
 dispatcher delivers it to the real broker once Redis is reachable again."""
 

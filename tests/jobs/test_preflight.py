@@ -1,4 +1,4 @@
-"""Pre-flight as background work (issue 13, item 1): limits on the form, a worker runs the judges,
+"""Pre-flight as background work: limits on the form, a worker runs the judges,
 the page polls a result; and no web request loads torch, sentence-transformers, scikit-learn, scipy or openai."""
 
 from __future__ import annotations
@@ -150,8 +150,7 @@ def test_serving_the_main_pages_imports_no_model_library(
     )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    # Before: the pre-flight POST loaded the embedding model in the web worker, and every page loaded
-    # scikit-learn, scipy and openai (issue 32).
+    # The embedding model, scikit-learn, scipy and openai load in workers only, never in a web request.
     assert report["heavy"] == []
     assert set(report["statuses"].values()) <= {200, 302}, report["statuses"]
     assert PreflightCheck.objects.count() == 2  # both pre-flights were queued, not run

@@ -1,13 +1,13 @@
-"""Issue 27, item 2: every kind of run recovers within 2 minutes of its worker's death.
+"""Every kind of run recovers within 2 minutes of its worker's death.
 
 The `default,llm` worker is SIGKILLed while the loopback LLM holds its call (mid-judge, mid-Supernote
 run), then restarted with celery beat inside it. The judge run's test keeps the DEFAULT lease and
 sweep settings (WORK_LEASE_S 60, WORK_SWEEP_INTERVAL_S 30, visibility timeout 1 hour): nothing in it
 shortens a timeout, so the production defaults are proven end to end once. The Supernote run's test
-goes through the same claim, heartbeat and sweep with a 3 s lease and a 1 s sweep (issue 32: the
-suite waits seconds, not the default minute and a half, where the defaults are already proven).
-The run must complete exactly once within 120 s of the restart. Before, a judge run waited for the
-broker's visibility timeout (3,624 s measured in issue 27) and a Supernote run was never resumed.
+goes through the same claim, heartbeat and sweep with a 3 s lease and a 1 s sweep (so the suite
+waits seconds, not the default minute and a half, where the defaults are already proven).
+The run must complete exactly once within 120 s of the restart: the lease and the sweeper, not the
+broker's hour-long visibility timeout, bring it back.
 The other tests exercise the sweeper directly on rows; after the sweep a real `cpu` worker
 finishes a lost scoring run."""
 
@@ -24,6 +24,7 @@ from django.utils import timezone
 from crowdnotes_site import leases
 from crowdnotes_site.models import OutboxMessage
 from crowdnotes_site.queue import Enqueued
+from crowdnotes_site.tasks import work_sweep
 from evidence.models import AutomationRun
 from evidence.search import services as search_services
 from judging import services as judging_services
@@ -31,7 +32,6 @@ from judging.models import JudgeDecision, JudgeRun, PreflightCheck
 from notes.models import NoteStatusChange, ScoringRun, SupernoteRun
 from notes.scoring import services as scoring_services
 from notes.supernotes import services as supernotes
-from notes.tasks import work_sweep
 from tests.conftest import wait_for
 from tests.judging.factories import answers, note_with_evidence, stage_of
 from tests.notes.factories import make_job

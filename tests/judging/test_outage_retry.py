@@ -1,4 +1,4 @@
-"""Issue 37 finding 6: a judge run that failed during an LLM outage is run again, once, when the LLM
+"""A judge run that failed during an LLM outage is run again, once, when the LLM
 answers again (the beat sweep's probe), and the note page says so."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import pytest
 from django.urls import reverse
 
 from crowdnotes_site.models import OutboxMessage
+from crowdnotes_site.tasks import work_sweep
 from judging import services
 from judging.models import JudgeRun
 from judging.tasks import judge_run_step
 from notes.models import NoteStatus
 from notes.services import participant_for_user
-from notes.tasks import work_sweep
 from tests.judging.factories import answers, note_with_evidence
 from tests.support.llm_server import Reply
 

@@ -97,7 +97,7 @@ def test_it_requires_a_reason_to_override(decisions: list[JudgeDecision], admin_
 
 
 def test_it_refuses_an_override_reason_past_its_cap(decisions: list[JudgeDecision], admin_client: Any) -> None:
-    """Issue 37: a 1 MB override reason was accepted and made a 2.1 MB audit page."""
+    """An override reason is capped: a 1 MB reason would make a 2 MB audit page."""
     from judging.models import OVERRIDE_REASON_MAX_CHARS
 
     d = decisions[1]

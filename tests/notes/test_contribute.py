@@ -121,7 +121,7 @@ def test_it_shows_every_error_of_an_empty_submit(contributor_client: Any, no_evi
     assert not Post.objects.exists()
 
 
-# --- Issue 27 item 4: a post flagged by its link keeps each contributor's pasted text ----------
+# --- A post flagged by its link keeps each contributor's pasted text -------------------------
 
 LINK = "https://x.com/someone/status/1234567890"
 

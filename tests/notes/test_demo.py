@@ -173,7 +173,7 @@ def test_the_demo_has_a_stuck_post_and_queues_one_supernote_run_for_it_once(
 
 
 def test_every_demo_note_cites_local_copies_and_is_judged_on_their_real_text(shared_data: Path, settings: Any) -> None:
-    """Issue 35: the demo's notes cite pages that have local copies, each with a confirmed passage of
+    """The demo's notes cite pages that have local copies, each with a confirmed passage of
     the page's own text, so the offline relevance judge decides on real text, never by the no-snippet rule."""
     from evidence import local_copies
     from evidence.models import Snippet

@@ -75,8 +75,8 @@ def test_each_post_shows_how_many_notes_it_has(anon_client: Any) -> None:
 
 
 def test_home_reads_only_what_it_shows_of_each_note(anon_client: Any) -> None:
-    """Issue 27 item 7: the home page (20 posts, all their notes prefetched) no longer reads the
-    scorer's stored explanation and rules of every note, nor joins each note's author."""
+    """The home page (20 posts, all their notes prefetched) reads neither the scorer's stored
+    explanation and rules of every note, nor each note's author."""
     from notes.selectors import posts_for_home
 
     (post,) = _posts(1)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 
+from crowdnotes_site.lib.communitynotes.data import ratings as cnr
 from crowdnotes_site.lib.communitynotes.data import synthetic
 from notes.communitynotes import importer as cni
 from notes.models import (
@@ -24,6 +28,7 @@ from notes.models import (
     Rating,
     RatingLevel,
 )
+from tests.lib.scoring import test_ratings_rule as rule
 
 HISTORY = Path("mcroston") / "noteStatusHistory-00000.tsv"  # under the communitynotes data
 
@@ -32,6 +37,36 @@ def _import(*args: str) -> str:
     out = io.StringIO()
     call_command("import_communitynotes", *args, stdout=out)
     return out.getvalue()
+
+
+class Interrupted(Exception):
+    """The failure `interrupted_after` injects: the import stops as a killed one would."""
+
+
+@pytest.fixture
+def interrupted_after(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], Any]:
+    """`with interrupted_after(n): import…`: the ratings import fails inside its chunk after `n`
+    chunks have committed (that chunk's transaction rolls back, as when the process dies), and
+    the next import runs normally."""
+
+    @contextmanager
+    def interrupt(chunks: int) -> Iterator[None]:
+        real = cni.write_ratings_chunk
+        written = 0
+
+        def write(*args: Any, **kwargs: Any) -> None:
+            nonlocal written
+            if written == chunks:
+                raise Interrupted
+            real(*args, **kwargs)
+            written += 1
+
+        monkeypatch.setattr(cni, "write_ratings_chunk", write)
+        with pytest.raises(Interrupted):
+            yield
+        monkeypatch.setattr(cni, "write_ratings_chunk", real)
+
+    return interrupt
 
 
 def _counts() -> tuple[int, ...]:
@@ -229,7 +264,9 @@ def test_a_bulk_load_counts_each_notes_ratings_as_it_writes_them(tmp_path: Path)
 
 
 @pytest.mark.django_db
-def test_copy_import_resumes_after_an_interruption_and_is_idempotent(tmp_path: Path) -> None:
+def test_copy_import_resumes_after_an_interruption_and_is_idempotent(
+    tmp_path: Path, interrupted_after: Callable[[int], Any]
+) -> None:
     data = synthetic.generate(3000, seed=9)
     notes, ratings = synthetic.write_tsv(data, tmp_path)
     # A later duplicate row for the same (note, rater) in the next chunk replaces the first.
@@ -242,7 +279,8 @@ def test_copy_import_resumes_after_an_interruption_and_is_idempotent(tmp_path: P
     _import("--notes", str(notes))
     report = cni.ImportReport()
     progress: list[str] = []
-    cni.import_ratings_copy(ratings, report, chunk_lines=1000, stop_after_chunks=1, progress=progress.append)
+    with interrupted_after(1):
+        cni.import_ratings_copy(ratings, report, chunk_lines=1000, progress=progress.append)
     assert ImportCheckpoint.objects.get().lines_done == 1000
     assert 0 < Rating.objects.count() < len(data.value)
     assert progress and "1,000 lines" in progress[0]
@@ -344,11 +382,12 @@ def _insert_rating_of_a_missing_note() -> None:
 
 @pytest.mark.django_db
 def test_an_interrupted_exclusive_import_keeps_keys_enforced_and_its_rerun_restores_the_schema(
-    tmp_path: Path,
+    tmp_path: Path, interrupted_after: Callable[[int], Any]
 ) -> None:
     data, ratings = _synthetic_with_notes_imported(tmp_path, seed=10)
     schema = _rating_schema()
-    cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, stop_after_chunks=2)
+    with interrupted_after(2):
+        cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000)
     indexes, keys = _rating_schema()
     # Deferred by the bulk load, not built yet: the rater index, the primary key and the unique pair.
     assert not indexes & {"notes_rating_rater_id_c193ac75", "notes_rating_pkey", "one_rating_per_rater_per_note"}
@@ -363,10 +402,13 @@ def test_an_interrupted_exclusive_import_keeps_keys_enforced_and_its_rerun_resto
 
 
 @pytest.mark.django_db
-def test_an_online_import_after_an_interrupted_bulk_load_restores_the_keys_first(tmp_path: Path) -> None:
+def test_an_online_import_after_an_interrupted_bulk_load_restores_the_keys_first(
+    tmp_path: Path, interrupted_after: Callable[[int], Any]
+) -> None:
     data, ratings = _synthetic_with_notes_imported(tmp_path, seed=10)
     schema = _rating_schema()
-    cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000, stop_after_chunks=1)
+    with interrupted_after(1):
+        cni.import_ratings_copy(ratings, cni.ImportReport(), chunk_lines=1000)
     assert "one_rating_per_rater_per_note" not in _rating_schema()[0]
     executed: list[str] = []
 
@@ -417,17 +459,17 @@ def test_a_bulk_load_keeps_the_later_of_a_repeated_pair_and_counts_like_the_prob
 def test_numpy_chunks_write_what_the_sql_chunks_write(
     tmp_path: Path, cn_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same files through the numpy parse and through the SQL parse (the general rules)."""
+    """The same files through the parser's vectorised path and through its line rule alone."""
     notes, ratings, _, _ = _with_repeated_pairs(tmp_path)
     _import("--notes", str(notes))
     _import("--notes", str(cn_data / "colin-fraser" / "notes-00000.tsv"))
     files = [ratings, cn_data / "colin-fraser" / "ratings-00000.tsv"]  # v1 answers, 21 tag columns
-    parse = cni.cio.parse_import_block
+    parse = cnr.parse_block
     fast: list[bool] = []
 
-    def spy(block: bytes, header: list[str]) -> cni.cio.ImportBlock | None:
-        rows = parse(block, header)
-        fast.append(rows is not None)
+    def spy(*args: Any, **kwargs: Any) -> cnr.RatingBlock:
+        rows = parse(*args, **kwargs)
+        fast.append(rows.slow_lines == 0)
         return rows
 
     def run(exclusive: bool) -> tuple[set[tuple[object, ...]], dict[str | None, int], cni.ImportReport]:
@@ -440,10 +482,10 @@ def test_numpy_chunks_write_what_the_sql_chunks_write(
 
     for exclusive, id_cache in ((True, cni.ID_CACHE_LIMIT), (True, 40), (False, cni.ID_CACHE_LIMIT)):
         monkeypatch.setattr(cni, "ID_CACHE_LIMIT", id_cache)  # 40: the cache empties itself often
-        monkeypatch.setattr(cni.cio, "parse_import_block", spy)
+        monkeypatch.setattr(cnr, "parse_block", spy)
         by_numpy = run(exclusive)
-        assert fast and all(fast)  # every chunk of these files reads on the numpy path
-        monkeypatch.setattr(cni.cio, "parse_import_block", lambda block, header: None)
+        assert fast and all(fast)  # every chunk of these files reads on the vectorised path
+        monkeypatch.setattr(cnr, "parse_block", functools.partial(parse, line_by_line=True))
         by_sql = run(exclusive)
         assert by_numpy[:2] == by_sql[:2]
         assert by_numpy[2].counts == by_sql[2].counts and by_numpy[2].skipped == by_sql[2].skipped
@@ -491,9 +533,9 @@ def test_a_note_and_a_rater_deleted_during_an_exclusive_import_lose_their_rating
 def test_a_nul_byte_skips_or_cleans_its_row_and_the_import_goes_on(
     cn_data: Path, tmp_path: Path, ratings_path: str
 ) -> None:
-    """Issue 37: one NUL byte in one line of a notes or ratings TSV aborted the whole import
-    (PostgreSQL refuses NUL in text). Now a NUL in a note's text is removed (counted), a NUL in an
-    id skips its row (counted), every other row is imported, and a rerun does the same."""
+    """One NUL byte in one line of a notes or ratings TSV does not abort the import (PostgreSQL
+    refuses NUL in text): a NUL in a note's text is removed (counted), a NUL in an id skips its row
+    (counted), every other row is imported, and a rerun does the same."""
     notes_lines = (cn_data / "colin-fraser" / "notes-00000.tsv").read_text(encoding="utf-8").splitlines(True)
     ratings_lines = (cn_data / "colin-fraser" / "ratings-00000.tsv").read_text(encoding="utf-8").splitlines(True)
     # Line 5: a NUL inside the summary (the last column); line 6: a NUL inside the author's id.
@@ -529,3 +571,38 @@ def test_a_nul_byte_skips_or_cleans_its_row_and_the_import_goes_on(
         # Every other rating: the 13,300 of the clean file less the NUL line and the skipped note's.
         assert Rating.objects.count() == 13300 - 1 - of_skipped_note
         assert not Rating.objects.filter(note__external_id=rated_note, rater__external_id=rater).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("writer", ["copy", "orm"])
+def test_the_import_stores_the_edge_lines_as_the_one_rule_reads_them(tmp_path: Path, writer: str) -> None:
+    """tests/lib/scoring/test_ratings_rule.py's edge lines, each rated by a rater of its own, into
+    the database: the ratings the rule keeps and the skips it names, through either writer."""
+    notes = tmp_path / "notes.tsv"
+    notes.write_text(
+        "noteId\tnoteAuthorParticipantId\tcreatedAtMillis\ttweetId\tclassification\tsummary\n"
+        + "".join(f"{i}\tZ\t{rule.MS}\t9\tMISINFORMED_OR_POTENTIALLY_MISLEADING\tx\n" for i in (12, 7, -5, 2**63 - 1))
+    )
+    _import("--notes", str(notes))
+    lines, stored, skipped = [], set(), Counter[str]()
+    for k, (text, outcome, _earlier) in enumerate(rule.CASES.values()):
+        fields = text.split("\t")
+        if len(fields) > 1 and fields[1] == "A":  # a rater of its own: no two lines are one pair
+            fields[1] = f"R{k}"
+        lines.append("\t".join(fields))
+        if outcome[0] == "rating":
+            _, note, rater, ms, level, tags = outcome
+            stored.add((str(note), f"R{k}" if rater == "A" else rater, level, tags, ms))
+        elif outcome[0] == "skip":
+            skipped[f"ratings: {outcome[1]}"] += 1
+    ratings = tmp_path / "ratings.tsv"
+    ratings.write_bytes(("\t".join(rule.HEADER) + "\n" + "".join(t + "\n" for t in lines)).encode())
+    report = cni.ImportReport()
+    if writer == "copy":
+        cni.import_ratings_copy(ratings, report)
+    else:
+        cni.import_ratings(ratings, report)
+    rows = Rating.objects.values_list("note__external_id", "rater__external_id", "level", "tags", "created_at")
+    assert {(n, u, lv, tuple(t), round(at.timestamp() * 1000)) for n, u, lv, t, at in rows} == stored
+    assert {k: v for k, v in report.skipped.items() if v} == skipped
+    assert report.counts["ratings upserted"] == len(stored)

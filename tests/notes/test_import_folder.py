@@ -19,8 +19,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from crowdnotes_site.lib.communitynotes import scoring
 from crowdnotes_site.lib.communitynotes.data import synthetic_download as download_synth
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from notes.models import (
     ImportCheckpoint,
     ImportedNoteHistory,

@@ -1,4 +1,4 @@
-"""Living notes (issue 36): requests, versions, suggestions attached to ratings, revisions that the
+"""Living notes: requests, versions, suggestions attached to ratings, revisions that the
 judges and the jury must approve, and the suggesters told what became of theirs."""
 
 from __future__ import annotations

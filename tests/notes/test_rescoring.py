@@ -15,9 +15,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from crowdnotes_site.celery import app
+from crowdnotes_site.lib.communitynotes import scoring
 from crowdnotes_site.lib.communitynotes.data import synthetic
 from crowdnotes_site.lib.communitynotes.scoring import explain as scoring_explain
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.queue import Enqueued
 from notes.models import Note, NoteStatus, NoteStatusChange, Participant, Post, Rating, RatingLevel, ScoringRun
 from notes.scoring import reader as scoring_reader
@@ -300,8 +300,8 @@ def test_a_rescoring_that_rewrites_most_notes_refreshes_the_planners_statistics(
 
 
 def test_the_rescoring_tasks_time_limits_come_from_the_setting() -> None:
-    # The whole download rescores in ~20 min, past the 10 min the task was limited to: a deployment
-    # sizes the limit with SCORING_SOFT_TIME_LIMIT_S (read when the worker imports its tasks).
+    # The whole download's rescoring outlasts a fixed short limit: a deployment sizes the limit with
+    # SCORING_SOFT_TIME_LIMIT_S (read when the worker imports its tasks).
     assert score_notes.soft_time_limit == settings.SCORING_SOFT_TIME_LIMIT_S >= 1200
     env = {**os.environ, "SCORING_SOFT_TIME_LIMIT_S": "4321", "DJANGO_SETTINGS_MODULE": "tests.settings"}
     code = "import django; django.setup(); from notes.tasks import score_notes as t; print(t.soft_time_limit, t.time_limit)"

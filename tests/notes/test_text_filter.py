@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from notes import models
 from notes.models import Note, Post, Topic
+from notes.models import posts as post_models
 from notes.services import participant_for_user, post_create
 from notes.supernotes import selectors as supernote_selectors
 from notes.supernotes import services as supernote_services
@@ -80,7 +80,7 @@ def test_the_pages_count_hidden_rows_up_to_a_cap_and_then_say_more_than(
     rater_client: Any, rater: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     participant = participant_for_user(user=rater)
-    monkeypatch.setattr(models, "HIDDEN_COUNT_CAP", 2)
+    monkeypatch.setattr(post_models, "HIDDEN_COUNT_CAP", 2)
     notes = [Note.objects.create(post=p, text=f"Imported context {p.pk}.") for p in _imported(4)]
     html = rater_client.get(reverse("rating_queue")).content.decode()
     assert "More than 2 notes on imported posts without text are hidden" in html

@@ -197,9 +197,8 @@ def _demo_process(code: str, x_api: FakeX, var_dir: Any) -> str:
 def test_on_the_demos_broker_the_budget_a_worker_learns_is_read_by_every_other_process(
     x_api: FakeX, tmp_path: Any
 ) -> None:
-    """Issue 35: the writer page said "no answer seen" after requests on the demo (no Redis): each
-    process kept the budget in its own memory. Now the embedded cache is a file cache every
-    process of the machine shares."""
+    """On the demo (no Redis) the writer page sees the answers a worker's requests got: the embedded
+    cache is a file cache every process of the machine shares, not each process's own memory."""
     x_api.window_limit = 5
     spend = "from xnotes.client import XClient; c = XClient(); c.eligible_posts(test_mode=True, max_results=10); print(c.requests)"
     assert _demo_process(spend, x_api, tmp_path) == "1"  # a worker (or a command) sends one request

@@ -17,10 +17,10 @@ from crowdnotes_site.models import OutboxMessage
 from notes.models import Post
 from tests.support.x_server import FakeX, Scripted
 from tests.xnotes.factories import tweet
-from xnotes import services
 from xnotes.budget import RateLimited
 from xnotes.client import XClient
 from xnotes.models import XFetchRun, XPost
+from xnotes.services import eligible, hydrate
 
 ELIGIBLE = "/2/notes/search/posts_eligible_for_notes"
 LONG = "Vitamin C megadoses cure sepsis, doctors hide it. " * 8
@@ -47,7 +47,7 @@ def _pages(x_api: FakeX) -> None:
 
 
 def _run(**kw: Any) -> XFetchRun:
-    return services.fetch_eligible(run=services.fetch_run_create(**kw), client=XClient())
+    return eligible.fetch_eligible(run=eligible.fetch_run_create(**kw), client=XClient())
 
 
 def test_pages_are_followed_and_a_repeated_post_is_stored_once(x_api: FakeX, db: None) -> None:
@@ -87,17 +87,17 @@ def test_an_imported_post_without_text_gets_it_from_the_eligible_list(x_api: Fak
 
 def test_429_mid_run_saves_the_page_token_and_resumes_after_the_reset(x_api: FakeX, db: None) -> None:
     _pages(x_api)
-    run = services.fetch_run_create(max_results=2)
+    run = eligible.fetch_run_create(max_results=2)
     x_api.script(ELIGIBLE, Scripted(0))  # page 1 as usual
     x_api.rate_limit_next(ELIGIBLE, reset_in_s=2)
     with pytest.raises(RateLimited) as limited:
-        services.fetch_eligible(run=run, client=XClient())
+        eligible.fetch_eligible(run=run, client=XClient())
     run.refresh_from_db()
     assert (run.state, run.pages, run.next_token, run.rate_limited_waits) == (XFetchRun.State.WAITING, 1, "p1", 1)
     assert run.wait_until is not None
     # The task would be re-queued with this countdown; here we wait it out, then resume.
     time.sleep(limited.value.wait_s())
-    run = services.fetch_eligible(run=run, client=XClient())
+    run = eligible.fetch_eligible(run=run, client=XClient())
     assert (run.state, run.pages, run.new) == (XFetchRun.State.DONE, 2, 3)
     assert x_api.violations == []
 
@@ -138,7 +138,7 @@ def test_hydrate_100_ids_a_request_found_and_not_found(x_api: FakeX, db: None) -
             p.external_id, f"Post text {p.external_id}", created_at="2025-01-02T03:04:05Z", lang="en"
         )
     x_api.tweet_errors[posts[140].external_id] = "Authorization Error"  # protected
-    stats = services.hydrate_posts(client=XClient(), limit=1000)
+    stats = hydrate.hydrate_posts(client=XClient(), limit=1000)
     assert stats.as_dict() == {"requests": 2, "looked_up": 150, "hydrated": 140, "not_found": 10, "skipped": 0}
     assert [len(r.params["ids"].split(",")) for r in x_api.of("/2/tweets")] == [100, 50]
     first = Post.objects.get(pk=posts[0].pk)
@@ -148,11 +148,11 @@ def test_hydrate_100_ids_a_request_found_and_not_found(x_api: FakeX, db: None) -
     assert protected.lookup_error == "Authorization Error"
     assert XPost.objects.get(x_id=posts[149].external_id).lookup_error == "Not Found Error"
     # Not asked again within 7 days...
-    again = services.hydrate_posts(client=XClient(), limit=1000)
+    again = hydrate.hydrate_posts(client=XClient(), limit=1000)
     assert again.as_dict() == {"requests": 0, "looked_up": 0, "hydrated": 0, "not_found": 0, "skipped": 10}
     # ...and asked again after.
     XPost.objects.filter(lookup_error_at__isnull=False).update(lookup_error_at=timezone.now() - dt.timedelta(days=8))
-    later = services.hydrate_posts(client=XClient(), limit=1000)
+    later = hydrate.hydrate_posts(client=XClient(), limit=1000)
     assert (later.looked_up, later.not_found, later.requests) == (10, 10, 1)
 
 
@@ -165,11 +165,11 @@ def test_hydrate_command(x_api: FakeX, db: None) -> None:
 
 
 def test_a_lost_fetch_run_is_failed_so_the_next_one_starts(x_api: FakeX, admin_user: Any, db: None) -> None:
-    lost = services.fetch_run_create()
+    lost = eligible.fetch_run_create()
     XFetchRun.objects.filter(pk=lost.pk).update(
         state=XFetchRun.State.RUNNING, updated_at=timezone.now() - dt.timedelta(minutes=11)
     )
-    run, created = services.fetch_run_request(user=admin_user)
+    run, created = eligible.fetch_run_request(user=admin_user)
     assert created and run.pk != lost.pk
     lost.refresh_from_db()
     assert lost.state == XFetchRun.State.FAILED and "worker was lost" in lost.error
@@ -186,7 +186,7 @@ def test_only_web_media_urls_are_kept(x_api: FakeX, db: None) -> None:
 def test_a_post_x_did_not_return_shows_the_error_title_on_its_page(x_api: FakeX, contributor_client: Any) -> None:
     post = _imported(1)[0]
     x_api.tweet_errors[post.external_id] = "Authorization Error"
-    assert services.hydrate_posts(client=XClient(), limit=10).not_found == 1
+    assert hydrate.hydrate_posts(client=XClient(), limit=10).not_found == 1
     page = contributor_client.get(f"/posts/{post.pk}/").content.decode()
     error = page[page.index('id="x-lookup-error"') :].split("</p>")[0]
     assert "X did not return this post's text: Authorization Error" in error and "asked again after 7 days" in error
@@ -198,7 +198,7 @@ def test_hydrated_and_new_eligible_posts_are_queued_for_topic_classification(
     settings.TOPICS_CLASSIFY_NEW_POSTS = True
     found, missing = _imported(2)
     x_api.tweets[found.external_id] = tweet(found.external_id, "Garlic cures measles.")
-    services.hydrate_posts(client=XClient(), limit=10)
+    hydrate.hydrate_posts(client=XClient(), limit=10)
     queued = OutboxMessage.objects.filter(task_name="notes.tasks.topic_classify_post").order_by("id")
     assert [m.args for m in queued] == [[found.pk]]
     # The hydrated post listed again (it has its text) is not queued twice; the new one is.

@@ -1,4 +1,4 @@
-"""Issue 37 finding 4: X answering what cannot be read (JSON of the wrong shape, an HTML page,
+"""X answering what cannot be read (JSON of the wrong shape, an HTML page,
 garbage) or 429 to every request. Each X command ends with a non-zero exit and a message naming
 what X sent, within the stated cap on its total wait (X_API_MAX_TOTAL_WAIT_S); nothing crashes,
 nothing hangs, nothing reports "fetched: 0" as a success."""
@@ -94,7 +94,7 @@ def test_the_writer_page_shows_the_time_the_window_closes_until(x_api: FakeX, ad
     page = admin_client.get("/x/writer/").content.decode()
     shown = dt.datetime.fromtimestamp(float(f"{until:.0f}"), tz=dt.UTC).strftime("%H:%M:%S")
     assert f"closed until {shown} UTC" in page
-    # A reset already past: no "closed until" line (it read "closed until  UTC" before).
+    # A reset already past: no "closed until" line (never an empty "closed until  UTC").
     budget.clear()
     budget.observe("notes", 429, {"x-rate-limit-reset": f"{time.time() - 5:.0f}"}, window_s=900)
     budget._cache().set(budget._key("notes", "blocked_until"), time.time() - 5, 60)

@@ -16,10 +16,11 @@ from judging.models import JudgeDecision, JudgeRun
 from notes.models import Post
 from tests.support.x_server import FakeX, Scripted
 from tests.xnotes.factories import URL, proposable_note
-from xnotes import rules, services
+from xnotes import rules
 from xnotes.budget import RateLimited
 from xnotes.client import XClient, XTransientError
 from xnotes.models import XEvaluation, XProposal, XWrittenNote
+from xnotes.services import XFlowError, evaluator, proposals
 
 MISLEADING = rules.MISLEADING
 
@@ -27,12 +28,12 @@ MISLEADING = rules.MISLEADING
 def test_evaluator_is_asked_once_per_post_and_text(x_api: FakeX, db: None) -> None:
     note = proposable_note()
     x_api.evaluator_score = 0.73
-    first = services.evaluate(post=note.post, text=note.text, client=XClient())
-    again = services.evaluate(post=note.post, text=note.text, client=XClient())
+    first = evaluator.evaluate(post=note.post, text=note.text, client=XClient())
+    again = evaluator.evaluate(post=note.post, text=note.text, client=XClient())
     assert first.claim_opinion_score == again.claim_opinion_score == 0.73
     assert len(x_api.of("/2/evaluate_note")) == 1
     assert x_api.of("/2/evaluate_note")[0].body == {"note_text": note.text, "post_id": "1930672414444372186"}
-    services.evaluate(post=note.post, text=note.text + " More.", client=XClient())
+    evaluator.evaluate(post=note.post, text=note.text + " More.", client=XClient())
     assert XEvaluation.objects.count() == 2
 
 
@@ -49,16 +50,16 @@ def test_evaluate_command(x_api: FakeX, db: None) -> None:
 
 def test_proposal_goes_through_the_outbox_and_is_sent_once(x_api: FakeX, admin_user: Any, db: None) -> None:
     note = proposable_note()
-    proposal, created = services.proposal_request(note=note, user=admin_user, classification=MISLEADING,
+    proposal, created = proposals.proposal_request(note=note, user=admin_user, classification=MISLEADING,
                                                   tags=["factual_error"])  # fmt: skip
     assert created and proposal.state == XProposal.State.QUEUED
     assert OutboxMessage.objects.filter(task_name="xnotes.tasks.x_propose_note", args=[proposal.pk]).count() == 1
-    again, created_again = services.proposal_request(
+    again, created_again = proposals.proposal_request(
         note=note, user=admin_user, classification=MISLEADING, tags=["other"]
     )
     assert (again.pk, created_again) == (proposal.pk, False)
-    sent = services.proposal_send(proposal_id=proposal.pk, client=XClient())
-    services.proposal_send(proposal_id=proposal.pk, client=XClient())  # a second delivery does nothing
+    sent = proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
+    proposals.proposal_send(proposal_id=proposal.pk, client=XClient())  # a second delivery does nothing
     assert sent.state == XProposal.State.SENT and sent.x_note_id
     assert len(x_api.of("/2/notes", "POST")) == 1
     body = x_api.of("/2/notes", "POST")[0].body
@@ -70,13 +71,13 @@ def test_proposal_goes_through_the_outbox_and_is_sent_once(x_api: FakeX, admin_u
 def test_a_timeout_then_retry_never_sends_a_second_note(x_api: FakeX, settings: Any, db: None) -> None:
     settings.X_API_TIMEOUT_S = 0.3
     note = proposable_note()
-    proposal, _ = services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    proposal, _ = proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
     x_api.script("/2/notes", Scripted(0, delay_s=0.8))  # X creates the note but answers too late
     with pytest.raises(XTransientError):
-        services.proposal_send(proposal_id=proposal.pk, client=XClient())
+        proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
     proposal.refresh_from_db()
     assert proposal.state == XProposal.State.UNCERTAIN
-    retried = services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    retried = proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
     assert retried.state == XProposal.State.SENT
     assert retried.x_note_id == x_api.notes[0]["id"]
     assert len(x_api.of("/2/notes", "POST")) == 1
@@ -87,25 +88,25 @@ def test_xs_one_note_per_post_answer_is_recorded_not_retried(x_api: FakeX, db: N
     note = proposable_note()
     x_api.notes.append({"id": "1950000000000000001", "info": {"post_id": "1930672414444372186", "text": "earlier"},
                         "status": "needs_more_ratings"})  # fmt: skip
-    proposal, _ = services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
-    done = services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    proposal, _ = proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    done = proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
     assert done.state == XProposal.State.DUPLICATE
     assert done.x_note_id == "1950000000000000001"
     assert "one note per post" in done.error
-    assert services.proposal_send(proposal_id=proposal.pk, client=XClient()).state == XProposal.State.DUPLICATE
+    assert proposals.proposal_send(proposal_id=proposal.pk, client=XClient()).state == XProposal.State.DUPLICATE
     assert len(x_api.of("/2/notes", "POST")) == 1
 
 
 def test_429_on_propose_leaves_it_queued(x_api: FakeX, db: None) -> None:
     note = proposable_note()
-    proposal, _ = services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    proposal, _ = proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
     x_api.rate_limit_next("/2/notes", reset_in_s=30)
     with pytest.raises(RateLimited):
-        services.proposal_send(proposal_id=proposal.pk, client=XClient())
+        proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
     proposal.refresh_from_db()
     assert proposal.state == XProposal.State.QUEUED
     with pytest.raises(RateLimited):  # refused by the budget, nothing sent inside the window
-        services.proposal_send(proposal_id=proposal.pk, client=XClient())
+        proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
     assert len(x_api.of("/2/notes")) == 1
 
 
@@ -122,8 +123,8 @@ def test_ineligible_notes_are_refused_with_the_reason(
     x_api: FakeX, kwargs: dict[str, Any], reason: str, db: None
 ) -> None:
     note = proposable_note(**kwargs)
-    with pytest.raises(services.XFlowError, match=reason):
-        services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    with pytest.raises(XFlowError, match=reason):
+        proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
     with pytest.raises(CommandError, match=reason):
         call_command("x_submit_note", str(note.pk), "--json", stdout=io.StringIO())
     assert not XProposal.objects.exists()
@@ -133,16 +134,16 @@ def test_a_post_without_x_id_is_refused(x_api: FakeX, db: None) -> None:
     note = proposable_note()
     Post.objects.filter(pk=note.post_id).update(external_id="")
     note.refresh_from_db()
-    with pytest.raises(services.XFlowError, match="no X post id"):
-        services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    with pytest.raises(XFlowError, match="no X post id"):
+        proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
 
 
 def test_misleading_needs_a_tag_and_tags_are_checked(x_api: FakeX, db: None) -> None:
     note = proposable_note()
-    with pytest.raises(services.XFlowError, match="at least one tag"):
-        services.proposal_request(note=note, user=None, classification=MISLEADING, tags=[])
-    with pytest.raises(services.XFlowError, match="Unknown tag"):
-        services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["fake_news"])
+    with pytest.raises(XFlowError, match="at least one tag"):
+        proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=[])
+    with pytest.raises(XFlowError, match="Unknown tag"):
+        proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["fake_news"])
 
 
 def test_submit_command_once_then_reports_the_first(x_api: FakeX, db: None) -> None:
@@ -164,9 +165,9 @@ def test_daily_cap_is_checked_before_posting(x_api: FakeX, settings: Any, db: No
     settings.X_DAILY_NOTE_CAP = 1
     first = proposable_note(x_id="1930672414444372186")
     second = proposable_note(x_id="1930672414444372187")
-    services.proposal_request(note=first, user=None, classification=MISLEADING, tags=["factual_error"])
-    with pytest.raises(services.XFlowError, match="cap of 1 notes"):
-        services.proposal_request(note=second, user=None, classification=MISLEADING, tags=["factual_error"])
+    proposals.proposal_request(note=first, user=None, classification=MISLEADING, tags=["factual_error"])
+    with pytest.raises(XFlowError, match="cap of 1 notes"):
+        proposals.proposal_request(note=second, user=None, classification=MISLEADING, tags=["factual_error"])
 
 
 def test_writing_limit_applies_in_live_mode(x_api: FakeX, settings: Any, db: None) -> None:
@@ -178,15 +179,15 @@ def test_writing_limit_applies_in_live_mode(x_api: FakeX, settings: Any, db: Non
                                     status="CURRENTLY_RATED_NOT_HELPFUL" if i < 8 else "CURRENTLY_RATED_HELPFUL")  # fmt: skip
     notes = [proposable_note(x_id=str(1930672414444372186 + i)) for i in range(3)]
     for note in notes[:2]:
-        services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
-    with pytest.raises(services.XFlowError, match="writing limit for today is reached: 2 of 2"):
-        services.proposal_request(note=notes[2], user=None, classification=MISLEADING, tags=["factual_error"])
+        proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    with pytest.raises(XFlowError, match="writing limit for today is reached: 2 of 2"):
+        proposals.proposal_request(note=notes[2], user=None, classification=MISLEADING, tags=["factual_error"])
 
 
 def test_sync_written_pages_and_computes_admission(x_api: FakeX, db: None) -> None:
     note = proposable_note()
-    proposal, _ = services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
-    services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    proposal, _ = proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
     low = [{"evaluator_type": "ClaimOpinion", "evaluator_score_bucket": "Low"},
            {"evaluator_type": "UrlValidity", "evaluator_score_bucket": "High"},
            {"evaluator_type": "HarassmentAbuse", "evaluator_score_bucket": "High"}]  # fmt: skip
@@ -264,7 +265,7 @@ def test_a_lost_sender_is_taken_over_and_checks_x_first(x_api: FakeX, db: None) 
     from django.utils import timezone
 
     note = proposable_note()
-    proposal, _ = services.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
+    proposal, _ = proposals.proposal_request(note=note, user=None, classification=MISLEADING, tags=["factual_error"])
     # A worker claimed the row, sent the note, and died before recording the answer.
     x_api.notes.append(
         {"id": "1950000000000000009", "info": {"post_id": proposal.x_post_id}, "status": "needs_more_ratings"}
@@ -272,10 +273,10 @@ def test_a_lost_sender_is_taken_over_and_checks_x_first(x_api: FakeX, db: None) 
     XProposal.objects.filter(pk=proposal.pk).update(state=XProposal.State.SENDING, attempts=1,
                                                     claimed_until=timezone.now() + dt.timedelta(seconds=60))  # fmt: skip
     assert (
-        services.proposal_send(proposal_id=proposal.pk, client=XClient()).state == XProposal.State.SENDING
+        proposals.proposal_send(proposal_id=proposal.pk, client=XClient()).state == XProposal.State.SENDING
     )  # still owned
     XProposal.objects.filter(pk=proposal.pk).update(claimed_until=timezone.now() - dt.timedelta(seconds=1))
-    done = services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    done = proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
     assert (done.state, done.x_note_id) == (XProposal.State.SENT, "1950000000000000009")
     assert x_api.of("/2/notes", "POST") == []
 

@@ -10,8 +10,8 @@ from django.urls import reverse
 from notes.models import NoteRequest, Post
 from tests.support.x_server import FakeX
 from tests.xnotes.factories import tweet
-from xnotes import services
 from xnotes.client import XClient
+from xnotes.services import hydrate
 
 X_ID = "1790000000000000001"
 
@@ -25,7 +25,7 @@ def test_a_request_by_link_asks_x_nothing_and_the_lookup_fills_the_text(x_api: F
     assert x_api.requests == []
     assert not post.text_available and "requested by its link" in (post.text_missing_reason() or "")
     x_api.tweets[X_ID] = tweet(X_ID, "Raw garlic cures measles in two days.")
-    assert services.hydrate_posts(client=XClient(), limit=10).hydrated == 1
+    assert hydrate.hydrate_posts(client=XClient(), limit=10).hydrated == 1
     post.refresh_from_db()
     assert post.text_available and post.text == "Raw garlic cures measles in two days."
     page = contributor_client.get(reverse("post_detail", args=[post.pk])).content.decode()

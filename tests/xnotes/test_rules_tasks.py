@@ -125,11 +125,11 @@ def test_propose_task_retries_an_unanswered_send_with_backoff(
 ) -> None:
     from tests.support.x_server import Scripted
     from tests.xnotes.factories import proposable_note
-    from xnotes import services
     from xnotes.models import XProposal
+    from xnotes.services import proposals
 
     note = proposable_note()
-    proposal, _ = services.proposal_request(note=note, user=None, classification=rules.NOT_MISLEADING, tags=[])
+    proposal, _ = proposals.proposal_request(note=note, user=None, classification=rules.NOT_MISLEADING, tags=[])
     x_api.script("/2/notes", Scripted(503, {"title": "Service Unavailable"}))
     calls: list[dict[str, Any]] = []
 
@@ -172,13 +172,13 @@ def test_hydrate_task_records_its_run_with_progress_and_waits_for_the_reset(
     for post in posts[:120]:
         x_api.tweets[post.external_id] = tweet(post.external_id, f"Text of {post.external_id}")
     seen: list[dict[str, Any]] = []
-    real_progress = tasks.services.task_run_progress
+    real_progress = tasks.runs.task_run_progress
 
     def progress(run: XTaskRun, **kw: Any) -> None:
         seen.append(dict(kw["counts"]))
         real_progress(run, **kw)
 
-    monkeypatch.setattr(tasks.services, "task_run_progress", progress)
+    monkeypatch.setattr(tasks.runs, "task_run_progress", progress)
     run = XTaskRun.objects.create(kind=XTaskRun.Kind.HYDRATE)
     assert tasks.x_hydrate_posts.run(run.pk) == {"requests": 2, "looked_up": 150, "hydrated": 120, "not_found": 30,
                                                  "skipped": 0}  # fmt: skip

@@ -20,10 +20,11 @@ from notes.services import participant_for_user
 from tests.conftest import CsrfClient
 from tests.support.x_server import FakeX
 from tests.xnotes.factories import proposable_note
-from xnotes import services
 from xnotes.client import XClient
 from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XTaskRun, XWrittenNote
 from xnotes.panels import PREFLIGHT_WAIT_S
+from xnotes.services import proposals
+from xnotes.services import written as written_notes
 from xnotes.tasks import x_preflight_evaluate
 
 
@@ -110,8 +111,8 @@ def test_only_admins_and_x_writers_propose(x_api: FakeX, make_user: Any, contrib
     proposal = XProposal.objects.get()
     assert (proposal.requested_by, proposal.misleading_tags, proposal.test_mode) == (writer, ["factual_error"], True)
     assert OutboxMessage.objects.filter(task_name="xnotes.tasks.x_propose_note", args=[proposal.pk]).exists()
-    services.proposal_send(proposal_id=proposal.pk, client=XClient())
-    services.sync_written(client=XClient())
+    proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
+    written_notes.sync_written(client=XClient())
     page = client.get(f"/x/notes/{note.pk}/propose/").content.decode()
     assert "Proposed to X" in page and XProposal.objects.get().x_note_id in page and "UrlValidity" in page
 
@@ -152,9 +153,9 @@ def test_note_page_and_my_notes_show_the_proposal(
     note.save()
     page = contributor_client.get(f"/me/notes/{note.pk}/").content.decode()
     assert "Admins and X writers can propose" in page
-    proposal, _ = services.proposal_request(note=note, user=None, classification="not_misleading", tags=[])
-    services.proposal_send(proposal_id=proposal.pk, client=XClient())
-    services.sync_written(client=XClient())
+    proposal, _ = proposals.proposal_request(note=note, user=None, classification="not_misleading", tags=[])
+    proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
+    written_notes.sync_written(client=XClient())
     written = XWrittenNote.objects.get()
     page = contributor_client.get(f"/me/notes/{note.pk}/").content.decode()
     assert written.x_note_id in page and "HarassmentAbuse" in page and "test mode" in page
@@ -277,14 +278,14 @@ def test_live_mode_sync_stores_status_and_ratings_and_pages_say_live(
     note = proposable_note()
     note.author = participant_for_user(user=contributor)
     note.save()
-    proposal, _ = services.proposal_request(note=note, user=None, classification="not_misleading", tags=[])
-    sent = services.proposal_send(proposal_id=proposal.pk, client=XClient())
+    proposal, _ = proposals.proposal_request(note=note, user=None, classification="not_misleading", tags=[])
+    sent = proposals.proposal_send(proposal_id=proposal.pk, client=XClient())
     assert x_api.of("/2/notes", "POST")[0].body["test_mode"] is False
     counts = {"helpful": 12, "somewhat_helpful": 3, "not_helpful": 1}
     x_api.rate_note(sent.x_note_id, status="currently_rated_helpful", ratings=counts)
     x_api.notes.insert(0, {"id": "1940000000000000000", "info": {"post_id": "1800000000000000000"},
                            "status": "needs_more_ratings", "test_result": {"evaluation_outcome": x_api.outcomes}})  # fmt: skip
-    stats = services.sync_written(client=XClient())
+    stats = written_notes.sync_written(client=XClient())
     assert x_api.of("/2/notes/search/notes_written")[-1].params["test_mode"] == "false"
     assert stats.notes == 1  # the test-mode note is not listed in live mode
     written = XWrittenNote.objects.get()
@@ -324,8 +325,8 @@ def test_from_x_pages_newest_first_by_the_posts_time_on_x(x_api: FakeX, contribu
 def test_hydrate_and_sync_buttons_queue_one_run_each_for_admins_and_show_progress(
     x_api: FakeX, admin_client: CsrfClient, contributor_client: CsrfClient
 ) -> None:
-    """Issue 35: filling imported posts' text and following notes back had no button. The web
-    request only records a run and queues its task (no X request); the page polls while it runs."""
+    """Filling imported posts' text and following notes back have buttons. The web request only
+    records a run and queues its task (no X request); the page polls while it runs."""
     assert contributor_client.post("/x/writer/hydrate/").status_code == 403
     assert contributor_client.post("/x/writer/sync/").status_code == 403
     for url, task in (("/x/writer/hydrate/", "x_hydrate_posts"), ("/x/writer/sync/", "x_sync_written")):
@@ -357,9 +358,8 @@ def test_hydrate_and_sync_buttons_do_nothing_without_credentials(
 def test_the_note_pages_x_panel_polls_with_the_judges_and_offers_the_proposal_when_they_finish(
     x_api: FakeX, admin_user: Any, admin_client: CsrfClient
 ) -> None:
-    """Issue 35: the X panel said "judges have not finished" after they finished, until a reload.
-    It is part of the note page's polled section now, so the poll that sees the judges finish
-    brings the propose link with it."""
+    """The X panel is part of the note page's polled section, so the poll that sees the judges
+    finish brings the propose link with it (no "judges have not finished" until a reload)."""
     note = proposable_note(judged=False)
     note.author = participant_for_user(user=admin_user)
     note.save()

@@ -11,8 +11,8 @@ from tests.conftest import CsrfClient, wait_for
 from tests.support.worker import Worker
 from tests.support.x_server import FakeX, Scripted
 from tests.xnotes.factories import proposable_note, tweet
-from xnotes import services
 from xnotes.models import XFetchRun, XPost, XProposal
+from xnotes.services import proposals
 
 ELIGIBLE = "/2/notes/search/posts_eligible_for_notes"
 
@@ -44,7 +44,7 @@ def test_fetch_now_waits_for_the_reset_in_the_queue(x_worker: Worker, x_api: Fak
 @pytest.mark.worker
 def test_a_proposal_reaches_x_once_through_the_outbox(x_worker: Worker, x_api: FakeX, admin_user: Any) -> None:
     note = proposable_note()
-    proposal, _ = services.proposal_request(note=note, user=admin_user, classification="not_misleading", tags=[])
+    proposal, _ = proposals.proposal_request(note=note, user=admin_user, classification="not_misleading", tags=[])
     sent = _wait(x_worker, lambda: XProposal.objects.filter(pk=proposal.pk, state=XProposal.State.SENT).first())
     assert sent.x_note_id == x_api.notes[0]["id"]
     assert len(x_api.of("/2/notes", "POST")) == 1

@@ -45,8 +45,8 @@ class Command(BaseCommand):
                 post_text=post,
                 tau=tau,
                 cutoff=cutoff,
-                single_query=options["single_query"] or None,
-                rank_order=options["rank_order"] or None,
+                single_query=options["single_query"],
+                rank_order=options["rank_order"],
             )
         except ValueError as exc:  # misconfiguration (an unknown backend, a malformed prior)
             raise CommandError(str(exc)) from exc

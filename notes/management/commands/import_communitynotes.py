@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from crowdnotes_site.dbstats import refresh_planner_statistics
-from notes.analytics.services import status_history_store
+from crowdnotes_site.lib.communitynotes.data.tsv import tsv_files
 from notes.communitynotes import folder as cnf
 from notes.communitynotes import importer as cni
 from notes.models import Note, Participant, Post, Rating
@@ -15,8 +16,8 @@ from notes.models import Note, Participant, Post, Rating
 class Command(BaseCommand):
     help = (
         "Import public Community Notes TSVs: the whole download FOLDER as X publishes it (notes, every "
-        "ratings shard, status history; streamed, resumable), or --notes with --ratings / --status-history. "
-        "Idempotent."
+        "ratings shard, status history; streamed, resumable), or --notes with --ratings / --status-history "
+        "(the same import of the files given, any year's layout). Idempotent."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -27,11 +28,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--notes", help="notes TSV")
         parser.add_argument("--ratings", help="ratings TSV or a folder of TSVs")
-        parser.add_argument("--status-history", help="noteStatusHistory TSV")
+        parser.add_argument("--status-history", help="noteStatusHistory TSV or a folder of TSVs")
         parser.add_argument(
-            "--no-copy", action="store_true", help="ratings through the ORM in batches instead of PostgreSQL COPY"
+            "--no-copy",
+            action="store_true",
+            help="every chunk through the ORM instead of PostgreSQL COPY (what SQLite always gets)",
         )
-        parser.add_argument("--chunk-lines", type=int, default=cni.COPY_CHUNK_LINES, help="lines per COPY chunk")
+        parser.add_argument("--chunk-lines", type=int, default=cni.COPY_CHUNK_LINES, help="ratings lines per chunk")
         parser.add_argument(
             "--online",
             action="store_true",
@@ -45,39 +48,22 @@ class Command(BaseCommand):
                 raise CommandError("give the download FOLDER, or --notes with --ratings / --status-history, not both")
             if connection.vendor != "postgresql":
                 raise CommandError("the whole-folder import needs PostgreSQL (COPY)")
-            try:
-                cnf.import_folder(
-                    options["folder"], report, chunk_lines=options["chunk_lines"], progress=self.stderr.write,
-                    exclusive=not options["online"],
-                )  # fmt: skip
-            except cnf.DownloadError as exc:
-                raise CommandError(
-                    f"{exc} (nothing of that file was imported; fix it and run the import again)"
-                ) from exc
+            files: str | cnf.FolderFiles = options["folder"]
+        elif options["notes"]:
+            files = cnf.FolderFiles(
+                notes=[Path(options["notes"])],
+                ratings=tsv_files(options["ratings"]) if options["ratings"] else [],
+                status=tsv_files(options["status_history"]) if options["status_history"] else [],
+            )
         else:
-            if not options["notes"]:
-                raise CommandError("give the download FOLDER, or --notes (with --ratings / --status-history)")
-            self._files(report, options)
+            raise CommandError("give the download FOLDER, or --notes (with --ratings / --status-history)")
+        try:
+            cnf.import_folder(
+                files, report, chunk_lines=options["chunk_lines"], progress=self.stderr.write,
+                exclusive=not options["online"], orm=options["no_copy"],
+            )  # fmt: skip
+        except cnf.DownloadError as exc:
+            raise CommandError(f"{exc} (nothing of that file was imported; fix it and run the import again)") from exc
         refresh_planner_statistics(Post, Note, Participant, Rating)
         for line in report.lines():
             self.stdout.write(line)
-
-    def _files(self, report: cni.ImportReport, options: dict[str, Any]) -> None:
-        cni.import_notes(options["notes"], report)
-        if options["ratings"]:
-            if connection.vendor == "postgresql" and not options["no_copy"]:
-                # Streams, resumes after an interruption, prints a progress line per chunk.
-                cni.import_ratings_copy(
-                    options["ratings"],
-                    report,
-                    chunk_lines=options["chunk_lines"],
-                    progress=self.stderr.write,
-                    exclusive=not options["online"],
-                )
-            else:
-                cni.import_ratings(options["ratings"], report)
-        if options["status_history"]:
-            cni.import_status_history(options["status_history"], report)
-            # Every row, also of notes not imported: the delays page's note -> verdict figures.
-            stored, _ = status_history_store(options["status_history"])
-            report.counts["status history rows kept for delay analytics"] += stored

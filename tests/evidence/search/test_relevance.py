@@ -1,4 +1,4 @@
-"""Relevant or nothing (issue 25, item 3): key-term queries, AND lexical search, the relevance
+"""Relevant or nothing: key-term queries, AND lexical search, the relevance
 floor before any reliability prior, no proposal (and a plain message) for a claim the index does
 not address, and the weak mark on a contributor's own source. Real PostgreSQL, the test matcher
 (MiniLM), pages served on loopback."""
@@ -80,7 +80,7 @@ def test_lexical_search_requires_every_term_and_keeps_phrases_together(indexed: 
     both = {h.url for h in store.search("measles outbreak", k=10)}
     assert both == {"https://news.example/2024/measles-outbreak"}  # "outbreak" alone is not enough
     assert store.search("measles sourdough", k=10) == []  # one word each: no document has both
-    # Any one word used to be enough: the volcano page has "air", the measles pages "measles".
+    # One word is not enough: the volcano page has "air", the measles pages "measles".
     assert WHO not in {h.url for h in store.search("volcanic ash measles", k=10)}
     # A quoted phrase must appear as such: "cold fermentation" is in the bread page, "fermentation cold" is not.
     assert {h.url for h in store.search('"cold fermentation"', k=10)} == {"https://bread.example/sourdough"}

@@ -6,18 +6,33 @@ import csv
 import functools
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from crowdnotes_site.lib.communitynotes import scoring
+from crowdnotes_site.lib.communitynotes.data import ratings as cnr
 from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv
 from crowdnotes_site.lib.communitynotes.data import synthetic
 from crowdnotes_site.lib.communitynotes.data import tsv as cio
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 
 
 def _data_lines(path: Path) -> int:
     with path.open() as fh:
         return sum(1 for _ in fh) - 1
+
+
+def _columns(path: Path, report: cio.ReadReport, **how: object) -> SimpleNamespace:
+    """The parser's blocks of `path` as one list per column (`how`: iter_rating_blocks' or, with
+    line_by_line, the blocks of the line rule alone)."""
+    if how.pop("line_by_line", False):
+        blocks = []
+        for blk in cnr.blocks(path, line_by_line=True):
+            blk.count_into(report)
+            blocks.append(blk)
+    else:
+        blocks = list(cnr.iter_rating_blocks(path, report, **how))  # type: ignore[arg-type]
+    return SimpleNamespace(**_flatten(blocks))
 
 
 def test_it_reads_old_notes_by_header_name(cn_data: Path) -> None:
@@ -37,11 +52,11 @@ def test_it_reads_old_notes_by_header_name(cn_data: Path) -> None:
 def test_it_reads_v1_ratings_and_reports_skips(cn_data: Path) -> None:
     path = cn_data / "colin-fraser" / "ratings-00000.tsv"
     report: cio.ReadReport = cio.ReadReport()
-    rows = list(report.rows(cio.read_ratings(path)))
+    rows = list(report.rows(cnr.read_ratings(path)))
     assert report.read + sum(report.skipped.values()) == _data_lines(path)
     # v1 rows with neither helpful nor notHelpful set carry no answer (the reference drops them too).
     assert report.skipped == {"no helpfulness answer": 259}
-    assert {r.level for r in rows} == {cio.HELPFUL, cio.NOT_HELPFUL}
+    assert {r.level for r in rows} == {cnr.HELPFUL, cnr.NOT_HELPFUL}
     assert rows[0].value == 1.0
     assert "helpfulInformative" in rows[0].tags
     assert all("helpful" not in r.tags and "notHelpful" not in r.tags for r in rows)
@@ -53,15 +68,15 @@ def test_it_reads_ratings_split_across_a_folder(tmp_path: Path, cn_data: Path) -
     (tmp_path / "ratings-00000.tsv").write_text("".join(lines[:5000]))
     (tmp_path / "ratings-00001.tsv").write_text(lines[0] + "".join(lines[5000:]))
     (tmp_path / "README.md").write_text("not a tsv")
-    whole = list(cio.ReadReport().rows(cio.read_ratings(src)))
-    split = list(cio.ReadReport().rows(cio.read_ratings(tmp_path)))
+    whole = list(cio.ReadReport().rows(cnr.read_ratings(src)))
+    split = list(cio.ReadReport().rows(cnr.read_ratings(tmp_path)))
     assert split == whole
 
 
 def test_it_reads_new_helpfulness_levels(tmp_path: Path) -> None:
     data = synthetic.generate(2_000, seed=1)
     _, ratings = synthetic.write_tsv(data, tmp_path)
-    rows = list(cio.ReadReport().rows(cio.read_ratings(ratings)))
+    rows = list(cio.ReadReport().rows(cnr.read_ratings(ratings)))
     assert len(rows) == len(data.value)
     assert sorted({r.value for r in rows}) == sorted(set(data.value.tolist()))
 
@@ -104,7 +119,7 @@ def test_it_skips_malformed_rows(tmp_path: Path) -> None:
         "4\tB\t5\n"
     )
     report: cio.ReadReport = cio.ReadReport()
-    rows = list(report.rows(cio.read_ratings(path)))
+    rows = list(report.rows(cnr.read_ratings(path)))
     assert [r.note_id for r in rows] == [1]
     assert report.skipped == {
         "bad noteId": 1,
@@ -172,9 +187,9 @@ def test_it_reads_the_same_ratings_on_the_fast_path(make: str, tmp_path: Path, c
     else:
         _, path = synthetic.write_tsv(synthetic.generate(3_000, seed=2), tmp_path)
     slow: cio.ReadReport = cio.ReadReport()
-    rows = list(slow.rows(cio.read_ratings(path)))
+    rows = list(slow.rows(cnr.read_ratings(path)))
     fast: cio.ReadReport = cio.ReadReport()
-    cols = cio.read_rating_columns(path, fast)
+    cols = _columns(path, fast)
     assert (fast.read, fast.skipped) == (slow.read, slow.skipped)
     assert cols.note_id == [r.note_id for r in rows]
     assert cols.rater_id == [r.rater_id for r in rows]
@@ -205,12 +220,12 @@ def test_it_keeps_the_last_of_duplicate_ratings(tmp_path: Path) -> None:
 
 def test_it_reads_ratings_in_chunks_without_losing_rows(cn_data: Path) -> None:
     path = cn_data / "colin-fraser" / "ratings-00000.tsv"
-    whole = cio.read_rating_columns(path, cio.ReadReport())
+    whole = _columns(path, cio.ReadReport())
     report: cio.ReadReport = cio.ReadReport()
-    chunks = list(cio.iter_rating_columns(path, report, chunk_rows=1000))
-    assert [len(c.value) for c in chunks[:-1]] == [1000] * (len(chunks) - 1) and 0 < len(chunks[-1].value) <= 1000
-    assert [n for c in chunks for n in c.note_id] == whole.note_id
-    assert [t for c in chunks for t in c.not_helpful_tags] == whole.not_helpful_tags
+    chunks = list(cnr.iter_rating_blocks(path, report, block_bytes=64 << 10))  # many small blocks
+    assert len(chunks) > 10 and all(len(c.value) for c in chunks)
+    assert [n for c in chunks for n in c.note_id.tolist()] == whole.note_id
+    assert [t for c in chunks for t in c.not_helpful_tags.tolist()] == whole.not_helpful_tags
     assert report.read == len(whole.value)
 
 
@@ -226,7 +241,7 @@ _EDGE_RATINGS = (
 )
 
 
-def _flatten(blocks: list[cio.RatingArrays]) -> dict[str, list[object]]:
+def _flatten(blocks: list[cnr.RatingBlock]) -> dict[str, list[object]]:
     return {
         "note_id": [n for b in blocks for n in b.note_id.tolist()],
         "rater_id": [b.rater_keys[c] for b in blocks for c in b.rater_code.tolist()],
@@ -240,7 +255,7 @@ def _flatten(blocks: list[cio.RatingArrays]) -> dict[str, list[object]]:
 
 @pytest.mark.parametrize("make", ["sample", "synthetic", "edge", "crlf", "non-ascii"])
 @pytest.mark.parametrize(("block_bytes", "workers"), [(32 << 20, 2), (997, 1), (997, 3)])
-def test_the_vectorised_reader_reads_what_the_line_reader_reads(
+def test_the_vectorised_reader_reads_what_the_line_rule_reads(
     make: str, block_bytes: int, workers: int, tmp_path: Path, cn_data: Path
 ) -> None:
     path = tmp_path / "ratings.tsv"
@@ -255,10 +270,10 @@ def test_the_vectorised_reader_reads_what_the_line_reader_reads(
     else:
         path.write_bytes(_EDGE_RATINGS.replace("\tC\t", "\tCé\t").encode())
     line_report: cio.ReadReport = cio.ReadReport()
-    cols = cio.read_rating_columns(path, line_report)
+    cols = _columns(path, line_report, line_by_line=True)
     report: cio.ReadReport = cio.ReadReport()
     # Several blocks parsed side by side must come out in file order, skips and examples too.
-    got = _flatten(list(cio.iter_rating_arrays(path, report, block_bytes=block_bytes, workers=workers)))
+    got = _flatten(list(cnr.iter_rating_blocks(path, report, block_bytes=block_bytes, workers=workers)))
     assert (report.read, report.skipped, report.examples) == (
         line_report.read,
         line_report.skipped,
@@ -280,7 +295,7 @@ def test_load_numbers_notes_and_raters_in_order_of_first_appearance(tmp_path: Pa
     for n in cio.ReadReport().rows(cio.read_notes(notes)):
         ids.setdefault(n.note_id, len(ids))
         people.setdefault(n.author_id, len(people))
-    cols = cio.read_rating_columns(ratings, cio.ReadReport())
+    cols = _columns(ratings, cio.ReadReport())
     note = [ids.setdefault(i, len(ids)) for i in cols.note_id]
     rater = [people.setdefault(u, len(people)) for u in cols.rater_id]
     assert loaded.note_ids == list(ids) and loaded.participant_ids == list(people)
@@ -298,12 +313,12 @@ def test_load_numbers_notes_missing_from_the_notes_file_as_a_per_rating_lookup_w
     notes, ratings = synthetic.write_tsv(data, tmp_path)
     header, *rows = notes.read_text().splitlines(keepends=True)
     notes.write_text(header + "".join(row for k, row in enumerate(rows) if k % 7))  # every 7th note deleted
-    small_blocks = functools.partial(cio.iter_rating_arrays, block_bytes=4096)
-    monkeypatch.setattr(scoring_tsv.cio, "iter_rating_arrays", small_blocks)
+    small_blocks = functools.partial(cnr.iter_rating_blocks, block_bytes=4096)
+    monkeypatch.setattr(scoring_tsv.cnr, "iter_rating_blocks", small_blocks)
     loaded = scoring_tsv.load(notes, ratings)
     ids: dict[object, int] = {n.note_id: k for k, n in enumerate(cio.ReadReport().rows(cio.read_notes(notes)))}
     in_file = set(ids)
-    cols = cio.read_rating_columns(ratings, cio.ReadReport())
+    cols = _columns(ratings, cio.ReadReport())
     for i in cols.note_id:
         ids.setdefault(i, len(ids))
     assert len(ids) > len(in_file)
@@ -327,58 +342,72 @@ def _block(*lines: str) -> bytes:
     return "".join(line + "\n" for line in lines).encode()
 
 
+def _parse(block: bytes, header: list[str], *, line_by_line: bool = False) -> cnr.RatingBlock:
+    return cnr.parse_block(block, cnr.RatingLayout.from_header(header), line_by_line=line_by_line)
+
+
+def _skips(rows: cnr.RatingBlock) -> tuple[int, int]:
+    """(lines of a wrong field count, lines without an answer) among the block's skips."""
+    reasons = [s.reason for s in rows.skips]
+    return reasons.count(cnr.WRONG_FIELDS), reasons.count(cnr.NO_ANSWER)
+
+
 def test_the_import_parse_reads_levels_tags_and_skips() -> None:
     block = _block(
         "12\tA\t1700000000000\tHELPFUL\t0\t1",
-        "007\tB\t1700000000001\tNOT_HELPFUL\t1.0\t0",  # leading zeros: noteId 7, as SQL's numeric
+        "007\tB\t1700000000001\tNOT_HELPFUL\t1.0\t0",  # leading zeros: noteId 7
         "12\tA\t1700000000002\tSOMEWHAT_HELPFUL\t1\t1",
         "too\tfew",
         "\t  ",  # blank: not counted
         "12\tC\t1700000000003\t\t0\t0",  # no answer (no v1 flags in this layout): skipped
     )
-    rows = cio.parse_import_block(block, IMPORT_HEADER)
+    rows = _parse(block, IMPORT_HEADER)
     assert rows is not None
     assert rows.note_id.tolist() == [12, 7, 12]
     assert [rows.rater_keys[c] for c in rows.rater_code] == ["A", "B", "A"]
     assert rows.created_at_ms.tolist() == [1700000000000, 1700000000001, 1700000000002]
-    assert [cio.IMPORT_LEVELS[k] for k in rows.level] == ["HELPFUL", "NOT_HELPFUL", "SOMEWHAT_HELPFUL"]
-    assert rows.tag_names == ("helpfulClear", "notHelpfulIncorrect")  # sorted, as the SQL path lists them
+    assert [cnr.LEVELS[k] for k in rows.value2] == ["HELPFUL", "NOT_HELPFUL", "SOMEWHAT_HELPFUL"]
+    assert rows.tag_names == ("helpfulClear", "notHelpfulIncorrect")  # sorted: tags are stored in this order
     assert rows.tags.tolist() == [0b01, 0b10, 0b11]
-    assert (rows.wrong_fields, rows.no_answer) == (1, 1)
+    assert _skips(rows) == (1, 1)
 
 
 def test_the_import_parse_reads_v1_answers_and_counts_rows_without_one() -> None:
     header = ["noteId", "participantId", "createdAtMillis", "helpful", "notHelpful", "notHelpfulOther"]
     block = _block("1\tA\t5\t1\t0\t0", "1\tB\t6\t0\t1\t1", "1\tC\t7\t0\t0\t1", "1\tD\t8\t\t\t0")
-    rows = cio.parse_import_block(block, header)
+    rows = _parse(block, header)
     assert rows is not None
-    assert [cio.IMPORT_LEVELS[k] for k in rows.level] == ["HELPFUL", "NOT_HELPFUL"]
+    assert [cnr.LEVELS[k] for k in rows.value2] == ["HELPFUL", "NOT_HELPFUL"]
     assert [rows.rater_keys[c] for c in rows.rater_code] == ["A", "B"]
-    assert rows.tags.tolist() == [0, 1] and rows.no_answer == 2
+    assert rows.tags.tolist() == [0, 1] and _skips(rows)[1] == 2
 
 
 def test_the_import_parse_of_a_block_without_ratings_is_empty_not_refused() -> None:
     for block in (b"", b"\n\n", b"  \n\t\n"):
-        rows = cio.parse_import_block(block, IMPORT_HEADER)
+        rows = _parse(block, IMPORT_HEADER)
         assert rows is not None and len(rows.note_id) == 0 and rows.rater_keys == []
-        assert (rows.wrong_fields, rows.no_answer) == (0, 0)  # blank lines are not counted
+        assert _skips(rows) == (0, 0)  # blank lines are not counted
 
 
 @pytest.mark.parametrize(
-    "line",
+    ("line", "by_the_rule"),
     [
-        " 12\tA\t1\tHELPFUL\t0\t0",  # spaces around the noteId: the SQL rules trim them
-        "+12\tA\t1\tHELPFUL\t0\t0",
-        "12\t\t1\tHELPFUL\t0\t0",  # no rater: a skip reason of its own
-        "12\tA\t-1\tHELPFUL\t0\t0",  # negative createdAtMillis
-        "12\tA\t1\t HELPFUL\t0\t0",
-        "12\tA\t1\thelpful\t0\t0",
-        "12\tÄ\t1\tHELPFUL\t0\t0",  # not ASCII
-        "12\tA\t1\tHELPFUL\t0\t0\r",  # CR
-        "99999999999999999999\tA\t1\tHELPFUL\t0\t0",  # more than 64 bits
+        (" 12\tA\t1\tHELPFUL\t0\t0", 1),  # spaces around the noteId: the rule reads them
+        ("+12\tA\t1\tHELPFUL\t0\t0", 1),
+        ("12\t\t1\tHELPFUL\t0\t0", 1),  # no rater: a skip reason of its own
+        ("12\tA\t-1\tHELPFUL\t0\t0", 1),  # negative createdAtMillis
+        ("12\tA\t1\t HELPFUL\t0\t0", 1),
+        ("12\tA\t1\thelpful\t0\t0", 1),
+        ("12\tÄ\t1\tHELPFUL\t0\t0", 0),  # not ASCII: UTF-8, as pyarrow reads it
+        ("12\tA\t1\tHELPFUL\t0\t0\r", 0),  # a CRLF line end: pyarrow's too
+        ("99999999999999999999\tA\t1\tHELPFUL\t0\t0", 1),  # more than 64 bits
+        ("12\tA\x00\t1\tHELPFUL\t0\t0", 1),  # a control character
     ],
 )
-def test_the_import_parse_leaves_every_other_line_to_the_general_rules(line: str) -> None:
+def test_the_import_parse_leaves_every_other_line_to_the_general_rules(line: str, by_the_rule: int) -> None:
     good = "12\tA\t1\tHELPFUL\t0\t0"
-    assert cio.parse_import_block(_block(good, good), IMPORT_HEADER) is not None
-    assert cio.parse_import_block(_block(good, line, good), IMPORT_HEADER) is None
+    assert _parse(_block(good, good), IMPORT_HEADER).slow_lines == 0
+    parsed = _parse(_block(good, line, good), IMPORT_HEADER)
+    assert parsed.slow_lines == by_the_rule
+    rule = _parse(_block(good, line, good), IMPORT_HEADER, line_by_line=True)
+    assert _flatten([parsed]) == _flatten([rule]) and parsed.skips == rule.skips

@@ -157,7 +157,7 @@ def test_rater_numbering_does_not_depend_on_how_blocks_are_gathered(
     whole file must number every rater the same (the order of first appearance)."""
     folder, _results = researched
     whole = columnar.load(folder / "columnar")
-    monkeypatch.setattr(columnar._RaterSpans, "SPAN", 1)  # every block its own span
+    monkeypatch.setattr(scoring_tsv._RaterSpans, "SPAN", 1)  # every block its own span
     per_block = columnar.load(folder / "columnar")
     assert len(whole.participant_ids) > 100
     assert per_block.participant_ids == whole.participant_ids

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
+from crowdnotes_site.lib.communitynotes import scoring as s
 from crowdnotes_site.lib.communitynotes.data import synthetic
-from crowdnotes_site.lib.communitynotes.scoring import scorer as s
+from crowdnotes_site.lib.communitynotes.scoring import pipeline, rules, solver
 
 CFG = s.ScoringConfig()
 
@@ -48,8 +49,8 @@ def _gradient(p: s.MFParams, u: np.ndarray, n: np.ndarray, y: np.ndarray, cfg: s
 
 def test_it_reaches_a_stationary_point_of_the_reference_loss(data: synthetic.SyntheticData) -> None:
     keep = s.filter_ratings(data.rater, data.note, data.n_raters, data.n_notes, CFG)
-    u, ur = s._compact(data.rater[keep], data.n_raters)
-    n, nr = s._compact(data.note[keep], data.n_notes)
+    u, ur = solver._compact(data.rater[keep], data.n_raters)
+    n, nr = solver._compact(data.note[keep], data.n_notes)
     y = data.value[keep]
     cfg = s.ScoringConfig(tol=1e-9, max_iter=5000)
     fit = s.fit_mf(u, n, y, len(ur), len(nr), cfg)
@@ -63,8 +64,8 @@ def test_it_reaches_a_stationary_point_of_the_reference_loss(data: synthetic.Syn
 
 def _training_set(data: synthetic.SyntheticData) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
     keep = s.filter_ratings(data.rater, data.note, data.n_raters, data.n_notes, CFG)
-    u, ur = s._compact(data.rater[keep], data.n_raters)
-    n, nr = s._compact(data.note[keep], data.n_notes)
+    u, ur = solver._compact(data.rater[keep], data.n_raters)
+    n, nr = solver._compact(data.note[keep], data.n_notes)
     return u, n, data.value[keep], len(ur), len(nr)
 
 
@@ -275,14 +276,14 @@ def test_it_counts_incorrect_tags_from_nearby_raters() -> None:
     ratings = s.Ratings(rater, note, np.zeros(len(rater)), incorrect_tag=incorrect,
                         any_not_helpful_tag=np.ones(len(rater), dtype=bool))  # fmt: skip
     notes_f = np.array([0.0, 5.0])
-    near = s._incorrect_flags(ratings, np.array([0.1, 0.0, -0.1, 0.9]), notes_f, 4, 2, CFG)
+    near = rules._incorrect_flags(ratings, np.array([0.1, 0.0, -0.1, 0.9]), notes_f, 4, 2, CFG)
     assert near[0]  # 2 incorrect tags among 3 nearby voters
-    far = s._incorrect_flags(ratings, np.array([0.1, 0.9, -0.1, 0.9]), notes_f, 4, 2, CFG)
+    far = rules._incorrect_flags(ratings, np.array([0.1, 0.9, -0.1, 0.9]), notes_f, 4, 2, CFG)
     assert not far[0]  # only 1 incorrect tag from a rater near the note's factor
     habitual = s.Ratings(np.arange(4), np.zeros(4, dtype=int), np.zeros(4), incorrect_tag=incorrect[:4],
                          any_not_helpful_tag=np.ones(4, dtype=bool))  # fmt: skip
     # Raters who always tag "incorrect" carry less weight: 2 / log(1 + 2) < 2.5.
-    assert not s._incorrect_flags(habitual, np.array([0.1, 0.0, -0.1, 0.9]), notes_f[:1], 4, 1, CFG)[0]
+    assert not rules._incorrect_flags(habitual, np.array([0.1, 0.0, -0.1, 0.9]), notes_f[:1], 4, 1, CFG)[0]
 
 
 def test_it_locks_statuses_after_fourteen_days() -> None:
@@ -397,12 +398,12 @@ def test_it_can_drop_the_valid_rating_window() -> None:
     )
     meta = s.NotesMeta(1, created_at_ms=np.array([created]))
     prelim = np.array([s.CURRENTLY_RATED_HELPFUL])
-    assert s._valid_ratings_mask(ratings, meta, prelim, CFG).tolist() == [True, False]
+    assert pipeline._valid_ratings_mask(ratings, meta, prelim, CFG).tolist() == [True, False]
     no_window = s.ScoringConfig(valid_rating_window_ms=None)
-    assert s._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, True]
+    assert pipeline._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, True]
     # Ratings made after the note's latest non-NMR status never count.
     meta.last_non_nmr_status_ms = np.array([created + 2 * day])
-    assert s._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, False]
+    assert pipeline._valid_ratings_mask(ratings, meta, prelim, no_window).tolist() == [True, False]
 
 
 def test_ratings_keep_indices_as_int32_and_refuse_what_does_not_fit() -> None:

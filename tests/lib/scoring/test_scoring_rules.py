@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from crowdnotes_site.lib import status as names
+from crowdnotes_site.lib.communitynotes import scoring as s
 from crowdnotes_site.lib.communitynotes.scoring import explain as ex
-from crowdnotes_site.lib.communitynotes.scoring import scorer as s
+from crowdnotes_site.lib.communitynotes.scoring import rules as status_rules
 
 CFG = s.ScoringConfig()
 HELPFUL_SIDES = {
@@ -203,7 +204,7 @@ def test_incorrect_filter_needs_two_tags_three_voters_and_weight_2_5() -> None:
             incorrect_tag=np.array(incorrect), any_not_helpful_tag=np.ones(len(rater), dtype=bool),
         )  # fmt: skip
         factors = np.zeros(n_voters)
-        out = s._incorrect_flags(ratings, factors, np.array([0.0, 5.0]), n_voters, 2, CFG)
+        out = status_rules._incorrect_flags(ratings, factors, np.array([0.0, 5.0]), n_voters, 2, CFG)
         return bool(out[0])
 
     assert not flags(1, 5, 20)  # one tag

@@ -143,7 +143,7 @@ def _spiky_data() -> None:
 
 
 def _expected_spikes(unit: str) -> tuple[list[int], list[selectors.spikes.Spike], int]:
-    """The pure path on every item read into Python (what the page did before)."""
+    """The pure path on every item read into Python (the reference the SQL is checked against)."""
     from crowdnotes_site.lib.communitynotes.research import spikes
 
     if unit == "posts":

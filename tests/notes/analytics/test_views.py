@@ -190,7 +190,7 @@ def test_a_locally_served_copy_counts_as_its_original_url_in_source_categories(a
 
 
 def test_the_delays_page_opens_on_all_the_data_and_a_range_without_notes_links_to_theirs(admin_client: Any) -> None:
-    """Issue 35: charts opened empty. Delays has no default date range, so it opens on every note;
+    """Charts never open empty: Delays has no default date range, so it opens on every note;
     a range without notes says when the notes were written and links there (other filters kept)."""
     import datetime as dt
 

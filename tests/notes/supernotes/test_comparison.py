@@ -1,4 +1,4 @@
-"""The blind comparison by raters (issue 11 item 7): server-side order, stable per assignment and
+"""The blind comparison by raters: server-side order, stable per assignment and
 varying across assignments; a page that hides origin and authors; one answer per rater and pair;
 roles, CSRF and own notes; the Supernote's win rate with its Wilson interval."""
 

@@ -1,4 +1,4 @@
-"""evaluate_jury --download: the jury on a whole download folder (crowdnotes_site.lib.communitynotes.research.jury_download).
+"""evaluate_jury_download: the jury on a whole download folder (crowdnotes_site.lib.communitynotes.research.jury_download).
 A tiny synthetic download (scale 0.0005), the hashing embedding, few posts, jurors and epochs: these
 tests are about the evaluation (posts, truth, folds, leakage, errors), not about the model's quality."""
 
@@ -52,7 +52,7 @@ def _independent_posts(folder: Path, max_posts: int, seed: int) -> dict[str, set
 
 def test_the_command_runs_end_to_end_on_the_stated_posts_and_truth(folder: Path) -> None:
     out = StringIO()
-    call_command("evaluate_jury", "--download", str(folder), "--seeds", "0", "1", *SMALL, "--json", stdout=out)
+    call_command("evaluate_jury_download", str(folder), "--seeds", "0", "1", *SMALL, "--json", stdout=out)
     summary = json.loads(out.getvalue())["summary"]
     [truth] = summary["truths"]
     assert truth["truth"] == "download" and truth["n_posts"] == 24 and summary["seeds"] == [0, 1]
@@ -70,7 +70,7 @@ def test_the_command_runs_end_to_end_on_the_stated_posts_and_truth(folder: Path)
     # --per-post: every evaluated post, its candidates those of the independent post rule.
     expected = _independent_posts(folder, 24, 0)
     out = StringIO()
-    call_command("evaluate_jury", "--download", str(folder), "--seed", "0", "--per-post", *SMALL, "--json", stdout=out)
+    call_command("evaluate_jury_download", str(folder), "--seed", "0", "--per-post", *SMALL, "--json", stdout=out)
     got = json.loads(out.getvalue())
     assert {row["post"] for row in got["posts"]} == set(expected)
     for row in got["posts"]:
@@ -79,7 +79,7 @@ def test_the_command_runs_end_to_end_on_the_stated_posts_and_truth(folder: Path)
 
     # The table, with the post rule and the truth said above it.
     out = StringIO()
-    call_command("evaluate_jury", "--download", str(folder), "--seed", "0", *SMALL, stdout=out)
+    call_command("evaluate_jury_download", str(folder), "--seed", "0", *SMALL, stdout=out)
     text = out.getvalue()
     assert "Truth: the research run's coreNoteIntercept" in text and "Posts: posts: tweetIds with >= 2" in text
     assert "| download | 24 |" in text and "distinguishable from 0?" in text
@@ -152,17 +152,17 @@ def test_turning_round_the_held_out_posts_ratings_changes_no_pick(
 
 def test_a_missing_or_stale_research_step_is_a_command_error_naming_it(folder: Path, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="its convert step"):
-        call_command("evaluate_jury", "--download", str(tmp_path / "nothing-here"))
+        call_command("evaluate_jury_download", str(tmp_path / "nothing-here"))
     only_converted = tmp_path / "converted"
     download_synth.generate(only_converted, scale=0.0002, seed=1)
     download.run(only_converted, only=("convert",), say=lambda _m: None)
     with pytest.raises(CommandError, match=r"research_download .*converted --only score"):
-        call_command("evaluate_jury", "--download", str(only_converted))
+        call_command("evaluate_jury_download", str(only_converted))
     stale = tmp_path / "stale"
     shutil.copytree(folder, stale)
     record = stale / "research" / "steps" / "score.json"
     record.write_text(json.dumps({**json.loads(record.read_text()), "inputs": "an earlier download"}))
     with pytest.raises(CommandError, match="from an earlier columnar form"):
-        call_command("evaluate_jury", "--download", str(stale))
-    with pytest.raises(CommandError, match="--download takes neither --ablation"):
-        call_command("evaluate_jury", "--download", str(folder), "--ablation")
+        call_command("evaluate_jury_download", str(stale))
+    with pytest.raises(CommandError, match="unrecognized arguments: --ablation"):
+        call_command("evaluate_jury_download", str(folder), "--ablation")

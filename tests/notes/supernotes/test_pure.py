@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from crowdnotes_site.lib import status as names
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+from crowdnotes_site.lib.communitynotes import scoring
 from crowdnotes_site.lib.communitynotes.supernotes import jury, phm
 from crowdnotes_site.lib.llm.steps import supernote
 from crowdnotes_site.lib.llm.steps.common import split_data_block

@@ -1,4 +1,4 @@
-"""Issue 27, item 1: Supernote runs (~300 LLM calls a click) are owned, limited and fair: admins
+"""Supernote runs (hundreds of LLM calls a click) are owned, limited and fair: admins
 only by default, per-user and site-wide rate limits, one active run per post enforced by the
 database, run details for admins and the starter only, sliced runs re-queued in the starter's fair
 turn; and the per-user daily LLM-call budget with its admin table."""

@@ -1,4 +1,4 @@
-"""The jury on the real public sample (`crowdnotes_site.lib.communitynotes.research.jury_sample`, `evaluate_jury --sample`):
+"""The jury on the real public sample (`crowdnotes_site.lib.communitynotes.research.jury_sample`, `evaluate_jury_sample`):
 folds by post with nothing of a held-out post reaching training, two truths, the one-line rules,
 the per-post picks and the stored table on the Supernotes evaluation page. Small slices, the
 hashing embedding: these tests are about the evaluation, not about MiniLM."""
@@ -133,7 +133,7 @@ def test_per_post_json_lists_every_held_out_post_with_its_candidates_and_pick(cn
     notes, ratings, reference = _files(cn_data)
     out = StringIO()
     call_command(
-        "evaluate_jury", "--sample", "--seed", "2", "--per-post", "--json", "--embedder", phm.HASHING,
+        "evaluate_jury_sample", "--seed", "2", "--per-post", "--json", "--embedder", phm.HASHING,
         "--notes", str(notes), "--ratings-file", str(ratings), "--reference", str(reference), "--posts", "8",
         "--folds", "2", "--jurors", "30", "--epochs", "2", "--cache-dir", str(tmp_path), stdout=out,
     )  # fmt: skip
@@ -167,7 +167,7 @@ def test_the_stored_table_is_what_the_evaluation_page_shows(
     assert "No evaluation is stored" in admin_client.get("/supernotes/evaluation/").content.decode()
     notes, ratings, reference = _files(cn_data)
     call_command(
-        "evaluate_jury", "--sample", "--seeds", "0", "1", "--embedder", phm.HASHING, "--notes", str(notes),
+        "evaluate_jury_sample", "--seeds", "0", "1", "--embedder", phm.HASHING, "--notes", str(notes),
         "--ratings-file", str(ratings), "--reference", str(reference), "--posts", "10", "--folds", "2",
         "--jurors", "30", "--epochs", "2", "--cache-dir", str(tmp_path), "--store", stdout=StringIO(),
     )  # fmt: skip

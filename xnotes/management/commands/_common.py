@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from xnotes import services
+from xnotes import budget
 from xnotes.client import XApiError, XClient, XNotConfigured
 from xnotes.rules import XShapeError
 
@@ -44,7 +44,7 @@ def x_answers_checked() -> Iterator[None]:
     cap on the total wait (X_API_MAX_TOTAL_WAIT_S)."""
     try:
         yield
-    except services.WaitCapExceeded as exc:
+    except budget.WaitCapExceeded as exc:
         raise CommandError(str(exc)) from None
     except XShapeError as exc:
         raise CommandError(f"X's answer could not be read: {exc}") from None

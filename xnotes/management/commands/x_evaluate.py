@@ -8,9 +8,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from crowdnotes_site.lib import xids
 from notes.models import Post
-from xnotes import services
 from xnotes.management.commands._common import client_or_error, emit
 from xnotes.models import XPost
+from xnotes.services import evaluator
 
 
 class Command(BaseCommand):
@@ -36,7 +36,7 @@ class Command(BaseCommand):
             score = (answer.get("data") or {}).get("claim_opinion_score")
             emit(self, {"claim_opinion_score": score, "cached": False})
             return
-        evaluation = services.evaluate(post=post, text=text, client=client)
+        evaluation = evaluator.evaluate(post=post, text=text, client=client)
         if evaluation.claim_opinion_score is None:
             raise CommandError(evaluation.error or "X gave no score")
         emit(self, {"claim_opinion_score": evaluation.claim_opinion_score, "cached": client.requests == 0})

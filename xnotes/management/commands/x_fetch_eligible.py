@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from xnotes import services
+from xnotes import budget
 from xnotes.management.commands._common import client_or_error, emit, x_answers_checked
+from xnotes.services import eligible
 
 
 class Command(BaseCommand):
@@ -42,9 +43,9 @@ class Command(BaseCommand):
         client = client_or_error()
         if pages is None and limit is not None:
             pages = 10_000  # as many as the limit needs
-        run = services.fetch_run_create(max_results=max_results, page_limit=pages, post_limit=limit)
+        run = eligible.fetch_run_create(max_results=max_results, page_limit=pages, post_limit=limit)
         with x_answers_checked():
-            run = services.fetch_eligible(run=run, client=client, on_rate_limit=services.ResetWaiter())
+            run = eligible.fetch_eligible(run=run, client=client, on_rate_limit=budget.ResetWaiter())
         if run.state == run.State.FAILED:
             raise CommandError(run.error)
         emit(self, run.summary())

@@ -7,8 +7,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from xnotes import services
+from xnotes import budget
 from xnotes.management.commands._common import client_or_error, emit, x_answers_checked
+from xnotes.services import hydrate
 
 
 class Command(BaseCommand):
@@ -29,7 +30,7 @@ class Command(BaseCommand):
             raise CommandError(f"--limit must be at least 1, got {limit}")
         client = client_or_error()
         with x_answers_checked():
-            stats = services.hydrate_posts(
-                client=client, limit=limit or settings.X_HYDRATE_BATCH_LIMIT, on_rate_limit=services.ResetWaiter()
+            stats = hydrate.hydrate_posts(
+                client=client, limit=limit or settings.X_HYDRATE_BATCH_LIMIT, on_rate_limit=budget.ResetWaiter()
             )
         emit(self, stats.as_dict())

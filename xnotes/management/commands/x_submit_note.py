@@ -7,11 +7,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from notes.models import Note
-from xnotes import rules, selectors, services
+from xnotes import budget, rules, selectors
 from xnotes.budget import RateLimited
 from xnotes.client import XApiError
 from xnotes.management.commands._common import client_or_error, emit, x_answers_checked
 from xnotes.models import XProposal
+from xnotes.services import XFlowError, proposals
 
 
 class Command(BaseCommand):
@@ -38,19 +39,19 @@ class Command(BaseCommand):
         classification = options["classification"] or suggestion.classification
         tags = options["tag"] or (suggestion.tags if classification == rules.MISLEADING else [])
         try:
-            proposal, created = services.proposal_request(
+            proposal, created = proposals.proposal_request(
                 note=note, user=None, classification=classification, tags=tags, enqueue=False
             )
-        except services.XFlowError as exc:
+        except XFlowError as exc:
             hint = ""
             if classification == rules.MISLEADING and not tags:
                 hint = " Neither the note's ratings nor its judges suggest a reason: pass --tag."
             raise CommandError(f"note {note.pk} cannot be proposed to X: {exc}{hint}") from None
         if proposal.state in (XProposal.State.QUEUED, XProposal.State.UNCERTAIN):
-            wait = services.ResetWaiter()
+            wait = budget.ResetWaiter()
             while True:
                 try:
-                    proposal = services.proposal_send(proposal_id=proposal.pk, client=client)
+                    proposal = proposals.proposal_send(proposal_id=proposal.pk, client=client)
                     break
                 except RateLimited as limited:
                     with x_answers_checked():

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from xnotes import services
+from xnotes import budget
 from xnotes.management.commands._common import client_or_error, emit, x_answers_checked
+from xnotes.services import written
 
 
 class Command(BaseCommand):
@@ -22,9 +23,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         client = client_or_error()
         with x_answers_checked():
-            stats = services.sync_written(client=client, on_rate_limit=services.ResetWaiter())
+            stats = written.sync_written(client=client, on_rate_limit=budget.ResetWaiter())
         emit(self, {
             "requests": stats.requests, "notes": stats.notes,
-            "admission": services.admission_json(services.admission_now()),
-            "writing_limit": services.writing_limit_json(services.writing_limit_now()),
+            "admission": written.admission_json(written.admission_now()),
+            "writing_limit": written.writing_limit_json(written.writing_limit_now()),
         })  # fmt: skip

@@ -1,4 +1,4 @@
-"""The jury on a whole download folder (pure: no Django): `evaluate_jury --download FOLDER`.
+"""The jury on a whole download folder (pure: no Django): `evaluate_jury_download FOLDER`.
 
 Reads what `manage.py research_download FOLDER` leaves: FOLDER/columnar/notes-*.parquet and
 ratings-*.parquet (and the rest of the columnar form, for the scorer), and the research run's
@@ -47,11 +47,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from crowdnotes_site.lib.communitynotes import scoring
 from crowdnotes_site.lib.communitynotes.data import columnar
 from crowdnotes_site.lib.communitynotes.research import jury_sample as se
 from crowdnotes_site.lib.communitynotes.research import phm_training as dt
 from crowdnotes_site.lib.communitynotes.research import run as download
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.lib.communitynotes.supernotes import features as nf
 from crowdnotes_site.lib.communitynotes.supernotes import jury
 
@@ -288,8 +288,8 @@ def refit(folder: Path, held_notes: np.ndarray, config: scoring.ScoringConfig | 
 @contextmanager
 def one_torch_thread() -> Iterator[None]:
     """The jury's and the AUC's many small forward passes (C candidates x 200 jurors; one note's
-    ratings) on one torch thread: the jury measured 7x faster than on two threads on the shared
-    2-core machine (0.33 s against 2.4 s for 60 posts)."""
+    ratings) on one torch thread: passes this small lose more to the threads' coordination than
+    they gain (bench/README.md, "The jury on the whole download")."""
     import torch
 
     before = torch.get_num_threads()

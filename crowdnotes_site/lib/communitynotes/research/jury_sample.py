@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from crowdnotes_site.lib.communitynotes import scoring
 from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv
 from crowdnotes_site.lib.communitynotes.data import tsv as cio
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.lib.communitynotes.supernotes import comparison, evaluation, jury, phm
 from crowdnotes_site.lib.communitynotes.supernotes import features as nf
 

@@ -35,6 +35,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from crowdnotes_site.lib.communitynotes.supernotes import features as nf
+from crowdnotes_site.lib.communitynotes.supernotes import phm
 
 GROUPS = ("sources", "text", "classification")
 WRITER_LEFT_OUT = (
@@ -81,7 +82,7 @@ def mix64(x: np.ndarray) -> np.ndarray:
 
 
 def note_hash(note_id: np.ndarray, seed: int) -> np.ndarray:
-    """mix64(id, seed) of int64 ids (noteIds here; evaluate_jury --download draws its posts by tweetId with it)."""
+    """mix64(id, seed) of int64 ids (noteIds here; evaluate_jury_download draws its posts by tweetId with it)."""
     return mix64(np.asarray(note_id, dtype=np.int64).view(np.uint64) ^ mix64(np.array([seed]))[0])
 
 
@@ -91,7 +92,7 @@ def rating_hash(note_id: np.ndarray, created_ms: np.ndarray, seed: int) -> np.nd
 
 def choose_ids(ids: np.ndarray, max_ids: int, seed: int) -> np.ndarray:
     """The kept ids, sorted: the `max_ids` with the smallest `note_hash(id, seed)` (ties broken by
-    id, so exact). The notes of the sample rule; the posts (tweetIds) of evaluate_jury --download."""
+    id, so exact). The notes of the sample rule; the posts (tweetIds) of evaluate_jury_download."""
     ids = np.unique(np.asarray(ids, dtype=np.int64))
     if len(ids) <= max_ids:
         return ids
@@ -221,7 +222,7 @@ def read_sample(
     """Apply `rule` to the download in `folder` (two streamed passes over the ratings' columns, in
     spans of about `span_rows` ratings; the result does not depend on the span).
 
-    `exclude_notes` (noteIds): held out before the rule (evaluate_jury --download: every note of
+    `exclude_notes` (noteIds): held out before the rule (evaluate_jury_download: every note of
     its held-out posts), neither kept nor counted among the notes with text; their ratings are
     counted apart and never read further. `raters`: the rater parameters to join (default: the
     research run's, helpfulness_scores.tsv)."""
@@ -355,12 +356,10 @@ def train(
     say: Callable[[str], None] = lambda _m: None,
     exclude_notes: np.ndarray | None = None,
     raters: RaterParameters | None = None,
-) -> Any:
+) -> phm.PHM:
     """Sample, embed (timed apart), compute the note features and train the PHM (held out by note,
     as phm.train does). Returns the model (not saved) with the training data in `meta.extra`.
-    `exclude_notes`, `raters`: see `read_sample` (evaluate_jury --download's folds)."""
-    from crowdnotes_site.lib.communitynotes.supernotes import phm  # torch: commands and workers only
-
+    `exclude_notes`, `raters`: see `read_sample` (evaluate_jury_download's folds)."""
     folder = Path(folder)
     sample = read_sample(folder, rule, say, exclude_notes=exclude_notes, raters=raters)
     if sample.counts.ratings_kept == 0:

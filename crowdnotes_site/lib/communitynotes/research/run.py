@@ -41,7 +41,7 @@ from crowdnotes_site.lib.communitynotes.research import delays, spikes
 from crowdnotes_site.lib.xids import X_EPOCH_MS
 
 STEPS = ("convert", "score", "delays", "spikes")
-SCORE_RATE_ESTIMATE = 400_000  # ratings/s for the estimate before scoring (10 M run on this machine: 416 K)
+SCORE_RATE_ESTIMATE = 400_000  # ratings/s for the estimate before scoring (about the scorer's rate: bench/README.md)
 HELPFUL = "CURRENTLY_RATED_HELPFUL"
 NOT_HELPFUL = "CURRENTLY_RATED_NOT_HELPFUL"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crowdnotes_site.lib import status as names
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+from crowdnotes_site.lib.communitynotes import scoring
 
 
 @dataclass(frozen=True)

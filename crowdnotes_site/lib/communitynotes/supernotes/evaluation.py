@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crowdnotes_site.lib.communitynotes import scoring
 from crowdnotes_site.lib.communitynotes.data import synthetic
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
 from crowdnotes_site.lib.communitynotes.supernotes import features, jury, phm
 
 EMBED_DIM = 16

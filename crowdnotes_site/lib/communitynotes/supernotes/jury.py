@@ -1,7 +1,7 @@
 """The simulated jury (pure numpy): sample jurors, draw each juror's rating from the PHM's
 probabilities (sampling, not argmax: argmax turns every 55 % "Helpful" into a certain Helpful and
 inflates the score), and project each candidate onto the scorer's scale with μ and the jurors'
-parameters fixed (`crowdnotes_site.lib.communitynotes.scoring.scorer.score_candidate`, the phase-2 ridge solve). The uncertainty of a
+parameters fixed (`crowdnotes_site.lib.communitynotes.scoring.solver.score_candidate`, the phase-2 ridge solve). The uncertainty of a
 candidate's score is the spread over repeated jury draws."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crowdnotes_site.lib.communitynotes.scoring import scorer as scoring
+from crowdnotes_site.lib.communitynotes import scoring
 
 # Column order of the PHM output and the rating value each column stands for.
 LEVEL_VALUES = np.array([1.0, 0.5, 0.0])  # helpful, somewhat, not helpful

@@ -13,10 +13,14 @@ Also here: the held-out AUC (helpful vs not helpful), the calibration table, sav
 format number, the inputs and a description of the training data (a model saved in an older
 format is refused, never misread), and `hashing_embed` (a text-free bag-of-words embedding for
 tests and offline runs; labelled as such in the model's metadata).
+
+torch loads inside the functions that build, train, run, save or load a net (it costs seconds to
+import): importing this module, as the Supernotes services and the web process do, loads numpy only.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -24,11 +28,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
+
+from crowdnotes_site.lib.communitynotes.supernotes import features as note_features
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 HIDDEN = 32
 CALIBRATION_BINS = 10
@@ -42,37 +50,51 @@ class OldModelError(ValueError):
     """A stored PHM of another format (its inputs differ): retrain it."""
 
 
-class PHMNet(nn.Module):
-    def __init__(self, dim: int, n_features: int = 0, hidden: int = HIDDEN, dropout: float = 0.0) -> None:
-        super().__init__()
-        self.note = nn.Sequential(
-            nn.Dropout(dropout), nn.Linear(2 * dim + 1 + n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-            nn.Tanh(),
-        )  # fmt: skip
-        self.head = nn.Sequential(nn.Linear(2 * hidden + 2, hidden), nn.ReLU(), nn.Linear(hidden, 3))
+@functools.cache
+def _net_class() -> type[nn.Module]:
+    """The PHMNet class, defined on the first net: it subclasses torch's nn.Module."""
+    import torch
+    from torch import nn
 
-    def note_hidden(
-        self, note_emb: torch.Tensor, post_emb: torch.Tensor, has_post: torch.Tensor, feats: torch.Tensor
-    ) -> torch.Tensor:
-        return self.note(torch.cat([note_emb, post_emb, has_post[:, None], feats], dim=1))
+    class PHMNet(nn.Module):
+        def __init__(self, dim: int, n_features: int = 0, hidden: int = HIDDEN, dropout: float = 0.0) -> None:
+            super().__init__()
+            self.note = nn.Sequential(
+                nn.Dropout(dropout), nn.Linear(2 * dim + 1 + n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                nn.Tanh(),
+            )  # fmt: skip
+            self.head = nn.Sequential(nn.Linear(2 * hidden + 2, hidden), nn.ReLU(), nn.Linear(hidden, 3))
 
-    def logits(self, h: torch.Tensor, ri: torch.Tensor, rf: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.cat([h, ri[..., None], rf[..., None], rf[..., None] * h], dim=-1))
+        def note_hidden(
+            self, note_emb: torch.Tensor, post_emb: torch.Tensor, has_post: torch.Tensor, feats: torch.Tensor
+        ) -> torch.Tensor:
+            return self.note(torch.cat([note_emb, post_emb, has_post[:, None], feats], dim=1))
 
-    def grid_logits(self, h: torch.Tensor, ri: torch.Tensor, rf: torch.Tensor) -> torch.Tensor:
-        """`logits` for every (note, rater) pair: h (C, H), ri and rf (J,) or (C, J) -> (C, J, 3).
-        The head's first layer is linear in [h, ri, rf, rf·h], so its note parts are computed once
-        per note, not once per pair (the same numbers as `logits` on the expanded grid, 2-3x faster)."""
-        first, hidden = self.head[0], h.shape[1]
-        assert isinstance(first, nn.Linear)
-        w = first.weight  # (H', 2H + 2): columns for h, ri, rf, rf·h
-        per_note = h @ w[:, :hidden].T + first.bias  # (C, H')
-        times_rf = h @ w[:, hidden + 2 :].T  # (C, H')
-        c = h.shape[0]
-        ri3 = ri.expand(c, ri.shape[-1])[..., None]
-        rf3 = rf.expand(c, rf.shape[-1])[..., None]
-        pre = per_note[:, None, :] + ri3 * w[:, hidden] + rf3 * (w[:, hidden + 1] + times_rf[:, None, :])
-        return self.head[2](self.head[1](pre))
+        def logits(self, h: torch.Tensor, ri: torch.Tensor, rf: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.cat([h, ri[..., None], rf[..., None], rf[..., None] * h], dim=-1))
+
+        def grid_logits(self, h: torch.Tensor, ri: torch.Tensor, rf: torch.Tensor) -> torch.Tensor:
+            """`logits` for every (note, rater) pair: h (C, H), ri and rf (J,) or (C, J) -> (C, J, 3).
+            The head's first layer is linear in [h, ri, rf, rf·h], so its note parts are computed once
+            per note, not once per pair (the same numbers as `logits` on the expanded grid, 2-3x faster)."""
+            first, hidden = self.head[0], h.shape[1]
+            assert isinstance(first, nn.Linear)
+            w = first.weight  # (H', 2H + 2): columns for h, ri, rf, rf·h
+            per_note = h @ w[:, :hidden].T + first.bias  # (C, H')
+            times_rf = h @ w[:, hidden + 2 :].T  # (C, H')
+            c = h.shape[0]
+            ri3 = ri.expand(c, ri.shape[-1])[..., None]
+            rf3 = rf.expand(c, rf.shape[-1])[..., None]
+            pre = per_note[:, None, :] + ri3 * w[:, hidden] + rf3 * (w[:, hidden + 1] + times_rf[:, None, :])
+            return self.head[2](self.head[1](pre))
+
+    return PHMNet
+
+
+def PHMNet(dim: int, n_features: int = 0, hidden: int = HIDDEN, dropout: float = 0.0) -> Any:
+    """The network (a torch nn.Module): a note tower (the note and post embeddings, the no-post flag
+    and the note features to a hidden vector h) and a head ([h, i_u, f_u, f_u·h] to three logits)."""
+    return _net_class()(dim, n_features, hidden, dropout)
 
 
 @dataclass
@@ -120,10 +142,6 @@ class PHMMeta:
 
 
 def describe_inputs(embedder: str, feature_names: Sequence[str]) -> list[str]:
-    from crowdnotes_site.lib.communitynotes.supernotes import (
-        features as note_features,  # pure; kept local to keep the import graph flat
-    )
-
     groups = [g for g, names in note_features.GROUPS.items() if set(names) <= set(feature_names)]
     return [f"note text embedding ({embedder})", "post text embedding (zeros when the post has no text)",
             *(f"note features: {g}" for g in groups), "rater intercept and factor (scorer)"]  # fmt: skip
@@ -131,7 +149,7 @@ def describe_inputs(embedder: str, feature_names: Sequence[str]) -> list[str]:
 
 @dataclass
 class PHM:
-    net: PHMNet
+    net: Any  # a PHMNet
     meta: PHMMeta
 
     def standardise(self, raw: np.ndarray | None, rows: int) -> np.ndarray:
@@ -144,7 +162,6 @@ class PHM:
         mean, std = np.asarray(self.meta.feature_mean), np.asarray(self.meta.feature_std)
         return ((raw - mean) / std).astype(np.float32)
 
-    @torch.no_grad()
     def probabilities(
         self,
         note_emb: np.ndarray,
@@ -157,22 +174,25 @@ class PHM:
         `note_features`: (C, F) raw values of `meta.features` (required when the model has any).
 
         Inputs go to the device the net lives on and the result comes back with .cpu()."""
-        device = model_device(self.net)
-        ne = torch.as_tensor(np.asarray(note_emb, dtype=np.float32), device=device)
-        c = ne.shape[0]
-        fe = torch.as_tensor(self.standardise(note_features, c), device=device)
-        if post_emb is None:
-            pe = torch.zeros_like(ne)
-            hp = torch.zeros(c, device=device)
-        else:
-            post = np.broadcast_to(np.asarray(post_emb, dtype=np.float32), ne.shape).copy()
-            pe = torch.as_tensor(post, device=device)
-            hp = torch.ones(c, device=device)
-        h = self.net.note_hidden(ne, pe, hp, fe)  # (C, H)
-        ri = torch.as_tensor(np.asarray(rater_intercept, dtype=np.float32), device=device)
-        rf = torch.as_tensor(np.asarray(rater_factor, dtype=np.float32), device=device)
-        logits = self.net.grid_logits(h, ri, rf)
-        return torch.softmax(logits, dim=-1).cpu().numpy().astype(np.float64)
+        import torch
+
+        with torch.no_grad():
+            device = model_device(self.net)
+            ne = torch.as_tensor(np.asarray(note_emb, dtype=np.float32), device=device)
+            c = ne.shape[0]
+            fe = torch.as_tensor(self.standardise(note_features, c), device=device)
+            if post_emb is None:
+                pe = torch.zeros_like(ne)
+                hp = torch.zeros(c, device=device)
+            else:
+                post = np.broadcast_to(np.asarray(post_emb, dtype=np.float32), ne.shape).copy()
+                pe = torch.as_tensor(post, device=device)
+                hp = torch.ones(c, device=device)
+            h = self.net.note_hidden(ne, pe, hp, fe)  # (C, H)
+            ri = torch.as_tensor(np.asarray(rater_intercept, dtype=np.float32), device=device)
+            rf = torch.as_tensor(np.asarray(rater_factor, dtype=np.float32), device=device)
+            logits = self.net.grid_logits(h, ri, rf)
+            return torch.softmax(logits, dim=-1).cpu().numpy().astype(np.float64)
 
 
 @dataclass
@@ -272,6 +292,9 @@ def train(
     the training data).
 
     `device` is where the net and its data live while training; the model is returned on the CPU."""
+    import torch
+    from torch import nn
+
     started = time.monotonic()
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -355,6 +378,8 @@ def train(
 
 
 def save(model: PHM, directory: Path) -> Path:
+    import torch
+
     target = directory / model.meta.version
     target.mkdir(parents=True, exist_ok=True)
     torch.save(model.net.state_dict(), target / "model.pt")
@@ -364,6 +389,8 @@ def save(model: PHM, directory: Path) -> Path:
 
 def load(path: Path) -> PHM:
     """The model stored in `path`; a model of another format (other inputs) raises OldModelError."""
+    import torch
+
     raw = json.loads((path / "meta.json").read_text())
     if raw.get("format") != FORMAT:
         raise OldModelError(

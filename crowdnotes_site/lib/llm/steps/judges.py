@@ -26,6 +26,8 @@ from crowdnotes_site.lib.llm.steps.common import (
     decision_step,
     evidence_items,
 )
+from crowdnotes_site.lib.llm.steps.search import key_terms
+from crowdnotes_site.lib.llm.steps.topics import TOPIC_KEYWORDS, TOPIC_LABELS
 from crowdnotes_site.lib.text_rules import strip_urls
 
 VERSIONS: dict[str, str] = {
@@ -137,8 +139,6 @@ _GENERIC_CONDITIONS = frozenset({"disease", "syndrome", "symptom", "infection"})
 def _conditions(text: str) -> set[str]:
     """The conditions the text names, from the topic classifier's list of diseases (word starts:
     "covid" in "COVID-19", never "flu" in "influence")."""
-    from crowdnotes_site.lib.llm.steps.topics import TOPIC_KEYWORDS, TOPIC_LABELS
-
     low = text.lower()
     return {k for k in TOPIC_KEYWORDS[TOPIC_LABELS[0]] if re.search(rf"\b{re.escape(k)}", low)}
 
@@ -148,8 +148,6 @@ def note_off_claim(post: str, note: str) -> str | None:
     can check: the note names none of the post's key terms (search.key_terms), or the post names a
     condition the note never names while the note names another one (a note on SIDS under a post
     on autism). Empty texts, and posts without key terms, are never called off-claim."""
-    from crowdnotes_site.lib.llm.steps.search import key_terms
-
     if not post.strip() or not note.strip():
         return None
     terms = key_terms(post)

@@ -1,4 +1,4 @@
-"""Living notes (issue 36): tag a rater's suggestion by kind (offline keyword rule or the LLM) and
+"""Living notes: tag a rater's suggestion by kind (offline keyword rule or the LLM) and
 revise a note from its suggestions and confirmed evidence. Pure: no ORM; the caller stores results.
 
 Suggestion text is untrusted: it reaches a prompt only through `data_messages` (fenced JSON)."""

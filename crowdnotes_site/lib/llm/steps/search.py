@@ -267,8 +267,8 @@ def quoted(term: str) -> str:
 def key_term_queries(terms: Sequence[str], n: int) -> list[str]:
     """Queries made of key terms only (search requires every term of a query): the first three
     together, then each term alone, so a source that addresses part of the claim is still found.
-    (Pairing the strongest term with each other one let one badly chosen strongest term, "wives
-    tale" or "fine", sink every query: measured in bench/README.md, "Evidence automation".)"""
+    (Pairing the strongest term with each other one would let one badly chosen strongest term,
+    "wives tale" or "fine", sink every query: bench/README.md, "Find evidence for me".)"""
     if not terms:
         return []
     candidates = [terms[:3], *([term] for term in terms)]

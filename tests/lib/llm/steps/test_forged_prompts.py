@@ -1,7 +1,7 @@
-"""Issue 27 item 4: untrusted text (a post, a note, a passage, a title, a URL) cannot forge the
+"""Untrusted text (a post, a note, a passage, a title, a URL) cannot forge the
 structure of a prompt or the decision parsed from the answer.
 
-Every prompt builder is driven with each payload of the issue in each of its untrusted fields,
+Every prompt builder is driven with each forging payload in each of its untrusted fields,
 and the real parsers read answers from the loopback LLM, including answers that echo the prompt
 or quote the data back."""
 

@@ -1,31 +1,22 @@
-"""Living notes: note requests, versions, suggestions attached to ratings, and revisions. A revision
-that passes the checks independent of its writer (notes/living/checks.py), the judges and the jury
-(it must beat the current text) becomes a proposal; only a person (the note's author, or an admin
-for a note without one) makes it the note's next version, or declines it with a reason.
-
-A revision run follows the claimed-run protocol of crowdnotes_site.leases: one active run per note
-(a partial unique constraint), a compare-and-set claim renewed by a heartbeat, and the work sweep
-re-queues a run whose worker was lost. Accepting re-checks, under the note's row lock, that the
-proposal is still open and the version it revised still current, so a proposal is decided once."""
+"""Revisions: a run gathers a note's revisable suggestions, writes a candidate, checks it (the
+writer-independent checks, the judges, the jury: it must beat the current text) and proposes it; only
+a person (the note's author, or an admin for a note without one) accepts or declines the proposal."""
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from crowdnotes_site import leases
-from crowdnotes_site.lib import xids
-from crowdnotes_site.lib.llm.client import LLMError
+from crowdnotes_site.lib.communitynotes.supernotes import jury
 from crowdnotes_site.lib.llm.drafting import draft_budget
 from crowdnotes_site.lib.llm.steps import revision as revision_step
 from crowdnotes_site.lib.llm.steps.common import Evidence
@@ -35,265 +26,17 @@ from crowdnotes_site.transitions import transition_rows
 from evidence import embedding
 from evidence import snippets as evidence_snippets
 from evidence.models import Snippet
-from evidence.search.services import AutomationError, automation_run_start
 from judging.selectors import unjudgeable_reason
 from judging.services import judge_run_request, preflight_run
 from notes.living import checks as revision_checks
-from notes.models import (
-    DraftJob,
-    Note,
-    NoteRequest,
-    NoteStatus,
-    NoteStatusChange,
-    NoteVersion,
-    Participant,
-    Post,
-    Rating,
-    RetiredRating,
-    RevisionRun,
-    Suggestion,
-)
+from notes.living.services.errors import ProposalError
+from notes.living.services.versions import current_version
+from notes.models import Note, NoteStatus, NoteStatusChange, NoteVersion, Rating, RetiredRating, RevisionRun, Suggestion
+from notes.supernotes import selectors as supernote_selectors
+from notes.supernotes import services as supernote_services
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
-
-logger = logging.getLogger(__name__)
-
-
-class LivingError(Exception):
-    """An action the rules do not allow; the message is for the user."""
-
-
-class StaleSuggestionError(LivingError):
-    """The suggestion's rating is of a version that is no longer the note's text."""
-
-
-# --- Versions ---------------------------------------------------------------------------------
-
-
-def _producer_of(note: Note) -> str:
-    if note.origin == Note.Origin.SUPERNOTE:
-        return "supernote"
-    if note.author is not None and note.author.user is not None:
-        return f"user:{note.author.user.get_username()}"
-    if note.is_demo:  # written for the demo (or loaded from a CSV of public notes), by a simulated author
-        return "demo"
-    return "imported" if note.external_id else "author"
-
-
-def current_version(note: Note) -> NoteVersion:
-    """The note's published version; a note without one (imported, or written before versions)
-    gets its text as version 1 now."""
-    if note.current_version_id is not None:
-        return NoteVersion.objects.get(pk=note.current_version_id)
-    with transaction.atomic():
-        locked = Note.objects.select_for_update(of=("self",)).select_related("author__user").get(pk=note.pk)
-        if locked.current_version_id is None:
-            version = NoteVersion.objects.create(
-                note=locked, number=1, text=locked.text, evidence_urls=locked.evidence_urls,
-                producer=_producer_of(locked), reason="the text as submitted", created_at=locked.created_at,
-            )  # fmt: skip
-            Note.objects.filter(pk=note.pk).update(current_version=version)
-            Rating.objects.filter(note=note, version__isnull=True).update(version=version)
-            locked.current_version = version
-        note.current_version_id = locked.current_version_id
-        return NoteVersion.objects.get(note=note, pk=locked.current_version_id or 0)
-
-
-# --- Requests ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RequestResult:
-    request: NoteRequest
-    created: bool
-    count: int
-    started_draft: DraftJob | None
-
-
-@transaction.atomic
-def note_request_create(*, post: Post, user: User, reason: str = "") -> RequestResult:
-    """Record the user's request for a note on the post (once per user and post). When the post's
-    count passes NOTE_REQUEST_AUTO_DRAFT_THRESHOLD (and no request started a draft before), a draft
-    with "find evidence for me" is started, through the queue, for this requester if they may
-    write notes, else for the earliest requester who may."""
-    Post.objects.select_for_update().filter(pk=post.pk).first()  # serialize requests of one post
-    request, created = NoteRequest.objects.get_or_create(post=post, user=user, defaults={"reason": reason[:500]})
-    count = NoteRequest.objects.filter(post=post).count()
-    started = None
-    threshold = settings.NOTE_REQUEST_AUTO_DRAFT_THRESHOLD
-    already = NoteRequest.objects.filter(post=post, started_draft__isnull=False).exists()
-    if created and threshold and count > threshold and not already and not post.text_missing_reason():
-        writer_request = request if user.has_perm("notes.add_note") else None
-        if writer_request is None:
-            for r in NoteRequest.objects.filter(post=post).select_related("user").order_by("created_at"):
-                if r.user.has_perm("notes.add_note"):
-                    writer_request = r
-                    break
-        if writer_request is not None:
-            started = _auto_draft(post=post, request=writer_request)
-    return RequestResult(request, created, count, started)
-
-
-def post_for_x_id(*, x_id: str, user: User) -> tuple[Post, bool]:
-    """The post with this X id: one imported or fetched with it, else one flagged with a link to
-    it, else a new post without text (created, True), which X's post lookup (xnotes
-    `x_hydrate_posts`) or a contributor pasting its text fills in. X is not asked here."""
-    from notes.services import _lock_post_text, post_text_hash  # (imports nothing of this module)
-
-    placeholder = f"Post {x_id} on X (requested by its link; its text is not known here yet)"
-    _lock_post_text(placeholder)  # two requests of one new id make one post
-    post = Post.objects.filter(external_id=x_id).order_by("-text_available", "created_at").first()
-    if post is not None:
-        return post, False
-    for linked in Post.objects.filter(source_url__contains=f"/status/{x_id}").order_by("created_at"):
-        if xids.post_id_from_reference(linked.source_url) == x_id:
-            return linked, False
-    post = Post.objects.create(
-        text=placeholder, text_hash=post_text_hash(placeholder), text_available=False, external_id=x_id,
-        source_url=f"https://x.com/i/status/{x_id}", posted_at=xids.x_id_time(x_id), flagged_by=user,
-    )  # fmt: skip
-    return post, True
-
-
-@transaction.atomic
-def note_request_by_x_id(*, x_id: str, user: User, reason: str = "") -> RequestResult:
-    """A request for a note on the post on X with this id (see post_for_x_id)."""
-    post, _created = post_for_x_id(x_id=x_id, user=user)
-    return note_request_create(post=post, user=user, reason=reason)
-
-
-def _auto_draft(*, post: Post, request: NoteRequest) -> DraftJob | None:
-    from notes.services import draft_job_start  # notes.services imports nothing of this module
-
-    job, _created, _added, _skipped = draft_job_start(post=post, user=request.user, urls=[], find_evidence=False)
-    try:
-        automation_run_start(job=job)
-    except AutomationError as exc:
-        logger.info("request draft %s: no evidence search (%s)", job.pk, exc)
-    NoteRequest.objects.filter(pk=request.pk).update(started_draft=job)
-    return job
-
-
-# --- Suggestions ------------------------------------------------------------------------------
-
-
-def suggestion_kind(*, note_text: str, text: str) -> tuple[str, str]:
-    """(kind, method) by the offline keyword rule; the LLM re-tags it in a task when configured."""
-    return revision_step.kind_offline(text), revision_step.OFFLINE_RULE
-
-
-def suggestions_withdraw(*, note: Note, rater: Participant, reason: str) -> int:
-    return Suggestion.objects.filter(note=note, rater=rater, state=Suggestion.State.PENDING).update(
-        state=Suggestion.State.WITHDRAWN, outcome_reason=reason
-    )
-
-
-def suggestion_source_refusal(*, user: User) -> str | None:
-    """The per-user cap on evidence pages waiting for the CPU queue, counting suggestion sources
-    with the user's drafts' pages; None when one more fits."""
-    cap = settings.MAX_QUEUED_EVIDENCE_PER_USER
-    waiting = (
-        evidence_snippets.snippets_waiting_count(user=user)
-        + Suggestion.objects.filter(rater__user=user, snippet__state__in=evidence_snippets.WAITING_STATES).count()
-    )
-    if waiting < cap:
-        return None
-    return (f"You already have {waiting} evidence pages waiting to be processed (at most {cap} at once): "
-            "add the source once those are done.")  # fmt: skip
-
-
-@transaction.atomic
-def suggestion_add(*, rating: Rating, text: str, source_url: str = "") -> Suggestion:
-    """Attach a suggestion to the rater's rating of the note's current version (replacing a pending
-    one of theirs). A source URL goes through the evidence pipeline (SSRF-guarded fetch, passage
-    match) and counts only once the suggester confirms the passage."""
-    text = text.strip()
-    if not text:
-        raise LivingError("A suggestion needs some text.")
-    if len(text) > settings.SUGGESTION_MAX_CHARS:
-        raise LivingError(f"A suggestion may have at most {settings.SUGGESTION_MAX_CHARS} characters.")
-    note = rating.note
-    # Suggestions on one note serialize on its row, as ratings do (rating_submit), so the same
-    # suggestion sent again (a double click, a retried POST) finds the first and is answered with
-    # it, never a second pending one (one_pending_suggestion_per_rater_note); another replaces it.
-    Note.objects.select_for_update(no_key=True).filter(pk=note.pk).first()
-    version = current_version(note)
-    if rating.version_id is not None and rating.version_id != version.pk:
-        raise StaleSuggestionError(
-            f"This note has a new text (version {version.number}) since you rated it: your suggestion was not "
-            "saved. Read the text below, rate it and suggest again."
-        )
-    pending = Suggestion.objects.filter(note=note, rater=rating.rater, state=Suggestion.State.PENDING).first()
-    if pending is not None and (pending.rating_id, pending.version_id, pending.text, pending.source_url) == (
-        rating.pk, version.pk, text, source_url
-    ):  # fmt: skip
-        return pending
-    suggestions_withdraw(note=note, rater=rating.rater, reason="replaced by a newer suggestion")
-    snippet = None
-    if source_url:
-        owner = rating.rater.user_id
-        snippet = evidence_snippets.snippet_add_for_post(post=note.post, url=source_url, owner=owner)
-    kind, method = suggestion_kind(note_text=version.text, text=text)
-    suggestion = Suggestion.objects.create(
-        note=note, version=version, rater=rating.rater, rating=rating, text=text, source_url=source_url,
-        snippet=snippet, kind=kind, kind_method=method,
-    )  # fmt: skip
-    if settings.LLM_BASE_URL:
-        enqueue_on_commit("notes.tasks.suggestion_tag_kind", suggestion.pk, owner=rating.rater.user_id)
-    return suggestion
-
-
-def suggestion_tag_kind(*, suggestion_id: int) -> Suggestion | None:
-    """Re-tag a suggestion's kind by the LLM (worker); the offline rule's tag stays when it fails."""
-    suggestion = Suggestion.objects.select_related("version", "rater").filter(pk=suggestion_id).first()
-    if suggestion is None:
-        return None
-    client = llm_client(owner=suggestion.rater.user_id)
-    if client is None:
-        return suggestion
-    try:
-        result = revision_step.kind_llm(client, note=suggestion.version.text, suggestion=suggestion.text)
-    except LLMError as exc:
-        logger.info("suggestion %s: LLM kind failed (%s); the offline rule's tag stays", suggestion_id, exc)
-        return suggestion
-    if result.value is not None:
-        Suggestion.objects.filter(pk=suggestion_id).update(kind=result.value, kind_method=result.producer.label)
-        suggestion.refresh_from_db()
-    return suggestion
-
-
-@transaction.atomic
-def rating_withdraw(*, rater: Participant, note: Note) -> bool:
-    """Delete the rater's rating of the note; its suggestion is withdrawn with it."""
-    rating = Rating.objects.filter(note=note, rater=rater).first()
-    if rating is None:
-        return False
-    rating.delete()
-    counters: dict[str, object] = {"num_ratings": F("num_ratings") - 1}
-    if rater.rater_factor is not None:
-        side = "neg_side_ratings" if rater.rater_factor < 0 else "pos_side_ratings"
-        counters[side] = F(side) - 1
-    Note.objects.filter(pk=note.pk, num_ratings__gt=0).update(**counters)
-    suggestions_withdraw(note=note, rater=rater, reason="the rating was withdrawn")
-    return True
-
-
-def suggestion_snippet_review(
-    *, suggestion: Suggestion, user: User, confirmed: bool, passage_id: int | None
-) -> Snippet:
-    """The suggester confirms (or rejects) the passage matched in their source."""
-    if suggestion.snippet is None:
-        raise LivingError("This suggestion has no source.")
-    try:
-        return evidence_snippets.snippet_review(
-            snippet=suggestion.snippet, user=user, confirmed=confirmed, passage_id=passage_id
-        )
-    except evidence_snippets.SnippetError as exc:
-        raise LivingError(str(exc)) from exc
-
-
-# --- Revisions --------------------------------------------------------------------------------
 
 
 def _enqueue(run_id: int) -> None:
@@ -352,6 +95,7 @@ def revisions_start_due(*, now: datetime | None = None) -> list[int]:
     return started
 
 
+@leases.sweep("revision_runs")
 def revision_runs_sweep() -> list[int]:
     """Re-queue revision runs whose worker stopped renewing the claim (beat: work_sweep)."""
     return leases.runs_sweep(RevisionRun, _enqueue)
@@ -417,10 +161,6 @@ def jury_predict(*, post_text: str, texts: list[str]) -> tuple[list[float] | Non
     """The jury's predicted helpfulness (intercept) of each text on the same jurors and draws (seeded
     by the post and the texts: `_jury_seed`), or (None, why) without a stored PHM or raters with
     scorer parameters."""
-    from crowdnotes_site.lib.communitynotes.supernotes import jury
-    from notes.supernotes import selectors as supernote_selectors
-    from notes.supernotes import services as supernote_services
-
     try:
         model = supernote_services.phm_latest()
     except supernote_services.SupernoteError as exc:  # a model saved in an older format
@@ -611,10 +351,6 @@ def _decide(run: RevisionRun, suggestions: list[Suggestion], *, candidate: str, 
         _resolve(run, suggestions, taken, state=Suggestion.State.IN_PROPOSAL,
                  reason=f"taken up by a proposed version that waits for {who} to decide")  # fmt: skip
         _finish(run, outcome=RevisionRun.Outcome.PROPOSED, reasons=f"Proposed: {why}. Waits for {who} to decide.")
-
-
-class ProposalError(LivingError):
-    """The proposal cannot be decided (already decided, superseded, or not this person's to decide)."""
 
 
 @transaction.atomic
