@@ -277,7 +277,7 @@ _MALLOC_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; None 
 def use_returning_memory_pool() -> None:
     """Arrow's allocations from now on in jemalloc, where pyarrow has it: it gives freed memory
     back on `give_back_memory`, while the default pool (mimalloc) keeps what other threads freed
-    (the parse threads'), some 70 MB at 20 M ratings, beneath the scorer's peak."""
+    (the parse threads'), beneath the scorer's peak (bench/README.md, "score_communitynotes")."""
     try:
         pool = pa.jemalloc_memory_pool()
     except NotImplementedError:  # a pyarrow built without it
@@ -287,8 +287,8 @@ def use_returning_memory_pool() -> None:
 
 def give_back_memory() -> None:
     """Return the memory freed so far to the system. Arrow's allocator and the C library's keep
-    freed blocks for their next allocations (a few hundred MB after a load of tens of millions of
-    ratings); the arrays that follow (the preallocated columns, the scorer's) would sit on top."""
+    freed blocks for their next allocations; the arrays that follow (the preallocated columns,
+    the scorer's) would sit on top of them."""
     pa.default_memory_pool().release_unused()
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
