@@ -5,6 +5,7 @@ from pathlib import Path
 from django.conf import settings
 from django.http import HttpRequest
 
+from crowdnotes_site import banners
 from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS
 
 # Written by scripts/demo.sh (the start time, HH:MM UTC) while its background warm-up runs.
@@ -41,10 +42,12 @@ def warmup_started() -> str | None:
 
 def site(request: HttpRequest) -> dict[str, object]:
     """What every page needs: which generator is active (LLM or offline baseline), the note limit,
-    and whether the demo's background warm-up is still running."""
+    and whether the demo's background warm-up is still running (and what it is doing)."""
+    started = warmup_started()
     return {
-        "warmup_started": warmup_started(),
-        "warmup_last_minutes": warmup_last_minutes(),
+        "warmup_started": started,
+        "warmup_last_minutes": warmup_last_minutes() if started else None,
+        "warmup": banners.warmup_progress() if started else None,
         "benchmark_started": _started(BENCHMARK_MARKER),
         "note_max_chars": NOTE_MAX_CHARS,
         "llm_configured": bool(settings.LLM_BASE_URL),

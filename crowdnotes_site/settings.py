@@ -33,6 +33,9 @@ def _find_shared_data() -> Path:
 
 # The real public data the demo, the classifier command and the benchmarks read by default.
 SHARED_DATA_DIR = Path(env_str("CROWDNOTES_SHARED_DATA", str(_find_shared_data())))
+# The real Community Notes folder (notes with text, final statuses; its README): `real_figures` and the
+# demo's slice of real posts read it.
+COMMUNITYNOTES_REAL_DIR = Path(env_str("COMMUNITYNOTES_REAL_DIR", str(SHARED_DATA_DIR / "communitynotes" / "real")))
 # The outputs of `manage.py research_download` (FOLDER/research) shown on /analytics/research/;
 # empty: the page says how to make them.
 RESEARCH_OUTPUTS_DIR = env_str("RESEARCH_OUTPUTS_DIR", "")
@@ -286,6 +289,9 @@ PHM_DIR = Path(env_str("PHM_DIR", str(VAR_DIR / "models" / "phm")))
 # The jury's evaluation on the public sample, written by `evaluate_jury_sample --store` (offline)
 # and only read by the Supernotes evaluation page.
 JURY_EVALUATION_FILE = Path(env_str("JURY_EVALUATION_FILE", str(VAR_DIR / "jury-evaluation.json")))
+# The jury trained on the real folder (`train_jury_real`; versions and LATEST) that `jury_pick` uses, and
+# its evaluation on real posts (evaluation.json, written by `evaluate_jury --real --store`).
+JURY_REAL_DIR = Path(env_str("JURY_REAL_DIR", str(VAR_DIR / "models" / "jury-real")))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Outbox, leases, sweeper (crowdnotes_site/queue.py, evidence/snippets.py, notes/services.py) ----

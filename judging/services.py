@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from crowdnotes_site import leases
+from crowdnotes_site.lib.communitynotes.data import real
 from crowdnotes_site.lib.llm import classifier as clf
 from crowdnotes_site.lib.llm import pipeline
 from crowdnotes_site.lib.llm.pipeline import JudgeInput, PipelineResult, StageResult
@@ -27,7 +28,7 @@ from crowdnotes_site.lib.llm.steps.common import Evidence
 from crowdnotes_site.llm import llm_answers, llm_client
 from crowdnotes_site.queue import enqueue_on_commit
 from crowdnotes_site.transitions import transition_rows
-from evidence.embedding import MINILM, cosine, encoder
+from evidence.embedding import MINILM, cosine
 from judging.models import OVERRIDE_REASON_MAX_CHARS, JudgeDecision, JudgeOverride, JudgeRun, PreflightCheck
 from judging.selectors import decisions_for_run, judge_input_for_note, unjudgeable_reason
 
@@ -44,9 +45,16 @@ logger = logging.getLogger(__name__)
 
 @functools.lru_cache(maxsize=4)
 def _load_classifier(directory: str, version: str) -> clf.HelpfulnessClassifier | None:
-    model = clf.load(Path(directory), version=version)
-    if model is not None:
-        model.embed = encoder(model.embedding_model)
+    return clf.load(Path(directory), version=version)
+
+
+def helpfulness_classifier_train(*, folder: Path, directory: Path) -> clf.HelpfulnessClassifier:
+    """Train the helpfulness judge on the crowd's verdicts in the real Community Notes folder and
+    save it as the latest model (the stage uses it from the next judgement on)."""
+    examples = clf.real_examples(real.read_notes(folder))
+    model = clf.train(examples, source=f"{folder.name}/{real.NOTES_FILE}: mature Helpful / Not Helpful verdicts")
+    clf.save(model, directory)
+    _load_classifier.cache_clear()
     return model
 
 

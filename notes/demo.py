@@ -27,7 +27,16 @@ from evidence.index.services import local_copy_index
 from evidence.models import EvidenceSource, Passage, Snippet
 from judging.services import NotJudgeable, judge_run_request
 from notes.analytics.topics import posts_classify_topics
-from notes.models import Note, NoteStatusChange, Participant, Post, Rating, RatingLevel, SupernoteRun
+from notes.models import (
+    Note,
+    NoteStatusChange,
+    Participant,
+    Post,
+    Rating,
+    RatingLevel,
+    RetiredRating,
+    SupernoteRun,
+)
 from notes.roles import ADMIN, CONTRIBUTOR, RATER
 from notes.services import participant_for_user, post_text_hash
 from notes.supernotes.services import SupernoteError, supernote_run_start
@@ -429,11 +438,16 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
         )
         counts["notes"] += created
         counts["snippets"] += demo_attach_sources(note=note, sources=demo.sources)
+        # Ratings a revision retired (the living-notes demo) stay retired: a rerun never rates the
+        # revised text with what was said of the text it replaced.
+        retired = set(RetiredRating.objects.filter(version__note=note).values_list("rater_id", flat=True))
         if near:
             # Near the threshold: liked by both camps but rated by too few raters for a status yet,
             # so a handful of new Helpful ratings from both camps makes it Currently Rated Helpful.
             for k, (rater, _camp) in enumerate(raters[:NEAR_THRESHOLD_RATINGS]):
                 rated_at = note.created_at + timedelta(minutes=10 + k)
+                if rater.pk in retired:
+                    continue
                 _, created = Rating.objects.get_or_create(
                     note=note, rater=rater, defaults={"level": RatingLevel.HELPFUL, "created_at": rated_at}
                 )
@@ -463,6 +477,8 @@ def demo_load(*, source: Path, n_posts: int = 25, n_raters: int = 14, seed: int 
             )
             # Real ratings arrive within hours of a note; the scorer's rater-reputation step relies on it.
             rated_at = note.created_at + timedelta(minutes=rng.randint(5, 24 * 60))
+            if rater.pk in retired:
+                continue
             _, created = Rating.objects.get_or_create(
                 note=note, rater=rater, defaults={"level": level, "created_at": rated_at}
             )
@@ -508,15 +524,21 @@ def public_sample_imported() -> bool:
     return Note.objects.filter(is_demo=False, external_id__isnull=False).exists()
 
 
+# The demo's Supernote run draws its subsets and juries from this seed: the same data and jury model
+# give the same run on every install (README "Supernotes" says what it shows).
+DEMO_SUPERNOTE_SEED = 20240501
+
+
 def demo_supernote_queue(*, source: Path, n_posts: int = 25) -> tuple[Post | None, SupernoteRun | None]:
     """Queue one Supernote run (offline unless an LLM is configured; nobody's, so it waits behind
     people's work) for the demo's stuck post, unless that post had a run already: the demo's first
-    start then shows a finished run, and a proposal with its blind comparison when the jury finds a
-    candidate that beats the post's notes. Returns (the stuck post, the run queued or None)."""
+    start then shows a finished run with its merged candidates and their jury scores, and a proposal
+    with its blind comparison only when the jury finds a candidate that beats the post's notes.
+    Returns (the stuck post, the run queued or None)."""
     post = demo_stuck_post(source=source, n_posts=n_posts)
     if post is None or post.supernote_runs.exists():
         return post, None
     try:
-        return post, supernote_run_start(post=post, user=None)
+        return post, supernote_run_start(post=post, user=None, seed=DEMO_SUPERNOTE_SEED)
     except SupernoteError:  # no longer stuck (rated since), or a run started meanwhile
         return post, None

@@ -167,6 +167,9 @@ class NoteForm(forms.Form):
         ),
         max_length=2000,
     )
+    # The version of the saved text this page showed (notes.services.draft_text_token): a save or a
+    # submit after another tab saved a different text is refused instead of replacing it unseen.
+    seen = forms.CharField(required=False, widget=forms.HiddenInput(attrs={"id": "text-seen"}))
 
     def __init__(self, *args: object, urls: list[str], autosave_url: str = "", **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -199,6 +202,7 @@ class DraftTextForm(forms.Form):
     """The editor's text as saved while it is edited: kept as typed (the submit form cleans it)."""
 
     text = forms.CharField(required=False, strip=False, max_length=2000)
+    seen = forms.CharField(required=False)
 
 
 class RatingForm(forms.Form):

@@ -21,6 +21,7 @@ from crowdnotes_site.queue import outbox_key, outbox_waiting
 from evidence.models import Snippet
 from evidence.search.selectors import automation_running
 from evidence.snippets import snippet_is_confirmed, snippet_refining, snippets_ahead
+from evidence.warmup import TableWait, table_warmup_wait
 from judging.models import PreflightCheck
 from judging.selectors import judging_for_notes
 from notes.models import (
@@ -138,6 +139,8 @@ class DraftGate:
     # address the post" (a mark, never a block), and the floor itself.
     weak: set[int] = field(default_factory=set)
     floor: float = 0.0
+    # While sources are processed: the warm-up building the embedding table meanwhile (None: it is not).
+    table_wait: TableWait | None = None
 
     @property
     def urls(self) -> list[str]:
@@ -189,12 +192,21 @@ def draft_gate(*, job: DraftJob) -> DraftGate:
         finding=finding,
         poll_seconds=POLL_WAITING_S if waiting else (POLL_READING_S if refining else None),
         refresh_seconds=NOSCRIPT_REFRESH_S if waiting else None,
+        table_wait=table_warmup_wait() if processing or finding else None,
     )
 
 
 def submitted_note(*, job: DraftJob) -> Note | None:
     """The note a draft became (None while it is not submitted)."""
     return Note.objects.filter(draft_job=job).order_by("pk").first()
+
+
+def unsent_text(*, job: DraftJob, note: Note | None) -> str | None:
+    """A text saved on a submitted draft after its note, other than the note's own text (another
+    tab's editor, or a second submit), kept for its writer to copy; None when there is none."""
+    if note is None or job.edited_at is None or job.edited_at < note.created_at:
+        return None
+    return None if job.edited_text.split() == note.text.split() else job.edited_text
 
 
 def preflight_of(*, job: DraftJob, check_id: int) -> PreflightCheck | None:

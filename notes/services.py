@@ -457,12 +457,47 @@ def note_origin(*, confirmed: list[Snippet], survival: float | None) -> str:
     return Note.Origin.AUGMENTED if machine_text else Note.Origin.HUMAN
 
 
-def draft_text_save(*, job: DraftJob, text: str) -> DraftJob:
+class StaleText(FlowError):
+    """Another tab (or a new machine draft) changed the draft's text after this tab loaded it."""
+
+    def __init__(self, *, saved_text: str, saved_at: datetime | None) -> None:
+        when = f" at {timezone.localtime(saved_at):%H:%M:%S}" if saved_at else ""
+        super().__init__(
+            f"Not saved: this draft's text was changed in another tab{when} after this page loaded it. Your text "
+            "is still here; saving again replaces the other one."
+        )
+        self.saved_text, self.saved_at = saved_text, saved_at
+
+
+def draft_text_token(job: DraftJob) -> str:
+    """The version of the saved text a page was rendered with (its form sends it back with a save)."""
+    return job.edited_at.isoformat() if job.edited_at else ""
+
+
+def _same_text(a: str, b: str) -> bool:
+    return a.split() == b.split()
+
+
+def draft_text_save(*, job: DraftJob, text: str, seen: str | None = None) -> DraftJob:
     """Keep the text in the contributor's editor on the draft (autosave, "Save my text", a
     pre-flight, a failed submit), so every way back to the draft page shows it. Also on a draft
-    already submitted: the losing tab of a double submit keeps its text there to copy."""
+    already submitted: the losing tab of a double submit keeps its text there to copy.
+
+    `seen` is the draft_text_token the tab's page was rendered with (None: save whatever is there).
+    When the saved text changed since and is not this text, the save is refused (StaleText), so a
+    tab is never told "saved" while another tab's save silently replaces it, or replaces another's."""
     now = timezone.now()
-    DraftJob.objects.filter(pk=job.pk).update(edited_text=text, edited_at=now, updated_at=now)
+    rows = DraftJob.objects.filter(pk=job.pk)
+    if seen is not None:
+        try:
+            rows = rows.filter(edited_at=datetime.fromisoformat(seen)) if seen else rows.filter(edited_at=None)
+        except ValueError:
+            rows = rows.none()
+    if not rows.update(edited_text=text, edited_at=now, updated_at=now):
+        current = DraftJob.objects.values("edited_text", "edited_at").get(pk=job.pk)
+        if current["edited_at"] is None or not _same_text(current["edited_text"], text):
+            raise StaleText(saved_text=current["edited_text"], saved_at=current["edited_at"])
+        now = current["edited_at"]  # this very text, saved meanwhile (this tab's own autosave in flight)
     job.edited_text, job.edited_at = text, now
     return job
 
@@ -500,7 +535,9 @@ def note_submit(*, job: DraftJob, user: User, text: str) -> Note:
     Note.objects.filter(pk=note.pk).update(current_version=version)
     note.current_version = version
     job.transition(DraftJob.State.SUBMITTED)
-    job.save(update_fields=["state", "updated_at"])
+    # The editor's text is the note's from now on: a text saved later is one that was not submitted.
+    job.edited_text, job.edited_at = text, timezone.now()
+    job.save(update_fields=["state", "edited_text", "edited_at", "updated_at"])
     NoteStatusChange.objects.create(note=note, status=note.status)
     if unjudgeable_reason(note) is None:  # a post imported without text is never judged
         judge_run_request(note=note)

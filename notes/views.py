@@ -13,7 +13,7 @@ from crowdnotes_site import limits
 from crowdnotes_site.access import PUBLIC, AuthenticatedHttpRequest, HtmxHttpRequest, endpoint
 from crowdnotes_site.lib.memo import Memo
 from crowdnotes_site.limits import limited
-from evidence import snippets
+from evidence import local_copies, snippets
 from evidence.models import Snippet
 from evidence.search.selectors import automation_view
 from evidence.search.services import AutomationError, automation_run_start
@@ -128,20 +128,35 @@ def _workspace(request: HtmxHttpRequest, job: DraftJob, **extra: object) -> Http
     gate = selectors.draft_gate(job=job)
     context = {"job": job, "gate": gate, "automation": automation_view(job=job), **extra}
     if request.htmx:
-        response = render(request, "notes/draft_detail.html#workspace", context)
+        # The submit button sits outside the workspace: it comes along out of band, so confirming a
+        # passage enables it (and removing the last one disables it) without a reload.
+        response = render(request, "notes/draft_detail.html#workspace", {**context, "oob": True})
         if request.GET.get("was") == DraftJob.State.DRAFTING and job.state != DraftJob.State.DRAFTING:
             response["HX-Refresh"] = "true"  # the editor needs the new draft text
         return response
     if "note_form" not in context:
-        autosave = reverse("draft_text_save", args=[job.pk])
-        context["note_form"] = NoteForm(initial={"text": job.editor_text}, urls=gate.urls, autosave_url=autosave)
+        context["note_form"] = _note_form(job, gate.urls, job.editor_text)
     context.setdefault("add_form", AddEvidenceForm(existing=[]))
     if job.state == DraftJob.State.SUBMITTED:
-        context["submitted_note"] = selectors.submitted_note(job=job)
+        note = selectors.submitted_note(job=job)
+        context.update(submitted_note=note, unsent_text=selectors.unsent_text(job=job, note=note))
     response = render(request, "notes/draft_detail.html", context)
     # Never from the browser's cache: the back button and a reload show the last saved text.
     response["Cache-Control"] = "no-store"
     return response
+
+
+def _note_form(job: DraftJob, urls: list[str], text: str) -> NoteForm:
+    autosave = reverse("draft_text_save", args=[job.pk])
+    initial = {"text": text, "seen": services.draft_text_token(job)}
+    return NoteForm(initial=initial, urls=urls, autosave_url=autosave)
+
+
+def _stale_text(request: AuthenticatedHttpRequest, job: DraftJob, text: str, exc: services.StaleText) -> HttpResponse:
+    """The page again with this tab's text in the editor and the other tab's text beside it."""
+    job.refresh_from_db()
+    form = _note_form(job, selectors.draft_gate(job=job).urls, text)
+    return _workspace(request, job, note_form=form, stale=exc)
 
 
 def _within_evidence_cap(request: AuthenticatedHttpRequest, form: ContributeForm | AddEvidenceForm) -> bool:
@@ -212,13 +227,27 @@ def draft_detail(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse
 @endpoint(methods=["POST"], permission="notes.change_draftjob")
 def draft_text_save(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
     """Keep the editor's text on the draft: htmx saves it as it is edited; without JavaScript the
-    "Save my text" button posts here and comes back to the editor."""
+    "Save my text" button posts here and comes back to the editor. A save that lost to another
+    tab's is refused, and says so in this tab, with this tab's text kept."""
     job = _own_job(request, job_id)
     form = DraftTextForm(request.POST)
+    stale = None
     if form.is_valid():
-        job = services.draft_text_save(job=job, text=form.cleaned_data["text"])
+        seen = form.cleaned_data["seen"] if "seen" in request.POST else None
+        try:
+            job = services.draft_text_save(job=job, text=form.cleaned_data["text"], seen=seen)
+        except services.StaleText as exc:
+            stale = exc
+            job.refresh_from_db()
     if request.htmx:  # htmx swaps only 2xx answers: the status line says whether it was saved
-        return render(request, "notes/draft_detail.html#autosave", {"job": job, "form": form})
+        token = services.draft_text_token(job)
+        return render(
+            request,
+            "notes/draft_detail.html#autosave",
+            {"job": job, "form": form, "stale": stale, "token": token, "oob": True},
+        )
+    if stale is not None:
+        return _stale_text(request, job, form.cleaned_data["text"], stale)
     if form.is_valid():
         messages.success(request, "Your text is saved.")
     else:
@@ -332,27 +361,46 @@ def note_submit(request: AuthenticatedHttpRequest, job_id: int) -> HttpResponse:
         for error in form.errors.get("text", []) + list(form.non_field_errors()):
             messages.error(request, f"Not submitted: {error}")
         return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
+    text = form.cleaned_data["text"]
+    if (submitted := selectors.submitted_note(job=job)) is not None:
+        return _already_submitted(request, job, submitted, text)
     try:
-        note = services.note_submit(job=job, user=request.user, text=form.cleaned_data["text"])
+        seen = form.cleaned_data["seen"] if "seen" in request.POST else None
+        job = services.draft_text_save(job=job, text=text, seen=seen)
+        note = services.note_submit(job=job, user=request.user, text=text)
+    except services.StaleText as exc:
+        return _stale_text(request, job, text, exc)
     except services.FlowError as exc:
-        services.draft_text_save(job=job, text=form.cleaned_data["text"])
-        submitted = selectors.submitted_note(job=job)
-        if submitted is not None:  # the other tab won: say where its note is; this text stays to copy
-            messages.error(
-                request,
-                format_html(
-                    'Not submitted: this draft\'s note was already submitted (<a href="{}">see the submitted '
-                    "note</a>). The text you sent is kept below to copy.",
-                    reverse("my_note_detail", args=[submitted.pk]),
-                ),
-            )
-        else:
-            messages.error(request, f"Not submitted: {exc}")
+        if (submitted := selectors.submitted_note(job=job)) is not None:  # another tab won meanwhile
+            return _already_submitted(request, job, submitted, text)
+        messages.error(request, f"Not submitted: {exc}")
         return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
     messages.success(
         request, "Note submitted. The judges' verdicts appear below as they arrive; raters decide its status."
     )
     return redirect("my_note_detail", note_id=note.pk)
+
+
+def _already_submitted(request: AuthenticatedHttpRequest, job: DraftJob, note: Note, text: str) -> HttpResponse:
+    """A submit of a draft that already is a note: the same text again (the back button, a resent
+    form) is told where its note is; another text (another tab) is kept on the draft to copy."""
+    link = reverse("my_note_detail", args=[note.pk])
+    if text.split() == note.text.split() or local_copies.real_addresses(text).split() == note.text.split():
+        messages.info(
+            request, format_html('This draft was submitted as note {} (<a href="{}">see it</a>).', note.pk, link)
+        )
+    else:
+        services.draft_text_save(job=job, text=text)
+        messages.error(
+            request,
+            format_html(
+                'Not submitted: this draft was already submitted as note {} (<a href="{}">see the submitted '
+                "note</a>). The text you sent is kept below to copy.",
+                note.pk,
+                link,
+            ),
+        )
+    return redirect(f"{reverse('draft_detail', args=[job.pk])}#editor")
 
 
 @endpoint(methods=["GET"], permission="notes.add_note")

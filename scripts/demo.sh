@@ -52,6 +52,7 @@ $PY scripts/lib/demo_env.py >var/demo.env
 # on a first run) starts after the app is up, in the background (scripts/lib/warmup.sh, log
 # var/log/warmup.log); every page shows a banner while the marker var/warmup.running exists.
 date -u +%H:%M >var/warmup.running
+rm -f var/warmup.step  # a step a stopped warm-up left behind is not running
 
 # CPU work (embedding, scoring) and I/O work (LLM calls, drafts, the outbox and the sweeper) get
 # their own workers: an LLM answer or a refused connection is reported in seconds, not after the

@@ -375,7 +375,7 @@ def test_the_warmup_banner_is_polled_away_on_open_pages_and_says_what_the_last_w
     (tmp_path / "warmup.last-seconds").write_text("185\n")
     page = anon_client.get("/").content.decode()
     assert 'id="banners" hx-get="/banners/" hx-trigger="every 20s"' in page  # polled while it shows
-    assert "the last warm-up of this install took 3 minutes" in page and "about 5 minutes" not in page
+    assert "The last warm-up of this install took 3 minutes" in page and "about 5 minutes" not in page
     assert "Warming up in the background since 06:12 UTC" in anon_client.get("/banners/").content.decode()
     (tmp_path / "warmup.running").unlink()
     done = anon_client.get("/banners/").content.decode()

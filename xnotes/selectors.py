@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, QuerySet
 from django.utils import timezone
 
 from judging.models import JudgeDecision, JudgeRun
@@ -16,7 +16,7 @@ from notes.models import Note, Post, Rating, Topic
 from xnotes import budget, rules
 from xnotes.client import missing_settings
 from xnotes.models import XEvaluation, XFetchRun, XPost, XProposal, XTaskRun, XWrittenNote
-from xnotes.services import evaluator, proposals, written
+from xnotes.services import evaluator, hydrate, proposals, written
 
 POLL_SECONDS = 2
 
@@ -106,7 +106,9 @@ class WriterPage:
     writing_limit: rules.WritingLimit
     quota: proposals.Quota
     written_total: int
-    last_sync: dt.datetime | None
+    written_test: int  # notes stored from notes_written in test mode
+    written_live: int
+    last_sync: dt.datetime | None  # the newest stored note's sync, or a finished sync run's end
     runs: list[XFetchRun]
     active_run: XFetchRun | None
     budget_notes: budget.BudgetState
@@ -175,19 +177,29 @@ class WriterPage:
 
 def writer_page() -> WriterPage:
     runs = list(XFetchRun.objects.select_related("requested_by")[:10])
-    last = XWrittenNote.objects.order_by("-synced_at").values_list("synced_at", flat=True).first()
+    stored = XWrittenNote.objects.order_by("-synced_at").values_list("synced_at", flat=True).first()
+    synced = (
+        XTaskRun.objects.filter(kind=XTaskRun.Kind.SYNC, state=XTaskRun.State.DONE, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    last = max((t for t in (stored, synced) if t is not None), default=None)
+    by_mode = dict(XWrittenNote.objects.values("test_mode").annotate(n=Count("pk")).values_list("test_mode", "n"))
     return WriterPage(
         status=x_status(),
         admission=written.admission_now(),
         writing_limit=written.writing_limit_now(),
         quota=proposals.quota(),
-        written_total=XWrittenNote.objects.filter(test_mode=settings.X_TEST_MODE).count(),
+        written_total=by_mode.get(settings.X_TEST_MODE, 0),
+        written_test=by_mode.get(True, 0),
+        written_live=by_mode.get(False, 0),
         last_sync=last,
         runs=runs,
         active_run=next((r for r in runs if r.state in XFetchRun.ACTIVE), None),
         budget_notes=budget.state("notes"),
         budget_tweets=budget.state("tweets"),
-        without_text=Post.objects.filter(text_available=False, external_id__regex=r"^[0-9]{1,19}$").count(),
+        without_text=hydrate.posts_without_text().count(),
         not_returned=XPost.objects.exclude(lookup_error="").count(),
         hydrate_runs=list(XTaskRun.objects.filter(kind=XTaskRun.Kind.HYDRATE).select_related("requested_by")[:5]),
         sync_runs=list(XTaskRun.objects.filter(kind=XTaskRun.Kind.SYNC).select_related("requested_by")[:5]),

@@ -12,6 +12,7 @@ The reliability prior of the offline utility baseline is defined here too, per c
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -209,6 +210,17 @@ def host_of(url: str) -> str:
         return (urlsplit(url.strip()).hostname or "").rstrip(".").lower()
     except ValueError:
         return ""
+
+
+def is_loopback(host: str | None) -> bool:
+    """A name of this machine itself: localhost, 127.0.0.0/8 or ::1 (one place under several names)."""
+    host = (host or "").strip("[]").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def registered_domain(url: str) -> tuple[str, str]:

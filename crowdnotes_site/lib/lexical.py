@@ -62,6 +62,20 @@ def term_coverage(terms: Sequence[str], text: str) -> float:
     return sum(term <= found for term in wanted) / len(wanted)
 
 
+def _singular_stems(text: str) -> set[str]:
+    # The crude stem keeps a plural "s" of a short word ("duvets" vs "duvet"): drop it first.
+    words = content_words(text, short_numbers=True)
+    return {stem(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w) for w in words}
+
+
+def terms_touched(terms: Sequence[str], text: str) -> list[str]:
+    """The terms of which `text` contains at least one content word or number, singular or plural:
+    "feather duvets" is touched by "feather bedding" and by "duvet". A claim check counts these (a
+    passage rarely repeats a claim's phrases whole); `term_coverage` asks for whole terms."""
+    found = _singular_stems(text)
+    return [term for term in terms if _singular_stems(term) & found]
+
+
 def idf_overlap(query: str, texts: Sequence[str]) -> list[float]:
     """Per text, the IDF-weighted share of the query's stems it contains (0..1), the IDF taken over
     `texts` themselves: a word that every text repeats (the page's topic) counts for little, a

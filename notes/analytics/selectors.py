@@ -61,14 +61,14 @@ class DelaySummary:
     computed_at: dt.datetime | None = None
 
 
-# The delay figures are computed in PostgreSQL (a few aggregate queries, nothing per note comes back
-# to Python): a database may hold the whole public download (millions of notes and status-history
-# rows), too many to read into Python per request. percentile_cont is the same linear
-# interpolation as numpy's default, so the figures equal crowdnotes_site.lib.communitynotes.research.delays.percentiles on the
-# same values (tests/notes/analytics/test_analytics_sql.py). A summary is kept per web worker, keyed by
-# the filters and by the newest note, status change, imported history row and finished scoring run
-# (one query of index lookups); what that key does not see (an edited post time) shows within
-# DELAY_SUMMARY_MAX_AGE_S, and the page says when the figures were computed.
+# The delay figures are computed in the database: on PostgreSQL a few aggregate queries, nothing per
+# note comes back to Python (a database may hold the whole public download: millions of notes and
+# status-history rows, too many to read into Python per request). percentile_cont is the same linear
+# interpolation as numpy's default, so the figures equal crowdnotes_site.lib.communitynotes.research.delays.percentiles
+# on the same values (tests/notes/analytics/test_analytics_sql.py, run on both databases). A summary is kept
+# per web worker, keyed by the filters and by the newest note, status change, imported history row and
+# finished scoring run (one query of index lookups); what that key does not see (an edited post time)
+# shows within DELAY_SUMMARY_MAX_AGE_S, and the page says when the figures were computed.
 DELAY_SUMMARY_MAX_AGE_S = 300
 
 _PERCENTILES_SQL = (
@@ -82,11 +82,23 @@ def _sql_of(qs: QuerySet[Any]) -> tuple[str, tuple[Any, ...]]:
     return sql, tuple(params)
 
 
-def _hours_percentiles(hours_sql: str, inner: QuerySet[Any], where: str = "") -> tuple[delays.Percentiles, int]:
-    """delays.percentiles over `hours_sql` (an expression of the columns of `inner`, NULL for a
-    row without a delay), and the number of rows of `inner` (past `where`)."""
+def _hours_percentiles(
+    later: str, earlier: str, inner: QuerySet[Any], where: str = ""
+) -> tuple[delays.Percentiles, int]:
+    """delays.percentiles over the hours from column `earlier` to column `later` of `inner` (NULL:
+    a row without a delay), and the number of rows of `inner` (past `where`). The one home of the
+    analytics pages' database-specific SQL. On SQLite (the demo's embedded database: one machine's
+    data) the hours come back to Python and numpy computes the same definition; julianday reads
+    the stored times to the millisecond."""
     sql, params = _sql_of(inner)
-    query = f"{_PERCENTILES_SQL} FROM (SELECT ({hours_sql})::float8 AS h FROM ({sql}) AS r {where}) AS d"  # noqa: S608  (fixed SQL around the ORM's own)
+    if connection.vendor == "sqlite":
+        hours_of = f"SELECT (julianday({later}) - julianday({earlier})) * 24 FROM ({sql}) AS r {where}"  # noqa: S608  (fixed SQL around the ORM's own)
+        with connection.cursor() as cursor:
+            cursor.execute(hours_of, params)
+            rows = cursor.fetchall()
+        return delays.percentiles(h for (h,) in rows if h is not None), len(rows)
+    hours = f"EXTRACT(EPOCH FROM ({later} - {earlier})) / 3600"
+    query = f"{_PERCENTILES_SQL} FROM (SELECT ({hours})::float8 AS h FROM ({sql}) AS r {where}) AS d"  # noqa: S608  (fixed SQL around the ORM's own)
     with connection.cursor() as cursor:
         cursor.execute(query, (list(p / 100 for p in delays.PERCENTILES), *params))
         values, n, negative, total = cursor.fetchone()
@@ -94,9 +106,6 @@ def _hours_percentiles(hours_sql: str, inner: QuerySet[Any], where: str = "") ->
         return delays.Percentiles(None, None, None, None, 0, negative), total
     p25, p50, p75, p90 = (float(v) for v in values)
     return delays.Percentiles(p25, p50, p75, p90, n, negative), total
-
-
-_HOURS = "EXTRACT(EPOCH FROM ({} - {})) / 3600"
 
 
 def _first_verdict_report(
@@ -108,7 +117,7 @@ def _first_verdict_report(
 ) -> delays.DelayReport:
     """delays.delay_report over rows of `inner` with a note time and a first-verdict time (NULL:
     never left Needs More Ratings), beside `post_to_first_note` (none: no posts)."""
-    verdict, total = _hours_percentiles(_HOURS.format(verdict_time, note_time), inner, where)
+    verdict, total = _hours_percentiles(verdict_time, note_time, inner, where)
     never = total - verdict.n - verdict.n_negative
     return delays.DelayReport(
         post_to_first_note_hours=post_to_first_note or delays.percentiles([]),
@@ -148,7 +157,7 @@ def _delay_summary(f: AnalyticsFilters) -> DelaySummary:
     per_post = notes.values("post_id").annotate(
         first_note=Min("created_at"), post_time=Coalesce(Min("post__posted_at"), Min("post__created_at"))
     )
-    post_hours, n_posts = _hours_percentiles(_HOURS.format("first_note", "post_time"), per_post)
+    post_hours, n_posts = _hours_percentiles("first_note", "post_time", per_post)
     # A note imported from the public data gets its status here when this app scores its imported
     # ratings, years after it earned it: that time is not a verdict delay. Such notes are left out of
     # note -> first verdict (the imported status history gives their real delays).

@@ -13,6 +13,7 @@ from django.utils.safestring import mark_safe
 
 from crowdnotes_site.access import AuthenticatedHttpRequest, endpoint
 from crowdnotes_site.lib.communitynotes.research import outputs as research_outputs
+from crowdnotes_site.lib.communitynotes.research import real_figures
 from crowdnotes_site.lib.csvsafe import SafeWriter
 from notes.analytics import charts, selectors
 from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
@@ -20,7 +21,13 @@ from notes.analytics.forms import AnalyticsFilterForm, SpikeForm
 # Analytics show every note's scores and outcomes: the admin role's permission for scores.
 ANALYTICS = "notes.view_scores"
 
-STUDY_HEALTH = {"post_to_first_note_p50": 10.4, "note_to_first_verdict_p50": 7.2, "never_left_nmr_share": 0.879}
+# The source study's health-note figures (../shared/specs/PRODUCT.md; the two it shares with
+# `real_figures` are defined there).
+STUDY_HEALTH = {
+    "post_to_first_note_p50": 10.4,
+    "note_to_first_verdict_p50": real_figures.STUDY_NOTE_TO_VERDICT_P50_H,
+    "never_left_nmr_share": real_figures.STUDY_NMR_SHARE,
+}
 
 
 @endpoint(methods=["GET"], permission=ANALYTICS)
@@ -235,4 +242,19 @@ def research_page(request: AuthenticatedHttpRequest) -> HttpResponse:
                 "spike_chart": mark_safe(spike_chart),  # noqa: S308  (escaped by notes.analytics.charts)
                 "study": STUDY_HEALTH,
             }
+    context |= _real_figures()
     return render(request, "notes/analytics/research.html", context)
+
+
+def _real_figures() -> dict[str, object]:
+    """The research page's section of `manage.py real_figures`: its file as written, or why not."""
+    path = real_figures.figures_path(settings.VAR_DIR)
+    context: dict[str, object] = {"real_file": path}
+    if path.exists():
+        try:
+            data = real_figures.read(path)
+        except real_figures.RealFiguresError as exc:
+            context["real_error"] = str(exc)
+        else:
+            context |= {"real": data, "real_rows": real_figures.share_rows(data)}
+    return context

@@ -39,19 +39,27 @@ class ScoringOverview:
     changes: list[NoteStatusChange]
     pending: ScoringRun | None
     interval_s: float
-    next_run_at: datetime | None
+    # When the schedule is due next: the last scheduled run's time plus beat's interval for
+    # score-notes (None before the first scheduled run). It may have passed (`due_since`).
+    due_at: datetime | None
     poll_seconds: int | None
-    checked_at: datetime | None = None  # when this overview was read (the page says how fresh it is)
+    checked_at: datetime  # when this overview was read (the page says how fresh it is)
+
+    @property
+    def next_run_at(self) -> datetime | None:
+        """The next scheduled run's time when it is still ahead; never a time already past."""
+        return self.due_at if self.due_at is not None and self.due_at > self.checked_at else None
+
+    @property
+    def due_since(self) -> datetime | None:
+        """When the scheduled run that has not come yet fell due (None when it is still ahead)."""
+        return self.due_at if self.due_at is not None and self.due_at <= self.checked_at else None
 
     @property
     def overdue(self) -> bool:
-        """The next scheduled run should have started (a grace of SCORING_OVERDUE_S) but has not."""
-        return bool(
-            self.next_run_at
-            and self.checked_at
-            and self.pending is None
-            and (self.checked_at - self.next_run_at).total_seconds() > SCORING_OVERDUE_S
-        )
+        """The scheduled run should have started (a grace of SCORING_OVERDUE_S for beat's tick and the
+        queue) but has not."""
+        return self.due_since is not None and (self.checked_at - self.due_since).total_seconds() > SCORING_OVERDUE_S
 
 
 SCORING_POLL_S = 2
@@ -73,15 +81,14 @@ def scoring_overview(*, limit: int = 10) -> ScoringOverview:
     pending = ScoringRun.objects.filter(state__in=[ScoringRun.State.QUEUED, ScoringRun.State.RUNNING]).first()
     interval_s = float(settings.CELERY_BEAT_SCHEDULE["score-notes"]["schedule"])  # type: ignore[arg-type]
     last_scheduled = ScoringRun.objects.filter(trigger=ScoringRun.Trigger.SCHEDULE).order_by("-created_at").first()
-
-    next_run_at = last_scheduled.created_at + timedelta(seconds=interval_s) if last_scheduled else None
+    due_at = last_scheduled.created_at + timedelta(seconds=interval_s) if last_scheduled else None
     return ScoringOverview(
         runs=runs,
         last=last,
         changes=changes,
         pending=pending,
         interval_s=interval_s,
-        next_run_at=next_run_at,
+        due_at=due_at,
         poll_seconds=SCORING_POLL_S if pending else SCORING_IDLE_POLL_S,
         checked_at=timezone.now(),
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from crowdnotes_site.lib.llm.steps.supernote import MergeSource, SourceNote
+from crowdnotes_site.lib.text_rules import strip_urls
 
 DEFAULT_CANDIDATES = 100
 MIN_SUBSET = 2
@@ -44,14 +45,34 @@ class NoteSummary:
         )
 
 
-def sample_subsets(n_notes: int, n_candidates: int, rng: np.random.Generator) -> list[list[int]]:
-    """For each candidate, a random subset (size 2..n) of the note indexes in a random order."""
+def ordered_subsets_count(n_notes: int) -> int:
+    """How many ordered subsets of size 2..n the notes have (n!/(n-k)! summed over k)."""
+    total, ways = 0, n_notes
+    for k in range(2, n_notes + 1):
+        ways *= n_notes - k + 1
+        total += ways
+    return total
+
+
+def sample_subsets(
+    n_notes: int, n_candidates: int, rng: np.random.Generator, *, distinct: bool = False
+) -> list[list[int]]:
+    """For each candidate, a random subset (size 2..n) of the note indexes in a random order.
+    `distinct`: no ordered subset twice, so at most `ordered_subsets_count(n)` of them (a
+    deterministic writer, such as the offline merge, would only repeat a candidate)."""
     if n_notes < MIN_SUBSET:
         raise ValueError("a Supernote needs at least two source notes")
-    out = []
-    for _ in range(n_candidates):
+    wanted = min(n_candidates, ordered_subsets_count(n_notes)) if distinct else n_candidates
+    out: list[list[int]] = []
+    seen: set[tuple[int, ...]] = set()
+    while len(out) < wanted:
         size = int(rng.integers(MIN_SUBSET, n_notes + 1))
-        out.append([int(i) for i in rng.permutation(n_notes)[:size]])
+        subset = [int(i) for i in rng.permutation(n_notes)[:size]]
+        if distinct:
+            if tuple(subset) in seen:
+                continue
+            seen.add(tuple(subset))
+        out.append(subset)
     return out
 
 
@@ -66,6 +87,13 @@ def normalized_text(text: str) -> str:
     """A candidate's text for deduplication: lower case, punctuation and spacing ignored (links
     keep their letters, so a different link set is a different candidate)."""
     return _NON_WORD.sub(" ", text.lower()).strip()
+
+
+def copied_source(text: str, sources: Sequence[tuple[int, str]]) -> int | None:
+    """The pk of the source note whose text (links aside) the candidate repeats, if any: a copy of
+    one note is that note again, not a merge."""
+    key = normalized_text(strip_urls(text))
+    return next((pk for pk, source in sources if key and normalized_text(strip_urls(source)) == key), None)
 
 
 def first_of_each_text(texts: Sequence[str]) -> dict[int, int]:

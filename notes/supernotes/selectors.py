@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db.models import Count, Min, Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from crowdnotes_site.lib.communitynotes.research import real_jury
 from crowdnotes_site.lib.communitynotes.supernotes import comparison
 from crowdnotes_site.lib.communitynotes.supernotes.jury import estimate_mu
 from notes.models import (
@@ -406,3 +407,20 @@ def jury_evaluation() -> JuryEvaluation | None:
         rule_labels=[summary["rules"][r] for r in rules], rows=rows, differences=differences,
         ablation_truths=truths, ablation=ablation_rows,
     )  # fmt: skip
+
+
+# --- The jury on real posts (stored offline by `evaluate_jury --real --store`) -----------------------
+
+
+def real_jury_evaluation() -> dict[str, Any] | None:
+    """The stored table of the jury on the real folder's posts (`JURY_REAL_DIR/evaluation.json`), laid
+    out for the page with each row's rule cells in the rules' order; None when none is stored (or the
+    file is not one)."""
+    path = Path(settings.JURY_REAL_DIR) / real_jury.EVALUATION_FILE
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        rules = list(stored["rules"])
+        rows = [{**row, "rule_cells": [row["rules"][r] for r in rules]} for row in stored["rows"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {**stored, "rule_labels": [stored["rules"][r] for r in rules], "rows": rows}

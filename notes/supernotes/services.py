@@ -142,9 +142,10 @@ ALREADY_RUNNING = "A Supernote run for this post is already under way."
 
 def supernote_run_start(
     *, post: Post, user: User | None, n_candidates: int | None = None, jury_size: int | None = None,
-    stratified: bool = False,
+    stratified: bool = False, seed: int | None = None,
 ) -> SupernoteRun:  # fmt: skip
     """Queue a Supernote run for a stuck post (refused when the post is not stuck or a run is going).
+    `seed` fixes its draws (the demo's run); else SUPERNOTE_SEED, else a random one.
 
     One active run per post is the database's rule (partial unique constraint
     `one_active_supernote_run_per_post`): of two concurrent clicks one inserts, the other gets
@@ -167,7 +168,7 @@ def supernote_run_start(
                 n_candidates=n_candidates or settings.SUPERNOTE_CANDIDATES,
                 jury_size=jury_size or settings.SUPERNOTE_JURY_SIZE,
                 stratified=stratified,
-                seed=settings.SUPERNOTE_SEED or int(np.random.default_rng().integers(1, 2**31)),
+                seed=seed or settings.SUPERNOTE_SEED or int(np.random.default_rng().integers(1, 2**31)),
                 stage="Queued",
             )
             _enqueue(run)
@@ -273,7 +274,9 @@ def _step_claimed(run_id: int, embed: Embed | None) -> bool:
         leases.run_fail(SupernoteRun, run_id=run_id, error=error)
         return False
     notes = _run_notes(run)
-    subsets = cand.sample_subsets(len(notes), run.n_candidates, np.random.default_rng(run.seed))
+    # Offline, a subset in a given order always gives the same merge: each is drawn once.
+    offline = llm_client() is None
+    subsets = cand.sample_subsets(len(notes), run.n_candidates, np.random.default_rng(run.seed), distinct=offline)
     if run.candidates_done < len(subsets):
         _candidates_slice(run, notes, subsets)
         return True
@@ -302,7 +305,7 @@ def _candidates_slice(run: SupernoteRun, notes: list[cand.NoteSummary], subsets:
                 run=run, index=k, text=step.value or "", producer=step.producer.label,
                 source_note_ids=[n.pk for n in chosen],
                 filter_log=[] if step.value else [{"filter": "generation", "ok": False,
-                                                   "reason": step.error or "No parsable answer.",
+                                                   "reason": step.error or step.reasoning or "No parsable answer.",
                                                    "by": step.producer.label}],
             )
         )  # fmt: skip
@@ -315,10 +318,17 @@ def _candidates_slice(run: SupernoteRun, notes: list[cand.NoteSummary], subsets:
             rows[k - first].filter_log = [{"filter": "duplicate", "ok": False, "by": "normalized text",
                                            "reason": f"Same text as candidate {original}: filtered and scored once."}]  # fmt: skip
     texts = {n.pk: n.text for n in notes}
+    copies: set[int] = set()
+    for row in rows:
+        copied = cand.copied_source(row.text, list(texts.items())) if row.index not in repeats else None
+        if copied is not None:
+            copies.add(row.index)
+            row.filter_log = [{"filter": "merge", "ok": False, "by": "normalized text",
+                               "reason": f"Same text as source note {copied}: a copy of one note is not a merge."}]  # fmt: skip
     reach = _reachable if settings.SUPERNOTE_CHECK_LINKS_REACHABLE else None
     _progress(run, f"Checking principles of candidates {first + 1}-{last} of {total}", int(80 * first / total))
     for row in rows:
-        if row.text and row.index not in repeats:
+        if row.text and row.index not in repeats and row.index not in copies:
             results = filters.run_filters(row.text, [texts[pk] for pk in row.source_note_ids], client=client,
                                           reachable=reach)  # fmt: skip
             row.filter_log = [r.as_log() for r in results]
@@ -341,8 +351,12 @@ def _select(run: SupernoteRun, notes: list[cand.NoteSummary], embed: Embed | Non
     rows = list(run.candidates.order_by("index"))
     repeats = cand.first_of_each_text([r.text for r in rows])
     run.n_drawn = sum(1 for r in rows if r.text)
-    run.n_distinct = run.n_drawn - len(repeats)
+    copies = [r for r in rows if r.index not in repeats and cand.copied_source(r.text, list(texts.items()))]
+    # Distinct: new texts that are not a copy of one source note (neither is scored twice, nor at all).
+    run.n_distinct = run.n_drawn - len(repeats) - len(copies)
     distinct = f"{run.n_distinct} distinct candidate{'s' if run.n_distinct != 1 else ''} of {run.n_drawn} drawn"
+    if copies:
+        distinct += f" ({len(copies)} more only copied a source note)"
     passed = [r for r in rows if r.passed]
     try:
         model = phm_latest()

@@ -60,9 +60,10 @@ def stuck_posts(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @endpoint(methods=["GET"], permission="notes.add_supernoterun")
 def supernote_evaluation(request: AuthenticatedHttpRequest) -> HttpResponse:
-    """The jury against one-line rules on the public sample, as stored by `evaluate_jury_sample --store`
-    (computed offline, never in a request)."""
-    return render(request, "notes/supernote_evaluation.html", {"evaluation": supernote_selectors.jury_evaluation()})
+    """The jury against one-line rules on the public sample and on real posts, as stored by
+    `evaluate_jury_sample --store` and `evaluate_jury --real --store` (computed offline, never in a request)."""
+    context = {"evaluation": supernote_selectors.jury_evaluation(), "real": supernote_selectors.real_jury_evaluation()}
+    return render(request, "notes/supernote_evaluation.html", context)
 
 
 @endpoint(methods=["POST"], permission="notes.add_supernoterun")

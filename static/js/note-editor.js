@@ -14,7 +14,6 @@
   function bind() {
     var area = document.querySelector("[data-note-editor]");
     var out = document.getElementById("note-count");
-    var button = document.getElementById("submit-note");
     if (!area || !out) return;
     var limit = parseInt(area.dataset.limit, 10);
     var urls = parseInt(area.dataset.urls, 10) || 0;
@@ -27,8 +26,11 @@
       var over = n > limit;
       out.classList.toggle("over", over);
       area.setAttribute("aria-invalid", over ? "true" : "false");
+      // Looked up each time: a confirmed passage swaps in a new button (htmx, out of band). A button
+      // the server disabled (no confirmed passage yet: data-blocked) stays disabled whatever the length.
+      var button = document.getElementById("submit-note");
       if (button) {
-        button.disabled = over;
+        button.disabled = over || button.dataset.blocked === "1";
         button.title = over ? "Over the limit by " + (n - limit) + " characters" : "";
       }
       var warn = document.getElementById("note-over");
@@ -42,6 +44,7 @@
       if (warn) warn.textContent = over ? "Too long: " + n + " of " + limit + " characters. Shorten it by " + (n - limit) + "." : "";
     }
     area.addEventListener("input", update);
+    document.body.addEventListener("htmx:afterSettle", update);
     update();
   }
   document.addEventListener("DOMContentLoaded", bind);

@@ -8,12 +8,18 @@ from typing import Any
 import pytest
 
 from crowdnotes_site.lib.communitynotes.supernotes import phm
+from crowdnotes_site.lib.llm.steps.common import split_data_block
 from notes.models import Note, Rating, SupernoteRun
 from notes.roles import ADMIN, RATER
 from notes.supernotes import services
 from tests.notes.supernotes.test_runs import NOTE_TEXTS, _stuck_post
 from tests.support.browser import sign_in
 from tests.support.screenshots import docs_image_path
+
+MERGED = (
+    "Large studies of millions of children found no link between vaccines and autism, and the 1998 paper "
+    "claiming a link was retracted for fraud. https://cdc.gov/autism https://thelancet.com/retraction"
+)
 
 
 @pytest.mark.browser
@@ -37,9 +43,12 @@ def test_stuck_post_to_rated_supernote(
 
     def answer(messages: list[dict[str, Any]]) -> str:
         content = messages[-1]["content"]
-        if "Instructions:" in content:
-            return NOTE_TEXTS[0]
-        return "Fine.\nFinal decision: yes"
+        if "Instructions:" not in content:
+            return "Fine.\nFinal decision: yes"
+        # A merge of the two notes every rater likes when both are shown; otherwise a copy of one note,
+        # which is no merge and is dropped before the jury.
+        shown = {n["text"] for n in split_data_block(content)[1].get("existing_notes", [])}
+        return MERGED if {NOTE_TEXTS[0], NOTE_TEXTS[1]} <= shown else sorted(shown)[0]
 
     llm_server.respond_with(answer)
     # Supernote runs are admins' by default (hundreds of LLM calls a click).

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
+from crowdnotes_site.lib import categories
 from crowdnotes_site.lib.categories import HEALTH_AUTHORITY
 from evidence import local_copies
 from evidence.matching import Matcher
@@ -69,3 +71,28 @@ def test_a_pasted_cdc_copy_is_a_cdc_source_read_from_the_copy_and_sent_to_x_unde
     assert x_proposals.x_note_text(old) == f"No link between vaccines and SIDS: {REAL}"
     assert x_proposals.trustworthy_sources(old)
     assert Snippet.objects.filter(url__startswith="http://127.0.0.1").count() == 0
+
+
+def test_the_same_copy_under_localhost_and_127_0_0_1_is_one_source_with_one_category(
+    served_copies: str, contributor: Any
+) -> None:
+    as_localhost = served_copies.replace("://127.0.0.1:", "://localhost:")
+    assert as_localhost != served_copies
+    assert local_copies.original_of(as_localhost) == local_copies.original_of(served_copies) == REAL
+    assert local_copies.real_addresses(f"See {as_localhost}") == f"See {REAL}"
+    # Another port on this machine is another server, not the copies.
+    other_port = as_localhost.replace(f":{urlsplit(served_copies).port}/", ":1/")
+    assert local_copies.original_of(other_port) is None
+    post = Post.objects.create(text="Vaccines cause SIDS, the CDC hides it.", text_hash="sids-2")
+    job = DraftJob.objects.create(post=post, contributor=contributor)
+    (snippet,) = draft_job_add_urls(job=job, urls=[as_localhost])
+    assert snippet.url == REAL
+    assert categories.category_by_rules(snippet.url).category == HEALTH_AUTHORITY
+
+
+@pytest.mark.parametrize("url", ["http://localhost:8001/a.html", "http://127.0.0.1:8001/a.html", "http://[::1]:8001/a"])
+def test_a_page_on_this_machine_that_is_no_copy_is_no_known_publisher_under_any_of_its_names(url: str) -> None:
+    """No rule knows it (an LLM, when configured, may still name its kind from the page itself)."""
+    decision = categories.category_by_rules(url)
+    assert (decision.category, decision.rule) == (categories.OTHER, "no rule")
+    assert categories.is_loopback(urlsplit(url).hostname)

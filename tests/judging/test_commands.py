@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from judging.models import JudgeDecision, JudgeRun
 from tests.judging.factories import answers
+from tests.support import real_folder as rf
 
 pytestmark = pytest.mark.django_db
 
@@ -87,35 +89,105 @@ def test_it_uses_labelled_offline_baselines_without_an_endpoint(settings: Any, t
     assert [s["judge"].split(":")[0] for s in result["stages"]] == ["baseline"] * 3
 
 
-def _tiny_dataset(root: Path) -> Path:
-    helpful = [f"Health agencies and trials show claim {i} is false, see https://who.int/{i}" for i in range(14)]
-    unhelpful = [f"lol whatever {i}, you people are idiots" for i in range(10)]
-    notes = root / "colin-fraser"
-    scored = root / "shiruken"
-    notes.mkdir(parents=True)
-    scored.mkdir()
-    rows = [(str(1000 + i), t, "CURRENTLY_RATED_HELPFUL") for i, t in enumerate(helpful)]
-    rows += [(str(2000 + i), t, "CURRENTLY_RATED_NOT_HELPFUL") for i, t in enumerate(unhelpful)]
-    (notes / "notes-00000.tsv").write_text("noteId\tsummary\n" + "".join(f"{i}\t{t}\n" for i, t, _ in rows))
-    (scored / "scoredNotes_2023-02-18.tsv").write_text(
-        "noteId\tratingStatus\n" + "".join(f"{i}\t{s}\n" for i, _, s in rows)
-    )
-    return root
+def _real_folder(root: Path) -> Path:
+    """A tiny folder in the real Community Notes layout: 14 Helpful notes citing a source, 10 Not Helpful ones."""
+    day = rf.at(2025, 3, 1)
+    helpful = [
+        rf.note(
+            day,
+            f"post-{i}",
+            i,
+            summary=f"Health agencies and trials show claim {i} is false, see https://who.int/{i}",
+            status=rf.CRH,
+            statusMature="1",
+            lang="en",
+        )
+        for i in range(14)
+    ]
+    unhelpful = [
+        rf.note(
+            day,
+            f"post-{i}",
+            100 + i,
+            summary=f"lol whatever {i}, you people are idiots",
+            status=rf.CRNH,
+            statusMature="1",
+            lang="en",
+        )
+        for i in range(10)
+    ]
+    return rf.write(root, helpful + unhelpful, [])
 
 
 def test_it_trains_reports_and_then_judges_with_the_classifier(settings: Any, tmp_path: Path) -> None:
-    data = _tiny_dataset(tmp_path / "data")
+    data = _real_folder(tmp_path / "real")
     models = tmp_path / "models"
     out = io.StringIO()
-    call_command("train_helpfulness_classifier", "--data-dir", str(data), "--output-dir", str(models), stdout=out)
+    call_command(
+        "train_helpfulness_classifier", "--folder", str(data), "--output-dir", str(models), "--seeds", "2", stdout=out
+    )
     text = out.getvalue()
-    assert "examples: 24 (14 helpful, 10 not helpful)" in text
-    assert "held-out macro-F1" in text and "macro-accuracy" in text
+    assert "saved: 24 notes (10 Not Helpful), years [2025]" in text
+    assert "| all notes | trained judge | 24 | 10 |" in text and "| all notes | cites a URL | 24 | 10 | 1.000 |" in text
     version = (models / "LATEST").read_text().strip()
-    assert json.loads((models / version / "meta.json").read_text())["metrics"]["n_examples"] == 24
+    assert json.loads((models / version / "meta.json").read_text())["n"] == 24
 
     result = _judge_offline(settings, models)
     assert result["stages"][2]["judge"] == f"classifier:{version}"
+
+
+def _judge_helpfulness(path: Path) -> list[dict[str, Any]]:
+    out = io.StringIO()
+    call_command("judge_helpfulness", "--notes", str(path), "--json", stdout=out)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_judge_helpfulness_prints_a_json_line_per_note_and_trains_first_when_no_model_is_saved(
+    settings: Any, tmp_path: Path, capsys: Any
+) -> None:
+    settings.COMMUNITYNOTES_REAL_DIR = _real_folder(tmp_path / "real")
+    settings.HELPFULNESS_CLASSIFIER_DIR = str(tmp_path / "models")
+    notes = tmp_path / "notes.jsonl"
+    lines = [
+        {"noteId": "a1", "summary": "Trials show claim 99 is false, see https://who.int/99", "post_text": None,
+         "lang": "en", "classification": "MISINFORMED_OR_POTENTIALLY_MISLEADING"},
+        {"noteId": "b2", "summary": "lol whatever, you people are idiots", "post_text": "A post", "lang": None,
+         "classification": None},
+    ]  # fmt: skip
+    notes.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    err = io.StringIO()
+    out = io.StringIO()
+    call_command("judge_helpfulness", "--notes", str(notes), "--json", stdout=out, stderr=err)
+    assert "no saved helpfulness model: training one from" in err.getvalue()
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["noteId"] for r in rows] == ["a1", "b2"]
+    assert rows[0]["helpful"] is True and rows[1]["helpful"] is False
+    assert rows[0]["score"] > 0.5 > rows[1]["score"]
+    # The second call reuses the saved model: it says nothing on stderr and gives the same scores.
+    err = io.StringIO()
+    out = io.StringIO()
+    call_command("judge_helpfulness", "--notes", str(notes), "--json", stdout=out, stderr=err)
+    assert err.getvalue() == "" and [json.loads(line) for line in out.getvalue().splitlines()] == rows
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"noteId": "a", "summary": "ok https://a.org"}', "not json"], "line 2: not JSON"),
+        (['{"noteId": "a", "summary": "  "}'], "line 1: 'summary' is empty"),
+        (['{"summary": "text"}'], "line 1: missing 'noteId'"),
+        (["", '["a list"]'], "line 2: a JSON object is expected"),
+    ],
+)
+def test_judge_helpfulness_refuses_bad_input_naming_the_line(
+    settings: Any, tmp_path: Path, lines: list[str], message: str
+) -> None:
+    settings.HELPFULNESS_CLASSIFIER_DIR = str(tmp_path / "models")
+    path = tmp_path / "notes.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CommandError, match=message):
+        _judge_helpfulness(path)
+    assert not (tmp_path / "models").exists()  # refused before any training
 
 
 def test_it_queues_runs_for_existing_notes_once(django_capture_on_commit_callbacks: Any) -> None:

@@ -184,7 +184,7 @@ def test_it_runs_preflight_offline_without_writing(settings: Any) -> None:
     settings.JUDGE_BASELINE_SIMILARITY = "lexical"
     settings.HELPFULNESS_CLASSIFIER_DIR = "/nonexistent"
     result = services.preflight_run(post_text="MMR vaccine causes autism", note_text="x", snippets=[SNIPPET])
-    assert result.stages[0].judge == "baseline:lexical-overlap-v1+note-on-claim-v1"
+    assert result.stages[0].judge == "baseline:lexical-overlap-v1+claim-terms-v1+note-on-claim-v1"
     assert JudgeDecision.objects.count() == 0 and JudgeRun.objects.count() == 0
 
 

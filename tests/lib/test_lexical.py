@@ -44,3 +44,13 @@ def test_a_key_term_counts_only_when_the_text_holds_all_of_it() -> None:
     assert term_coverage(terms, queensland) == pytest.approx(2 / 3)
     assert term_coverage(terms, "") == 0.0
     assert term_coverage(["the", "of it"], nsw) == 0.0  # no content words: nothing to count
+
+
+def test_it_lists_the_terms_a_text_touches() -> None:
+    from crowdnotes_site.lib.lexical import terms_touched
+
+    terms = ["feather duvet", "lung disease", "type 2 diabetes"]
+    assert terms_touched(terms, "Feather bedding and type 1 diabetes.") == ["feather duvet", "type 2 diabetes"]
+    assert terms_touched(terms, "Steroids helped.") == []
+    # Singular or plural: the crude six-letter stem alone would keep "duvets" and "duvet" apart.
+    assert terms_touched(["duvets", "lungs"], "A duvet inflamed his lung.") == ["duvets", "lungs"]

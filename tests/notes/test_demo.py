@@ -89,7 +89,9 @@ def test_demo_times_are_consistent_so_every_delay_is_non_negative(cn_data: Path,
     # The public samples are imported beside the demo as real data (not demo), with their history.
     from notes.models import ImportedNoteHistory
 
-    assert Note.objects.filter(is_demo=False, external_id__isnull=False).count() == 4880
+    # 4880 notes of the public sample and 85 of the slice of real 2025 posts (notes/communitynotes/real_slice.py).
+    assert Note.objects.filter(is_demo=False, external_id__isnull=False).count() == 4880 + 85
+    assert "30 posts and 85 notes added with their text" in out.getvalue()
     assert ImportedNoteHistory.objects.count() == 36118 and Post.objects.filter(is_demo=False).exists()
     posts = list(Post.objects.filter(is_demo=True))
     assert posts and all(p.posted_at is not None for p in posts)
@@ -110,7 +112,7 @@ def test_demo_times_are_consistent_so_every_delay_is_non_negative(cn_data: Path,
     assert verdict.p90 < 24 * 30  # ratings arrive within a day of a note: no years-long "delay"
     # Imported notes were scored here at import time: left out of note -> first verdict, and said so.
     page = admin_client.get(reverse("analytics:delays"))
-    assert page.context["summary"].n_imported == 4880 and "4880 notes imported from the public data" in (
+    assert page.context["summary"].n_imported == 4965 and "4965 notes imported from the public data" in (
         page.content.decode()
     )
     imported = page.context["imported"].report.note_to_first_verdict_hours
@@ -279,3 +281,87 @@ def test_load_demo_makes_a_request_queue_and_with_a_jury_model_a_living_note_wit
     # Once: another run changes nothing.
     call_command("demo_living", stdout=StringIO())
     assert RevisionRun.objects.count() == 2 and Suggestion.objects.count() == 4
+
+
+def _every_table() -> dict[str, int]:
+    from django.apps import apps
+
+    return {model._meta.label: model._default_manager.count() for model in apps.get_models()}
+
+
+def _ratings() -> set[tuple[object, ...]]:
+    return set(Rating.objects.values_list("note_id", "rater_id", "level", "created_at"))
+
+
+def test_load_demo_is_idempotent_on_every_table_after_its_living_note_is_revised(
+    settings: Any, tmp_path: Path, cn_data: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    """A demo restart runs load_demo again: once the warm-up's jury model is stored, the first load
+    revises the living note (its version 1 ratings retired); every later load adds nothing: no
+    rating given back to the replaced text, no scoring run, no row in any table."""
+    from crowdnotes_site.lib.communitynotes.supernotes import phm
+    from notes.models import RetiredRating, ScoringRun
+    from notes.supernotes import services as supernote_services
+
+    settings.PHM_DIR = tmp_path / "phm"
+    settings.LLM_BASE_URL = ""
+
+    def load() -> None:
+        with django_capture_on_commit_callbacks(execute=False):
+            call_command("load_demo", "--no-benchmark", stdout=StringIO())
+
+    load()
+    once = _every_table()
+    load()
+    assert _every_table() == once and ScoringRun.objects.count() == 1
+    supernote_services.phm_train_from_db(embedder_name=phm.HASHING)  # the warm-up's train_phm
+    load()  # the living note is revised now
+    assert RetiredRating.objects.exists()
+    revised, ratings = _every_table(), _ratings()
+    load()
+    assert _every_table() == revised
+    assert _ratings() == ratings
+
+
+def test_the_demos_supernote_run_merges_distinct_candidates_and_says_why_it_proposes_none(
+    settings: Any, tmp_path: Path, cn_data: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The warm-up's Supernote run on the demo's stuck post, offline as the demo runs it: each
+    candidate merges two or more of the post's notes with their link, no two scored candidates are
+    one text, none is a source note again, and (README "Supernotes") with the demo's seed the
+    jury's best merge does not clear 0.40, so nothing is proposed and no comparison is offered."""
+    from crowdnotes_site.lib.text_rules import strip_urls
+    from notes.demo import DEMO_SUPERNOTE_SEED
+    from notes.models import SupernoteRun
+    from notes.supernotes import selectors
+    from notes.supernotes.candidates import copied_source, normalized_text
+    from notes.supernotes.services import supernote_run_execute
+
+    settings.PHM_DIR = tmp_path / "phm"
+    settings.LLM_BASE_URL = ""
+    with django_capture_on_commit_callbacks(execute=False):
+        call_command("load_demo", "--no-judging", "--no-benchmark", "--no-living", stdout=StringIO())
+    call_command("train_phm", "--embedder", "hashing-bow-256", stdout=StringIO())  # as the warm-up does
+    with django_capture_on_commit_callbacks(execute=False):
+        call_command("demo_supernote", stdout=StringIO())
+    run = SupernoteRun.objects.get()
+    assert run.seed == DEMO_SUPERNOTE_SEED
+    supernote_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    sources = list(Note.objects.filter(pk__in=run.source_note_ids))
+    assert len(sources) == 3
+    rows = list(run.candidates.order_by("index"))
+    written = [r for r in rows if r.text]
+    assert len(rows) == 12 and len(written) >= 6  # each ordered subset once; some pairs do not fit in 280
+    for row in written:
+        body = strip_urls(row.text)
+        assert copied_source(row.text, [(n.pk, n.text) for n in sources]) is None
+        assert len(row.source_note_ids) >= 2 and row.text.endswith(sources[0].evidence_urls[0])
+        # Its statements are the notes' own words, from at least two notes.
+        quoted = {n.pk for n in sources for part in body.split(". ") if len(part) > 30 and part.rstrip(".") in n.text}
+        assert len(quoted) >= 2, row.text
+    scored = [r for r in rows if r.jury_intercept is not None]
+    assert len(scored) >= 2 and len({normalized_text(r.text) for r in scored}) == len(scored) == run.n_distinct
+    # What README says the demo shows: merges scored by the jury, the best under 0.40, nothing proposed.
+    assert run.winner_intercept is not None and run.winner_intercept <= 0.40 and "is not above 0.40" in run.outcome
+    assert run.proposed_note is None and selectors.comparison_pair(post=run.post) is None

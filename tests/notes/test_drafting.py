@@ -10,7 +10,7 @@ from evidence import snippets
 from notes import services
 from notes.models import DraftJob
 from tests.conftest import wait_for
-from tests.notes.factories import make_job, make_ready_snippet
+from tests.notes.factories import make_job, make_post, make_ready_snippet
 from tests.support.llm_server import Reply
 
 PASSAGE = "Controlled trials found that vitamin C supplements do not prevent the flu in the general population."
@@ -18,7 +18,8 @@ OTHER = "Roses need six hours of sun a day and well-drained soil."
 
 
 def _ready_job(user: Any) -> DraftJob:
-    job = make_job(user)
+    # The post's claim is what PASSAGE answers (the offline draft keeps only sentences on the claim).
+    job = make_job(user, make_post("Vitamin C supplements prevent the flu, take them every day."))
     keep = make_ready_snippet(job, "https://a.example/trials", PASSAGE)
     drop = make_ready_snippet(job, "https://b.example/roses", OTHER)
     snippets.snippet_review(snippet=keep, user=user, confirmed=True)

@@ -370,3 +370,30 @@ def test_the_note_pages_x_panel_polls_with_the_judges_and_offers_the_proposal_wh
     JudgeRun.objects.filter(pk=run.pk).update(state=JudgeRun.State.DONE, helpful=True)
     live = admin_client.get(f"/me/notes/{note.pk}/", headers={"HX-Request": "true"}).content.decode()
     assert 'id="x-propose-link"' in live and "The judges have not finished" not in live
+
+
+def test_the_writer_pages_polled_section_shows_what_a_finished_sync_stored(
+    x_api: FakeX, admin_client: CsrfClient, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The figures read from stored notes and runs are in the section the page re-reads while a run
+    works: when the sync ends, its last poll replaces the "never synced" the page opened with."""
+    from xnotes.tasks import x_sync_written
+
+    for i in range(60):
+        x_api.notes.insert(0, {"id": str(1940000000000000000 + (i << 22)), "info": {"post_id": str(1800000000000000000 + i)},
+                               "status": "needs_more_ratings", "test_result": {"evaluation_outcome": x_api.outcomes}})  # fmt: skip
+    for i in range(3):  # imported posts with an X id and no text
+        Post.objects.create(
+            text="", text_available=False, text_hash=f"imported-{i}", external_id=str(1700000000000000000 + i)
+        )
+    opened = admin_client.get("/x/writer/").content.decode()
+    assert "never synced" in opened and 'id="x-admission-n">0<' in opened
+    with django_capture_on_commit_callbacks(execute=False):
+        admin_client.post("/x/writer/sync/")
+    x_sync_written(XTaskRun.objects.get(kind="sync").pk)  # what the worker runs
+    fragment = admin_client.get("/x/writer/", headers={"HX-Request": "true"}).content.decode()
+    assert fragment.lstrip().startswith('<div id="x-live"')
+    assert "never synced" not in fragment and "last synced" in fragment
+    assert 'id="x-admission-n">50<' in fragment and "60 test-mode and 0 live notes stored" in fragment
+    # Both "without text" figures are the one count of the same moment.
+    assert fragment.count("3 without text now") == 1 and "the posts that have an X id but no text: 3 now" in fragment

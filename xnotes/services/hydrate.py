@@ -32,7 +32,8 @@ class HydrateStats:
         return dict(self.__dict__)
 
 
-def _posts_without_text() -> Any:
+def posts_without_text() -> Any:
+    """Posts with an X id but no text (what hydrating looks up; the writer page counts them)."""
     return Post.objects.filter(text_available=False, external_id__regex=r"^[0-9]{1,19}$")
 
 
@@ -43,8 +44,8 @@ def hydrate_candidates(*, limit: int, now: dt.datetime | None = None) -> tuple[l
     recent_error = Q(xpost__lookup_error_at__gte=now - dt.timedelta(days=settings.X_NOT_FOUND_RETRY_DAYS))
     # Found before but left without text (its text is another post's, which holds it): never again.
     done = Q(xpost__hydrated_at__isnull=False)
-    skipped = _posts_without_text().filter(recent_error | done).count()
-    posts = list(_posts_without_text().exclude(recent_error).exclude(done).order_by("id")[:limit])
+    skipped = posts_without_text().filter(recent_error | done).count()
+    posts = list(posts_without_text().exclude(recent_error).exclude(done).order_by("id")[:limit])
     return posts, skipped
 
 

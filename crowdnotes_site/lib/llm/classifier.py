@@ -1,312 +1,359 @@
-"""A locally trained helpfulness judge: sentence embeddings + logistic regression.
+"""The trained helpfulness judge: a linear model learned from the crowd's own final verdicts.
 
-Pure module (no ORM): loaders read public Community Notes files into (text, label) pairs,
-`train` fits and evaluates on a held-out split, `save`/`load` keep versioned models on
-disk (joblib + JSON metadata). The embedding function is passed in (see evidence.embedding.encoder), so
-tests can use a cheap one.
+Pure module (no ORM). Training data: the notes of the real Community Notes folder
+(`communitynotes.data.real`) with a mature Helpful / Not Helpful status. Inputs, each as the
+helpfulness stage has them: the note's text without its URLs (character n-grams, so every
+language reads), the URLs it cites (how many, and their kinds as `lib.categories` files them),
+its length, the writer's classification, its language and the post's text where known (whether
+there is one, and how much of it the note takes up). Unknown inputs (the app's stage knows no
+language) have a value of their own, so the model never guesses them.
+
+`evaluate` reports held-out macro-F1, balanced accuracy and n over folds by post and several
+seeds, overall, by language, by year and on the notes that cite a URL, each beside the rules
+"cites a URL" and "always helpful". The threshold is 0.5 of a class-balanced fit: nothing is
+tuned on the held-out notes. `save`/`load` keep versioned models on disk (joblib + JSON).
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from crowdnotes_site.lib import status
+from crowdnotes_site.lib.communitynotes.data import real
+from crowdnotes_site.lib.communitynotes.supernotes import features as nf
 from crowdnotes_site.lib.hashing import sha256_hex
 from crowdnotes_site.lib.text_rules import find_urls, strip_urls
 
 if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
-Embed = Callable[[Sequence[str]], np.ndarray]
-
-HELPFUL, NOT_HELPFUL = status.CURRENTLY_RATED_HELPFUL, status.CURRENTLY_RATED_NOT_HELPFUL
 LATEST_FILE = "LATEST"
+FEATURES = "char-ngrams+urls+sources+length+classification+lang+post-v3"
+NOT_MISLEADING = "NOT_MISLEADING"
+# The languages with enough verdicts to learn from; any other (or none known) is a value of its own.
+LANGS = ("en", "pt", "ja", "es", "fr")
+INPUTS = ("text", "urls", "sources", "length", "classification", "lang", "post")
+_WORD = re.compile(r"\w{3,}", re.UNICODE)
 
 
 @dataclass(frozen=True)
-class LabelledNote:
-    note_id: str
+class JudgedNote:
+    """A note as the helpfulness stage judges it: text without URLs, the cited URLs apart."""
+
     text: str
-    helpful: bool
-    source: str
+    urls: tuple[str, ...] = ()
+    post_text: str = ""
+    lang: str = ""
+    classification: str = ""
+
+    @classmethod
+    def from_summary(cls, summary: str, *, post_text: str = "", lang: str = "", classification: str = "") -> JudgedNote:
+        # As the training notes are read: entities decoded, link tags dropped (some sources kept X's HTML).
+        summary, post_text = real.plain_text(summary), real.plain_text(post_text or "")
+        return cls(strip_urls(summary), tuple(find_urls(summary)), post_text, lang or "", classification or "")
 
 
-# --- Loading crowd labels -----------------------------------------------------------------
+def judged_real(note: real.RealNote) -> JudgedNote:
+    return JudgedNote.from_summary(
+        note.summary, post_text=note.post_text, lang=note.lang, classification=note.classification
+    )
 
 
-def _tsv(path: Path) -> Iterable[dict[str, str]]:
-    csv.field_size_limit(1 << 27)
-    with path.open(newline="", encoding="utf-8") as fh:
-        # QUOTE_NONE: the dumps are plain TSV; note texts contain stray quotes.
-        yield from csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+# --- Features -----------------------------------------------------------------------------
 
 
-def load_statuses(data_dir: Path) -> dict[str, str]:
-    """noteId -> latest known status, newest source first (read by header name: the
-    layouts changed over time)."""
-    statuses: dict[str, str] = {}
-    for rel in (
-        "shiruken/scoredNotes_2023-02-18.tsv",
-        "shiruken/scoredNotes_2022-12-10.tsv",
-    ):
-        path = data_dir / rel
-        if path.exists():
-            for row in _tsv(path):
-                if row.get("ratingStatus"):
-                    statuses.setdefault(row["noteId"], row["ratingStatus"])
-    path = data_dir / "mcroston/noteStatusHistory-00000.tsv"
-    if path.exists():
-        for row in _tsv(path):
-            if row.get("currentStatus"):
-                statuses.setdefault(row["noteId"], row["currentStatus"])
-    return statuses
+def _post_share(text: str, post: str) -> float:
+    """How much of the post's vocabulary the note uses (0 without a post)."""
+    post_words = {w.lower() for w in _WORD.findall(post)}
+    if not post_words:
+        return 0.0
+    return len(post_words & {w.lower() for w in _WORD.findall(text)}) / len(post_words)
 
 
-def load_status_labelled_notes(data_dir: Path) -> list[LabelledNote]:
-    """Notes whose text we have and whose scorer status is Helpful or Not Helpful."""
-    statuses = load_statuses(data_dir)
-    out: list[LabelledNote] = []
-    notes_path = data_dir / "colin-fraser/notes-00000.tsv"
-    if notes_path.exists():
-        for row in _tsv(notes_path):
-            status = statuses.get(row["noteId"])
-            if status in (HELPFUL, NOT_HELPFUL) and row.get("summary"):
-                out.append(
-                    LabelledNote(
-                        row["noteId"],
-                        row["summary"],
-                        status == HELPFUL,
-                        "colin-fraser+status",
-                    )
-                )
-    factgpt = data_dir / "factgpt/tweets_and_notes_backup.json"
-    if factgpt.exists():
-        for item in json.loads(factgpt.read_text(encoding="utf-8")):
-            note = item.get("community_notes") or {}
-            status = statuses.get(str(note.get("noteId")))
-            if status in (HELPFUL, NOT_HELPFUL) and note.get("summary"):
-                out.append(
-                    LabelledNote(
-                        str(note["noteId"]),
-                        note["summary"],
-                        status == HELPFUL,
-                        "factgpt+status",
-                    )
-                )
-    saveski = data_dir / "saveski/sampled_notes_round_1.csv"
-    if saveski.exists():
-        with saveski.open(newline="", encoding="utf-8") as fh:
-            for row in csv.DictReader(fh):
-                # Every note of this sample reached Helpful (note_hours_crh is its delay).
-                if row.get("note_full_text") and row.get("note_hours_crh"):
-                    out.append(
-                        LabelledNote(
-                            f"saveski:{row['tweet_id']}",
-                            row["note_full_text"],
-                            True,
-                            "saveski",
-                        )
-                    )
+def dense_features(note: JudgedNote, inputs: Sequence[str] = INPUTS) -> list[float]:
+    """The numeric inputs of one note (each group only when `inputs` names it)."""
+    out: list[float] = []
+    n = len(note.urls)
+    if "urls" in inputs:
+        out += [float(n == 0), float(n == 1), float(n >= 2)]
+    if "sources" in inputs:
+        sources = nf.source_features(list(note.urls))
+        out += [sources[k] for k in nf.SOURCES]
+    if "length" in inputs:
+        out += [math.log1p(len(note.text)), math.log1p(len(note.text.split()))]
+    if "classification" in inputs:
+        out += [float(note.classification == NOT_MISLEADING), float(note.classification == "")]
+    if "lang" in inputs:
+        out += [float(note.lang == code) for code in LANGS] + [float(note.lang == "")]
+    if "post" in inputs:
+        out += [float(bool(note.post_text)), _post_share(note.text, note.post_text)]
     return out
 
 
-def load_ratio_labelled_notes(
-    data_dir: Path,
-    *,
-    min_ratings: int = 5,
-    helpful_at: float = 0.84,
-    not_helpful_below: float = 0.29,
-) -> list[LabelledNote]:
-    """Extra labels from raw 2021 ratings with the early Birdwatch ratio rule (helpful share
-    >= 0.84 with >= 5 ratings: Helpful; < 0.29: Not Helpful). Weaker than scorer statuses."""
-    counts: dict[str, list[int]] = {}
-    ratings = data_dir / "colin-fraser/ratings-00000.tsv"
-    notes_path = data_dir / "colin-fraser/notes-00000.tsv"
-    if not (ratings.exists() and notes_path.exists()):
-        return []
-    for row in _tsv(ratings):
-        c = counts.setdefault(row["noteId"], [0, 0])
-        c[0] += int(row.get("helpful") or 0)
-        c[1] += 1
-    out = []
-    for row in _tsv(notes_path):
-        helpful, total = counts.get(row["noteId"], (0, 0))
-        if total < min_ratings or not row.get("summary"):
-            continue
-        ratio = helpful / total
-        if ratio >= helpful_at or ratio < not_helpful_below:
-            out.append(
-                LabelledNote(
-                    row["noteId"],
-                    row["summary"],
-                    ratio >= helpful_at,
-                    "colin-fraser+ratio",
-                )
-            )
-    return out
+def _vectorizer() -> TfidfVectorizer:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, sublinear_tf=True, max_features=100_000)
 
 
-def dedupe(examples: Iterable[LabelledNote]) -> list[LabelledNote]:
-    """One example per note id and per normalised text (first wins), so the held-out
-    split cannot contain a copy of a training note."""
-    seen_ids: set[str] = set()
-    seen_texts: set[str] = set()
-    out = []
-    for ex in examples:
-        key = " ".join(ex.text.lower().split())
-        if ex.note_id in seen_ids or key in seen_texts:
-            continue
-        seen_ids.add(ex.note_id)
-        seen_texts.add(key)
-        out.append(ex)
-    return out
+@dataclass
+class _Design:
+    """What turns notes into the model's input: the fitted n-gram vocabulary and the dense scaling."""
+
+    inputs: tuple[str, ...]
+    vectorizer: Any | None
+    mean: np.ndarray
+    scale: np.ndarray
+
+    @classmethod
+    def fit(cls, notes: Sequence[JudgedNote], inputs: Sequence[str]) -> _Design:
+        vectorizer = _vectorizer().fit([n.text for n in notes]) if "text" in inputs else None
+        dense = np.array([dense_features(n, inputs) for n in notes], dtype=float).reshape(len(notes), -1)
+        return cls(tuple(inputs), vectorizer, dense.mean(axis=0), dense.std(axis=0) + 1e-6)
+
+    def matrix(self, notes: Sequence[JudgedNote]) -> csr_matrix:
+        from scipy import sparse
+
+        dense = np.array([dense_features(n, self.inputs) for n in notes], dtype=float).reshape(len(notes), -1)
+        blocks = [sparse.csr_matrix((dense - self.mean) / self.scale)]
+        if self.vectorizer is not None:
+            blocks.insert(0, self.vectorizer.transform([n.text for n in notes]))
+        return sparse.hstack(blocks).tocsr()
 
 
-# --- Model --------------------------------------------------------------------------------
+def _fit(design: _Design, notes: Sequence[JudgedNote], y: np.ndarray, seed: int) -> LogisticRegression:
+    # Deferred: scikit-learn (+ scipy) costs ~2 s to import; only training and judging load it.
+    from sklearn.linear_model import LogisticRegression
 
-
-FEATURES = "text-without-urls+url-count-v2"
-
-
-def judged_form(text: str) -> tuple[str, int]:
-    """A training note as the helpfulness stage judges it: its text without URLs, and how
-    many URLs it cites (the stage strips URLs from the text and passes them separately)."""
-    return strip_urls(text), len(find_urls(text))
-
-
-def _features(embeddings: np.ndarray, texts: Sequence[str], url_counts: Sequence[int]) -> np.ndarray:
-    # Citing a source is a Community Notes criterion the embedding barely sees: the URL
-    # count is a feature of its own, taken from the cited URLs, never from the text.
-    extra = np.array([[min(n, 3) / 3.0, math.log1p(len(t)) / 6.0] for t, n in zip(texts, url_counts, strict=True)])
-    return np.hstack([embeddings, extra])
+    # Balanced class weights: Helpful verdicts outnumber Not Helpful ones ~6:1; the threshold stays 0.5.
+    return LogisticRegression(C=1.0, class_weight="balanced", max_iter=3000, random_state=seed).fit(
+        design.matrix(notes), y
+    )
 
 
 @dataclass
 class HelpfulnessClassifier:
     version: str
-    embedding_model: str
+    design: _Design
     model: LogisticRegression
-    embed: Embed | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    threshold: float = 0.5
 
-    def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]:
-        """P(helpful) of each note text (without URLs, as the stage judges it) citing the
-        matching list of URLs."""
-        if self.embed is None:
-            raise RuntimeError("no embedding function attached")
-        x = _features(self.embed(list(texts)), texts, [len(u) for u in urls])
+    def predict_proba(self, notes: Sequence[JudgedNote]) -> list[float]:
+        """P(Helpful) of each note."""
+        if not notes:
+            return []
         helpful_col = list(self.model.classes_).index(1)
-        return [float(p) for p in self.model.predict_proba(x)[:, helpful_col]]
+        return [float(p) for p in self.model.predict_proba(self.design.matrix(notes))[:, helpful_col]]
+
+
+def fit(
+    notes: Sequence[JudgedNote], helpful: Sequence[bool], *, inputs: Sequence[str] = INPUTS, seed: int = 0
+) -> tuple[_Design, LogisticRegression]:
+    y = np.array([int(h) for h in helpful])
+    if len(set(y.tolist())) < 2 or min(np.bincount(y)) < 2:
+        raise ValueError("need at least 2 notes of each verdict (Helpful and Not Helpful)")
+    design = _Design.fit(notes, inputs)
+    return design, _fit(design, notes, y, seed)
+
+
+# --- Held-out evaluation --------------------------------------------------------------------
+
+
+def macro_f1(truth: Sequence[bool] | np.ndarray, predicted: Sequence[bool] | np.ndarray) -> float:
+    from sklearn.metrics import f1_score
+
+    return float(
+        f1_score(np.asarray(truth, int), np.asarray(predicted, int), average="macro", labels=[0, 1], zero_division=0)
+    )
+
+
+def balanced_accuracy(truth: Sequence[bool] | np.ndarray, predicted: Sequence[bool] | np.ndarray) -> float:
+    t, p = np.asarray(truth, bool), np.asarray(predicted, bool)
+    recalls = [float((p[t == c] == c).mean()) for c in (True, False) if (t == c).any()]
+    return float(np.mean(recalls)) if recalls else float("nan")
+
+
+RULES: dict[str, Callable[[JudgedNote], bool]] = {
+    "cites a URL": lambda n: bool(n.urls),
+    "always helpful": lambda n: True,
+}
 
 
 @dataclass(frozen=True)
-class Metrics:
-    n_examples: int
-    n_helpful: int
-    n_not_helpful: int
-    n_train: int
-    n_test: int
-    macro_f1: float
-    macro_accuracy: float  # mean per-class recall (balanced accuracy)
-    accuracy: float
-    cv_macro_f1_mean: float
-    cv_macro_f1_std: float
-    # The same held-out split scored by simple rules, for comparison.
-    baselines_macro_f1: dict[str, float] = field(default_factory=dict)
+class Example:
+    note: JudgedNote
+    helpful: bool
+    post: str  # folds are by post: a post's notes are never split between training and test
+    year: int
+    lang: str
 
 
-def _fit(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> LogisticRegression:
-    # Deferred: scikit-learn (+ scipy) costs ~2 s to import; only training loads it, not every process.
-    from sklearn.linear_model import LogisticRegression
+def real_examples(notes: Sequence[real.RealNote]) -> list[Example]:
+    """The notes with a mature Helpful / Not Helpful verdict, as training and test examples."""
+    return [
+        Example(judged_real(n), bool(n.verdict), n.post_id or n.note_id, n.year, n.lang or "unknown")
+        for n in real.verdict_notes(notes)
+    ]
 
-    # Balanced class weights: Helpful notes outnumber Not Helpful ones ~4:1.
-    return LogisticRegression(C=c, class_weight="balanced", max_iter=2000, random_state=seed).fit(x, y)
+
+def _post_folds(examples: Sequence[Example], folds: int, seed: int) -> np.ndarray:
+    posts = sorted({e.post for e in examples})
+    order = np.random.default_rng(seed).permutation(len(posts))
+    fold_of = {posts[i]: k % folds for k, i in enumerate(order)}
+    return np.array([fold_of[e.post] for e in examples])
 
 
-def train(
-    examples: Sequence[LabelledNote],
-    *,
-    embed: Embed,
-    embedding_model: str,
-    test_size: float = 0.25,
-    seed: int = 0,
-    c: float = 1.0,
-    sources: Sequence[str] = (),
-    baselines: dict[str, Callable[[str], bool]] | None = None,
-) -> tuple[HelpfulnessClassifier, Metrics]:
-    """Fit on a stratified split, report held-out macro-F1/macro-accuracy plus 5-fold CV
-    macro-F1 (the held-out set is small), then refit on all examples for the saved model."""
-    # Deferred: scikit-learn (+ scipy) costs ~2 s to import; only training loads it, not every process.
-    from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score
-    from sklearn.model_selection import StratifiedKFold, train_test_split
+def held_out_scores(
+    examples: Sequence[Example], *, seed: int, folds: int = 5, inputs: Sequence[str] = INPUTS
+) -> np.ndarray:
+    """Each example's P(Helpful) from a model fitted on the other folds' posts only."""
+    fold = _post_folds(examples, folds, seed)
+    out = np.zeros(len(examples))
+    for k in range(folds):
+        test = np.flatnonzero(fold == k).tolist()
+        train = np.flatnonzero(fold != k).tolist()
+        if not test:
+            continue
+        design, model = fit([examples[i].note for i in train], [examples[i].helpful for i in train], inputs=inputs)
+        clf = HelpfulnessClassifier("fold", design, model)
+        out[test] = clf.predict_proba([examples[i].note for i in test])
+    return out
 
-    examples = dedupe(examples)
-    judged = [judged_form(ex.text) for ex in examples]
-    texts = [t for t, _ in judged]
-    y = np.array([1 if ex.helpful else 0 for ex in examples])
-    if len(set(y.tolist())) < 2 or min(np.bincount(y)) < 4:
-        raise ValueError("need at least 4 examples of each class")
-    x = _features(np.asarray(embed(texts)), texts, [n for _, n in judged])
-    idx = np.arange(len(y))
-    tr, te = train_test_split(idx, test_size=test_size, random_state=seed, stratify=y)
-    held = _fit(x[tr], y[tr], c, seed)
-    pred = held.predict(x[te])
-    folds = StratifiedKFold(n_splits=min(5, int(min(np.bincount(y)))), shuffle=True, random_state=seed)
-    cv = [f1_score(y[b], _fit(x[a], y[a], c, seed).predict(x[b]), average="macro") for a, b in folds.split(x, y)]
-    metrics = Metrics(
-        n_examples=len(y),
-        n_helpful=int(y.sum()),
-        n_not_helpful=int(len(y) - y.sum()),
-        n_train=len(tr),
-        n_test=len(te),
-        macro_f1=float(f1_score(y[te], pred, average="macro")),
-        macro_accuracy=float(balanced_accuracy_score(y[te], pred)),
-        accuracy=float(accuracy_score(y[te], pred)),
-        cv_macro_f1_mean=float(np.mean(cv)),
-        cv_macro_f1_std=float(np.std(cv)),
-        baselines_macro_f1={
-            name: float(f1_score(y[te], [int(rule(examples[i].text)) for i in te], average="macro"))
-            for name, rule in (baselines or {}).items()
-        },
-    )
-    final = _fit(x, y, c, seed)
-    digest = sha256_hex("\n".join(f"{ex.note_id}:{int(ex.helpful)}" for ex in examples))[:8]
+
+def _row(name: str, truth: np.ndarray, predicted: np.ndarray) -> dict[str, Any]:
+    return {
+        "judge": name,
+        "n": len(truth),
+        "n_not_helpful": int((~truth).sum()),
+        "macro_f1": round(macro_f1(truth, predicted), 4),
+        "balanced_accuracy": round(balanced_accuracy(truth, predicted), 4),
+    }
+
+
+def _subsets(examples: Sequence[Example], min_n: int) -> dict[str, np.ndarray]:
+    """The report's slices: all, the notes that cite a URL, each language and year with min_n notes."""
+    out = {
+        "all notes": np.ones(len(examples), bool),
+        "notes that cite a URL": np.array([bool(e.note.urls) for e in examples]),
+    }
+    for label, key in (("language", lambda e: e.lang), ("year", lambda e: str(e.year))):
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, e in enumerate(examples):
+            groups[key(e)].append(i)
+        for value, members in sorted(groups.items()):
+            if len(members) >= min_n:
+                mask = np.zeros(len(examples), bool)
+                mask[members] = True
+                out[f"{label} {value}"] = mask
+    return out
+
+
+def evaluate(
+    examples: Sequence[Example], *, seeds: int = 5, folds: int = 5, inputs: Sequence[str] = INPUTS, min_n: int = 30
+) -> dict[str, Any]:
+    """Held-out macro-F1 and balanced accuracy (mean over seeds; folds by post), per slice, beside
+    the rules. The model's row also carries its spread over seeds."""
+    truth = np.array([e.helpful for e in examples])
+    per_seed = [held_out_scores(examples, seed=s, folds=folds, inputs=inputs) >= 0.5 for s in range(seeds)]
+    slices = []
+    for name, mask in _subsets(examples, min_n).items():
+        if not mask.any():
+            continue
+        t = truth[mask]
+        model_rows = [_row("model", t, p[mask]) for p in per_seed]
+        row = {
+            "judge": "trained judge",
+            "n": int(mask.sum()),
+            "n_not_helpful": int((~t).sum()),
+            "macro_f1": round(float(np.mean([r["macro_f1"] for r in model_rows])), 4),
+            "macro_f1_sd": round(float(np.std([r["macro_f1"] for r in model_rows])), 4),
+            "balanced_accuracy": round(float(np.mean([r["balanced_accuracy"] for r in model_rows])), 4),
+        }
+        rules = [
+            _row(rule, t, np.array([fn(examples[int(i)].note) for i in np.flatnonzero(mask)]))
+            for rule, fn in RULES.items()
+        ]
+        slices.append({"slice": name, "rows": [row, *rules]})
+    return {"seeds": seeds, "folds": folds, "inputs": list(inputs), "n": len(examples), "slices": slices}
+
+
+def ablations(examples: Sequence[Example], *, seeds: int = 3, folds: int = 5) -> list[dict[str, Any]]:
+    """Held-out macro-F1 overall and on the notes that cite a URL, with each input left out."""
+    truth = np.array([e.helpful for e in examples])
+    cites = np.array([bool(e.note.urls) for e in examples])
+    out = []
+    for left_out in ("", *INPUTS):
+        inputs = [i for i in INPUTS if i != left_out]
+        scores = [held_out_scores(examples, seed=s, folds=folds, inputs=inputs) >= 0.5 for s in range(seeds)]
+        out.append(
+            {
+                "inputs": "all" if not left_out else f"without {left_out}",
+                "macro_f1": round(float(np.mean([macro_f1(truth, p) for p in scores])), 4),
+                "macro_f1_cites_url": round(float(np.mean([macro_f1(truth[cites], p[cites]) for p in scores])), 4),
+            }
+        )
+    return out
+
+
+def table_lines(report: dict[str, Any]) -> list[str]:
+    lines = [
+        f"held-out over {report['seeds']} seeds x {report['folds']} folds by post; n = {report['n']} notes "
+        "with a mature Helpful / Not Helpful verdict",
+        "| slice | judge | n | not helpful | macro-F1 | balanced accuracy |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for block in report["slices"]:
+        for row in block["rows"]:
+            spread = f" ± {row['macro_f1_sd']:.3f}" if "macro_f1_sd" in row else ""
+            lines.append(
+                f"| {block['slice']} | {row['judge']} | {row['n']} | {row['n_not_helpful']} | "
+                f"{row['macro_f1']:.3f}{spread} | {row['balanced_accuracy']:.3f} |"
+            )
+    return lines
+
+
+# --- The saved model ----------------------------------------------------------------------
+
+
+def train(examples: Sequence[Example], *, source: str, seed: int = 0) -> HelpfulnessClassifier:
+    """The model on every example (what `evaluate` measured, fitted once on all of it)."""
+    design, model = fit([e.note for e in examples], [e.helpful for e in examples], seed=seed)
+    digest = sha256_hex("\n".join(f"{e.post}:{int(e.helpful)}:{e.note.text}" for e in examples))[:8]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S")
-    version = f"helpfulness-lr-{stamp}-{digest}"
+    version = f"helpfulness-real-{stamp}-{digest}"
     meta = {
         "version": version,
-        "embedding_model": embedding_model,
         "features": FEATURES,
+        "inputs": list(INPUTS),
         "trained_at": dt.datetime.now(dt.UTC).isoformat(),
-        "sources": list(sources) or sorted({ex.source for ex in examples}),
-        "params": {
-            "C": c,
-            "test_size": test_size,
-            "seed": seed,
-            "class_weight": "balanced",
-        },
-        "metrics": asdict(metrics),
+        "source": source,
+        "n": len(examples),
+        "n_not_helpful": sum(not e.helpful for e in examples),
+        "years": sorted({e.year for e in examples}),
+        "threshold": 0.5,
     }
-    return HelpfulnessClassifier(version, embedding_model, final, embed, meta), metrics
+    return HelpfulnessClassifier(version, design, model, meta)
 
 
 def save(clf: HelpfulnessClassifier, directory: Path) -> Path:
     """Write <directory>/<version>/{model.joblib, meta.json} and point LATEST at it."""
-    # Deferred with scikit-learn: only saving/loading a model needs joblib.
     import joblib
 
     target = directory / clf.version
     target.mkdir(parents=True, exist_ok=True)
-    joblib.dump(clf.model, target / "model.joblib")
+    joblib.dump({"design": clf.design, "model": clf.model}, target / "model.joblib")
     (target / "meta.json").write_text(json.dumps(clf.metadata, indent=2), encoding="utf-8")
     (directory / LATEST_FILE).write_text(clf.version + "\n", encoding="utf-8")
     return target
@@ -317,14 +364,15 @@ def latest_version(directory: Path) -> str | None:
     return pointer.read_text(encoding="utf-8").strip() if pointer.exists() else None
 
 
-def load(directory: Path, *, embed: Embed | None = None, version: str | None = None) -> HelpfulnessClassifier | None:
-    """The given (or latest) saved model, or None when none was trained."""
+def load(directory: Path, *, version: str | None = None) -> HelpfulnessClassifier | None:
+    """The given (or latest) saved model, or None when none was trained (or it is of an older kind)."""
     version = version or latest_version(directory)
     if not version or not (directory / version / "model.joblib").exists():
         return None
     meta = json.loads((directory / version / "meta.json").read_text(encoding="utf-8"))
-    # Deferred: unpickling the model imports scikit-learn (~2 s); only a process that judges pays it.
+    if meta.get("features") != FEATURES:
+        return None
     import joblib
 
-    model = joblib.load(directory / version / "model.joblib")
-    return HelpfulnessClassifier(version, meta["embedding_model"], model, embed, meta)
+    saved = joblib.load(directory / version / "model.joblib")
+    return HelpfulnessClassifier(version, saved["design"], saved["model"], meta, float(meta.get("threshold", 0.5)))

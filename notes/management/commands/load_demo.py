@@ -6,9 +6,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Max
 from django.utils import timezone
 
 from judging.benchmark.queued import benchmark_queue
+from notes.communitynotes.real_slice import real_slice_import
 from notes.demo import (
     CAMP_RATERS,
     DEMO_CORPUS,
@@ -22,7 +24,7 @@ from notes.demo import (
     public_sample_imported,
 )
 from notes.living.demo import living_demo_lines
-from notes.models import ScoringRun
+from notes.models import Note, Rating, ScoringRun
 from notes.scoring.services import scoring_run_execute
 
 CN_DATA = settings.SHARED_DATA_DIR / "communitynotes"
@@ -33,6 +35,11 @@ DEFAULT_SOURCE = DEMO_CORPUS
 PUBLIC_NOTES = CN_DATA / "colin-fraser/notes-00000.tsv"
 PUBLIC_RATINGS = CN_DATA / "colin-fraser/ratings-00000.tsv"
 PUBLIC_STATUS_HISTORY = CN_DATA / "mcroston/noteStatusHistory-00000.tsv"
+
+
+def _scored_data() -> tuple[int, int, int | None]:
+    """What the scorer reads, in brief: the notes and ratings there are (and the newest rating)."""
+    return Note.objects.count(), Rating.objects.count(), Rating.objects.aggregate(last=Max("pk"))["last"]
 
 
 class Command(BaseCommand):
@@ -54,7 +61,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-public-sample",
             action="store_true",
-            help="do not import the public notes/ratings/status-history samples (about 30 s on SQLite)",
+            help="do not import the public notes/ratings/status-history samples (about 30 s on SQLite) nor the slice "
+            "of real 2025 posts with their notes (COMMUNITYNOTES_REAL_DIR)",
         )
         parser.add_argument("--no-judging", action="store_true", help="do not queue the judges on the demo notes")
         parser.add_argument(
@@ -67,6 +75,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, source: Path, posts: int, **options: Any) -> None:
         if not source.exists():
             raise CommandError(f"Demo source not found: {source} (pass --source)")
+        before = _scored_data()
         counts = demo_load(source=source, n_posts=posts)
         self.stdout.write(
             f"Demo loaded: {counts['posts']} new posts, {counts['notes']} new notes, {counts['ratings']} new ratings, "
@@ -93,13 +102,20 @@ class Command(BaseCommand):
                 )
             else:
                 self.stdout.write(f"Public Community Notes sample not found under {CN_DATA}: not imported.")
-        scoring_started = timezone.now()
-        run = scoring_run_execute(run_id=ScoringRun.objects.create(trigger=ScoringRun.Trigger.DEMO_LOAD).pk)
-        self.stdout.write(f"Scored the demo ratings (scoring run {run.pk}, shown on /scoring/): {run.summary}")
-        redated = demo_date_verdicts(since=scoring_started)
-        self.stdout.write(
-            f"Dated {redated} demo status changes at their notes' last ratings (a status follows its ratings)."
-        )
+            self.stdout.write(real_slice_import(folder=settings.COMMUNITYNOTES_REAL_DIR).message)
+        # A rerun that loaded nothing new leaves the statuses as scored (the schedule rescores): it adds
+        # no scoring run, so loading the demo twice is loading it once.
+        scored = ScoringRun.objects.filter(trigger=ScoringRun.Trigger.DEMO_LOAD, state=ScoringRun.State.DONE).exists()
+        if scored and _scored_data() == before:
+            self.stdout.write("Nothing new to score: the statuses of the demo's scoring run stand (/scoring/).")
+        else:
+            scoring_started = timezone.now()
+            run = scoring_run_execute(run_id=ScoringRun.objects.create(trigger=ScoringRun.Trigger.DEMO_LOAD).pk)
+            self.stdout.write(f"Scored the demo ratings (scoring run {run.pk}, shown on /scoring/): {run.summary}")
+            redated = demo_date_verdicts(since=scoring_started)
+            self.stdout.write(
+                f"Dated {redated} demo status changes at their notes' last ratings (a status follows its ratings)."
+            )
         topics = demo_classify_posts()
         self.stdout.write("Post topics: " + ", ".join(f"{k} {v}" for k, v in topics.items()))
         if not options["no_judging"]:

@@ -84,7 +84,7 @@ def test_a_run_goes_through_every_stage_and_proposes_sources_for_review(
     assert len(rounds[1].candidates) == len(rounds[0].candidates) - 1  # the chosen one left the pool
     page = contributor_client.get(f"/drafts/{job.pk}/").content.decode()
     for text in ("Proposed by CrowdNotes", "search queries written", "Pool of", "2 source(s) proposed",
-                 "the offline baseline (baseline:key-terms-v3), not an LLM"):  # fmt: skip
+                 "the offline baseline (baseline:key-terms-v4), not an LLM"):  # fmt: skip
         assert text in page, text
 
 

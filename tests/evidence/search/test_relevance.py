@@ -31,7 +31,7 @@ ADDRESSED = "The MMR vaccine causes autism in children, measles is harmless anyw
 WHO = "https://www.who.int/news-room/fact-sheets/detail/measles"
 # One key term ("bakers") is in the sourdough page, so the search finds it; nothing in the index
 # is about voting.
-UNADDRESSED = "Bakers who vote early live longer, a new election study shows"
+UNADDRESSED = "Bakers who vote early live longer, a new election study of the oven shows"
 FLOOR = 0.45  # MiniLM's scale (the test matcher); production's mpnet floor is in settings
 
 
@@ -63,14 +63,28 @@ def test_baseline_queries_are_made_of_the_key_terms_quoted_when_they_are_phrases
     assert queries[0] in ('"intermittent fasting" "type 2 diabetes"', '"type 2 diabetes" "intermittent fasting"')
     assert '"type 2 diabetes"' in queries and '"intermittent fasting"' in queries
     assert all("type" not in q or '"type 2 diabetes"' in q for q in queries)  # "2 diabetes" never lost
-    assert key_term_queries(["a b", "c", "d"], 3) == ['"a b" c d', '"a b"', "c"]
-    # A weak strongest term does not sink the others: each term is also searched alone.
+    assert key_term_queries(["a b", "c", "d"], 3) == ['"a b" c d', '"a b"', '"a b" c']
+    # A weak strongest term does not sink the others: the terms are also searched two by two.
     assert key_term_queries(["fine", "sugar", "daily calories"], 5) == [
         'fine sugar "daily calories"',
-        "fine",
-        "sugar",
         '"daily calories"',
+        "fine sugar",
+        'fine "daily calories"',
+        'sugar "daily calories"',
     ]
+
+
+def test_baseline_queries_are_phrases_of_the_claim_never_one_word() -> None:
+    for post in (
+        "This tea makes you lose weight!",
+        "Vaccines cause autism",
+        "Lemon water burns weight overnight",
+        "Sugar feeds cancer cells, says my aunt",
+    ):
+        queries = search_queries_baseline(post=post, n=5).value
+        assert queries, post
+        assert all(len(q.replace('"', "").split()) >= 2 for q in queries), (post, queries)
+    assert search_queries_baseline(post="Weight!!", n=5).value == ["weight"]  # nothing else to pair it with
 
 
 # --- AND lexical search -------------------------------------------------------------------------
@@ -111,7 +125,7 @@ def test_a_claim_with_no_relevant_document_gets_no_proposal_and_the_plain_messag
     contributor: Any, contributor_client: Any, indexed: None
 ) -> None:
     state = services.find_evidence(post_text=UNADDRESSED, tau=3)
-    assert state.pool, "the search did find candidates (a shared word)"
+    assert state.pool, "the search did find candidates (two words the bread page has: bakers, oven)"
     assert all(c.screened and c.relevance is not None and c.relevance < FLOOR for c in state.pool)
     assert state.active == [] and state.no_relevant and flow.NO_RELEVANT in state.warnings
     # The contributor's run: no proposal, and the page says so plainly.

@@ -1,114 +1,109 @@
 from __future__ import annotations
 
-import zlib
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from crowdnotes_site.lib.llm import classifier
-from crowdnotes_site.lib.llm.classifier import LabelledNote
+from crowdnotes_site.lib.llm.classifier import Example, JudgedNote
+
+GOOD = ["Peer reviewed trials show no effect", "Official health agency data contradicts this"]
+BAD = ["lol this is fake news idiots", "nope wrong wrong wrong totally fake"]
 
 
-def hashed_bow(texts: Sequence[str]) -> np.ndarray:
-    """A cheap deterministic embedding for tests: hashed bag of words, L2-normalised."""
-    out = np.zeros((len(texts), 64))
-    for i, text in enumerate(texts):
-        for word in text.lower().split():
-            out[i, zlib.crc32(word.encode()) % 64] += 1
-    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-
-
-def _synthetic(n: int = 60) -> list[LabelledNote]:
-    good = [
-        "Peer reviewed trials show no effect, see source",
-        "Official health agency data contradicts this, see source",
-    ]
-    bad = ["lol this is fake news idiots", "nope wrong wrong wrong totally fake"]
+def _examples(n: int = 60) -> list[Example]:
     rows = []
     for i in range(n):
         helpful = i % 3 != 0
-        text = f"{(good if helpful else bad)[i % 2]} case {i}"
-        rows.append(LabelledNote(str(i), text, helpful, "synthetic"))
+        summary = f"{(GOOD if helpful else BAD)[i % 2]} case {i}" + (f" https://nih.gov/{i}" if helpful else "")
+        rows.append(Example(JudgedNote.from_summary(summary, lang="en"), helpful, f"post-{i // 2}", 2021 + i % 3, "en"))
     return rows
 
 
-def test_it_learns_a_separable_signal_and_reports_held_out_metrics() -> None:
-    clf, metrics = classifier.train(
-        _synthetic(),
-        embed=hashed_bow,
-        embedding_model="hashed-bow",
-        baselines={"always": lambda t: True},
-    )
-    assert metrics.n_examples == 60 and metrics.n_not_helpful == 20
-    assert metrics.n_train + metrics.n_test == 60
-    assert metrics.macro_f1 > 0.9 and metrics.macro_accuracy > 0.9
-    assert metrics.baselines_macro_f1["always"] < 0.5  # majority rule
-    probs = clf.predict_proba_helpful(
-        ["Official health agency data says otherwise, see source", "fake idiots lol"], [[], []]
-    )
-    assert probs[0] > 0.5 > probs[1]
+def test_it_learns_a_separable_signal_and_reports_it_beside_the_rules() -> None:
+    report = classifier.evaluate(_examples(), seeds=2, min_n=10)
+    overall = report["slices"][0]
+    assert overall["slice"] == "all notes" and report["n"] == 60
+    judge, cites, always = overall["rows"]
+    assert judge["judge"] == "trained judge" and judge["n"] == 60 and judge["n_not_helpful"] == 20
+    assert judge["macro_f1"] > 0.9
+    assert (cites["judge"], always["judge"]) == ("cites a URL", "always helpful")
+    assert always["macro_f1"] < 0.5  # the majority rule
+    names = [s["slice"] for s in report["slices"]]
+    assert "notes that cite a URL" in names and "language en" in names and "year 2021" in names
 
 
 def test_it_cannot_learn_random_labels() -> None:
     rng = np.random.default_rng(0)
-    rows = [LabelledNote(str(i), f"same words every time {i}", bool(rng.integers(2)), "noise") for i in range(80)]
-    _, metrics = classifier.train(rows, embed=hashed_bow, embedding_model="hashed-bow")
-    assert metrics.cv_macro_f1_mean < 0.75
+    rows = [
+        Example(JudgedNote(f"same words every time {i}"), bool(rng.integers(2)), f"p{i}", 2025, "en") for i in range(80)
+    ]
+    report = classifier.evaluate(rows, seeds=2)
+    assert report["slices"][0]["rows"][0]["macro_f1"] < 0.7
+
+
+def test_a_held_out_posts_labels_never_reach_its_own_scores() -> None:
+    """Folds are by post: flipping every verdict of one fold's posts leaves that fold's scores as they were."""
+    rows = _examples()
+    fold = classifier._post_folds(rows, 5, seed=0)
+    before = classifier.held_out_scores(rows, seed=0)
+    flipped = [
+        Example(r.note, not r.helpful, r.post, r.year, r.lang) if fold[i] == 0 else r for i, r in enumerate(rows)
+    ]
+    after = classifier.held_out_scores(flipped, seed=0)
+    assert np.allclose(before[fold == 0], after[fold == 0])
+    assert not np.allclose(before[fold != 0], after[fold != 0])  # the flipped posts trained the other folds
+    posts_by_fold = {k: {rows[i].post for i in np.flatnonzero(fold == k)} for k in range(5)}
+    assert all(posts_by_fold[a].isdisjoint(posts_by_fold[b]) for a in range(5) for b in range(a + 1, 5))
 
 
 def test_it_saves_and_loads_a_versioned_model(tmp_path: Path) -> None:
-    clf, _ = classifier.train(_synthetic(), embed=hashed_bow, embedding_model="hashed-bow")
-    classifier.save(clf, tmp_path)
-    assert classifier.latest_version(tmp_path) == clf.version
-    loaded = classifier.load(tmp_path, embed=hashed_bow)
-    assert loaded is not None and loaded.version == clf.version
-    assert loaded.metadata["metrics"]["n_examples"] == 60
-    texts = ["see source trials", "fake lol"]
-    urls: list[list[str]] = [["https://a.org"], []]
-    assert loaded.predict_proba_helpful(texts, urls) == pytest.approx(clf.predict_proba_helpful(texts, urls))
-    assert loaded.metadata["features"] == classifier.FEATURES
+    model = classifier.train(_examples(), source="synthetic")
+    classifier.save(model, tmp_path)
+    assert classifier.latest_version(tmp_path) == model.version
+    loaded = classifier.load(tmp_path)
+    assert loaded is not None and loaded.version == model.version
+    assert loaded.metadata["n"] == 60 and loaded.metadata["features"] == classifier.FEATURES
+    notes = [JudgedNote("Trials show no effect", ("https://a.org",)), JudgedNote("fake lol idiots")]
+    assert loaded.predict_proba(notes) == pytest.approx(model.predict_proba(notes))
     assert classifier.load(tmp_path / "empty") is None
 
 
-def test_it_drops_duplicate_notes_before_splitting() -> None:
+def test_a_model_of_an_older_kind_is_not_loaded(tmp_path: Path) -> None:
+    model = classifier.train(_examples(), source="synthetic")
+    model.metadata["features"] = "text-without-urls+url-count-v2"
+    classifier.save(model, tmp_path)
+    assert classifier.load(tmp_path) is None
+
+
+def test_it_reads_cited_urls_apart_from_the_text() -> None:
+    """The helpfulness stage strips URLs from the note and passes them apart: the model reads that form."""
+    note = JudgedNote.from_summary(
+        "Trials found no effect https://nih.gov/s1", lang="pt", classification="NOT_MISLEADING"
+    )
+    assert note.text.strip() == "Trials found no effect" and note.urls == ("https://nih.gov/s1",)
     rows = [
-        LabelledNote("1", "Same text", True, "a"),
-        LabelledNote("2", "same   TEXT", False, "b"),
-        LabelledNote("1", "Other", True, "c"),
-    ]
-    assert [r.note_id for r in classifier.dedupe(rows)] == ["1"]
-
-
-def test_it_joins_public_note_texts_with_scorer_statuses(cn_data: Path) -> None:
-    statuses = classifier.load_statuses(cn_data)
-    rows = classifier.load_status_labelled_notes(cn_data)
-    assert sum(r.helpful for r in rows) > 50 and sum(not r.helpful for r in rows) > 10
-    for row in rows:
-        if row.source == "colin-fraser+status":
-            assert statuses[row.note_id] == (
-                "CURRENTLY_RATED_HELPFUL" if row.helpful else "CURRENTLY_RATED_NOT_HELPFUL"
-            )
-
-
-def test_it_trains_on_text_without_urls_and_reads_cited_urls_as_a_feature() -> None:
-    """The helpfulness stage strips URLs from the note and passes them apart: the classifier
-    learns from that form, so a judged note keeps its "cites a source" signal."""
-    embedded: list[str] = []
-
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        embedded.extend(texts)
-        return hashed_bow(texts)
-
-    rows = [
-        LabelledNote(
-            str(i), f"Trials found no effect case {i}" + (f" https://nih.gov/s{i}" if i % 2 else ""), bool(i % 2), "t"
+        Example(
+            JudgedNote.from_summary(f"Trials found no effect case {i}" + (f" https://nih.gov/s{i}" if i % 2 else "")),
+            bool(i % 2),
+            f"p{i}",
+            2025,
+            "",
         )
         for i in range(40)
     ]
-    clf, _ = classifier.train(rows, embed=embed, embedding_model="hashed-bow")
-    assert embedded and not any("http" in t for t in embedded)
-    text = "Trials found no effect case 99"
-    cited, uncited = clf.predict_proba_helpful([text, text], [["https://nih.gov/x"], []])
+    model = classifier.train(rows, source="synthetic")
+    cited, uncited = model.predict_proba(
+        [
+            JudgedNote("Trials found no effect case 99", ("https://nih.gov/x",)),
+            JudgedNote("Trials found no effect case 99"),
+        ]
+    )
     assert cited > 0.5 > uncited
+
+
+def test_it_refuses_to_train_on_one_verdict_only() -> None:
+    rows = [Example(JudgedNote(f"note {i}"), True, f"p{i}", 2025, "en") for i in range(10)]
+    with pytest.raises(ValueError, match="at least 2 notes of each verdict"):
+        classifier.train(rows, source="synthetic")

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from crowdnotes_site.lib.llm.classifier import JudgedNote
 from crowdnotes_site.lib.llm.client import LLMClient, LLMConfig
 from crowdnotes_site.lib.llm.pipeline import (
     JudgeInput,
@@ -135,16 +136,17 @@ def test_it_truncates_only_at_helpfulness(llm_server: ScriptedLLM, llm_client: L
 def test_it_runs_offline_with_labelled_baselines() -> None:
     result = run_pipeline(_inp(), build_judges(client=None))
     assert [s.judge_kind for s in result.stages] == ["baseline"] * 3
-    assert result.stages[0].judge_name == "lexical-overlap-v1+note-on-claim-v1"
+    assert result.stages[0].judge_name == "lexical-overlap-v1+claim-terms-v1+note-on-claim-v1"
     assert result.helpful is True
 
 
 def test_it_uses_the_classifier_for_helpfulness_when_offline() -> None:
     class Model:
         version = "helpfulness-clf-test"
+        threshold = 0.5
 
-        def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]:
-            return [0.2 for _ in texts]
+        def predict_proba(self, notes: Sequence[JudgedNote]) -> list[float]:
+            return [0.2 for _ in notes]
 
     judges = build_judges(client=None, classifier=Model())
     result = run_pipeline(_inp(), judges)

@@ -37,7 +37,7 @@ def test_the_page_shows_the_research_files_figures(outputs: Path, admin_client: 
     assert [label for label, _ in run.delay_rows][:2] == ["post → first note (hours)", "note → first verdict (hours)"]
     assert run.delay_rows[0][1] == delays["post_to_first_note_hours"]
     assert f"{delays['post_to_first_note_hours']['p50']:.1f}" in html
-    assert run.statuses == {k: score[k] for k in ("helpful", "not_helpful", "needs_more_ratings")}
+    assert run.statuses == {k: score[k] for k in ("helpful", "not_helpful", "needs_more_ratings")} == score["statuses"]
     assert run.statuses["helpful"] > 0 and run.statuses["needs_more_ratings"] > 0
     # Every spike of the file is listed and marked on the chart.
     assert spikes["spikes"], "the generator plants spikes"
@@ -100,3 +100,47 @@ def test_an_output_file_of_another_shape_is_named_with_what_is_wrong(
     html = page.content.decode()
     assert f"{copy / name}: not the shape this page reads: {problem}" in html
     assert "-day rolling window" not in html
+
+
+def _file_statuses(path: Path) -> dict[str, int]:
+    rows = [line.rstrip("\n").split("\t") for line in path.read_text().splitlines()]
+    column = rows[0].index("coreRatingStatus")
+    names = {"helpful": "CURRENTLY_RATED_HELPFUL", "not_helpful": "CURRENTLY_RATED_NOT_HELPFUL",
+             "needs_more_ratings": "NEEDS_MORE_RATINGS"}  # fmt: skip
+    return {key: sum(1 for r in rows[1:] if r[column] == status) for key, status in names.items()}
+
+
+def test_its_status_counts_are_those_of_scored_notes_tsv(
+    outputs: Path, admin_client: Any, settings: Any, tmp_path: Path
+) -> None:
+    score = json.loads((outputs / "steps" / "score.json").read_text())
+    written = _file_statuses(outputs / "scored_notes.tsv")
+    # The download has ratings of notes it does not list (dropped as deleted notes): they are in no count.
+    assert score["dropped"]["rating of a deleted note"] > 0
+    assert sum(written.values()) == score["notes_written"]
+    settings.RESEARCH_OUTPUTS_DIR = str(outputs)
+    page = admin_client.get(reverse("analytics:research"))
+    assert page.context["run"].statuses == written
+    cells = f"<td>{written['helpful']}</td><td>{written['not_helpful']}</td><td>{written['needs_more_ratings']}</td>"
+    assert cells in page.content.decode()
+    # A score record written before the counts came from the file: the page counts the file itself.
+    copy = tmp_path / "research"
+    (copy / "steps").mkdir(parents=True)
+    (copy / "scored_notes.tsv").write_bytes((outputs / "scored_notes.tsv").read_bytes())
+    old = {k: v for k, v in score.items() if k != "statuses"}
+    old["needs_more_ratings"] += score["dropped"]["rating of a deleted note"]
+    (copy / "steps" / "score.json").write_text(json.dumps(old))
+    settings.RESEARCH_OUTPUTS_DIR = str(copy)
+    assert admin_client.get(reverse("analytics:research")).context["run"].statuses == written
+
+
+def test_its_peak_memory_is_shown_in_a_unit_that_shows_it(outputs: Path, admin_client: Any, settings: Any) -> None:
+    settings.RESEARCH_OUTPUTS_DIR = str(outputs)
+    html = admin_client.get(reverse("analytics:research")).content.decode()
+    score = json.loads((outputs / "steps" / "score.json").read_text())
+    assert 0 < score["peak_rss_bytes"] < 2**30  # a small download: well under a GiB
+    assert f'<td class="peak-memory">{score["peak_rss_bytes"] / 2**20:,.0f} MiB</td>' in html
+    assert "0 GiB" not in html
+    from crowdnotes_site.lib.communitynotes.research.outputs import memory_text
+
+    assert memory_text(3 * 2**30) == "3.00 GiB" and memory_text(None) == memory_text(0) == "not measured"

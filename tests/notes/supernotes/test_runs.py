@@ -118,15 +118,21 @@ def test_offline_run_proposes_an_extractive_supernote_scored_by_the_jury(
     run.refresh_from_db()
     assert run.state == SupernoteRun.State.DONE and run.progress == 100
     cands = list(run.candidates.all())
-    assert len(cands) == 12 and all(c.producer == "baseline:extractive-merge-v2" for c in cands)
+    assert len(cands) == 12 and all(c.producer == "baseline:extractive-merge-v3" for c in cands)
+    # Offline, each of the 12 ordered subsets of the 3 notes is drawn once (the merge of one is always the same).
+    assert len({tuple(c.source_note_ids) for c in cands}) == 12
     # Each distinct text is filtered and scored once; repeats say which candidate they repeat.
-    from notes.supernotes.candidates import normalized_text
+    from notes.supernotes.candidates import copied_source, normalized_text
 
     distinct = {normalized_text(c.text) for c in cands if c.text}
     assert run.n_drawn == 12 and run.n_distinct == len(distinct) and 2 <= len(distinct)
     repeats = [c for c in cands if c.filter_log and c.filter_log[0]["filter"] == "duplicate"]
     assert len(repeats) == 12 - len(distinct) and all(c.jury_intercept is None and not c.passed for c in repeats)
     assert f"{len(distinct)} distinct candidates of 12 drawn" in run.outcome
+    # A merge: no candidate is one source note again, each holds sentences of two.
+    sources = [(n.pk, n.text) for n in _notes]
+    assert all(copied_source(c.text, sources) is None for c in cands)
+    assert all(sum(n.text.split(". ")[0] in c.text for n in _notes) >= 2 for c in cands), [c.text for c in cands]
     scored_texts = [normalized_text(c.text) for c in cands if c.jury_intercept is not None]
     assert len(scored_texts) == len(set(scored_texts))
     # The argumentative sentence of note 3 fails the neutral filter whenever it is kept.
@@ -162,14 +168,20 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
 ) -> None:
     post, notes, _raters = _stuck_post()
     services.phm_train_from_db(embedder_name=phm.HASHING, epochs=30)
-    good = "Large studies of millions of children found no link between vaccines and autism. https://cdc.gov/autism"
+    good = (
+        "Large studies of millions of children found no link between vaccines and autism, and the 1998 paper "
+        "claiming a link was retracted for fraud. https://cdc.gov/autism https://thelancet.com/retraction"
+    )
 
     def answer(messages: list[dict[str, Any]]) -> str:
         content = messages[-1]["content"]
         if "Question:" in content:
             return "Fine.\nFinal decision: yes"
         notes_shown = split_data_block(content)[1].get("existing_notes", [])
-        return "My own link https://evil.example/x" if len(notes_shown) >= 3 else good
+        if len(notes_shown) >= 3:
+            return "My own link https://evil.example/x"
+        shown = {n["text"] for n in notes_shown}
+        return good if {NOTE_TEXTS[0], NOTE_TEXTS[1]} <= shown else notes_shown[0]["text"]
 
     llm_server.respond_with(answer)
     run = SupernoteRun.objects.create(post=post, n_candidates=6, jury_size=200, seed=5)
@@ -182,7 +194,14 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
     # The first foreign text fails the links filter; its repeats are not filtered again.
     assert [c.failed_filters[0]["filter"] for c in foreign][:1] == ["links_from_sources"]
     assert all(not c.passed and c.failed_filters[0]["filter"] == "duplicate" for c in foreign[1:])
-    assert run.n_distinct == 2 and run.n_drawn == 6  # the scripted model writes two texts
+    # A text that is one source note again (the scripted model copies the first note it is shown when
+    # the two notes every rater likes are not both shown) is dropped before the filters and the jury.
+    copies = [c for c in cands if c.text in NOTE_TEXTS]
+    assert copies and all(not c.passed and c.jury_intercept is None for c in copies)
+    assert {c.failed_filters[0]["filter"] for c in copies} <= {"merge", "duplicate"}
+    assert "merge" in {c.failed_filters[0]["filter"] for c in copies}
+    assert run.n_drawn == 6 and run.n_distinct == 2, run.outcome  # the merge and the foreign link
+    assert "only copied a source note" in run.outcome
     assert all(c.producer == "llm:scripted-model" for c in cands)
     assert run.state == SupernoteRun.State.DONE, run.error
     # The candidate every juror's PHM finds helpful beats 0.40 and the best existing note (0.30).
@@ -191,7 +210,8 @@ def test_llm_run_sends_sampled_prompts_and_proposes_when_the_jury_agrees(
     assert (best.jury_intercept or 0) > 0.4, run.outcome
     note = run.proposed_note
     assert note is not None and note.origin == Note.Origin.SUPERNOTE and note.text == good
-    assert note.evidence_urls == ["https://cdc.gov/autism"] and note.status == NoteStatus.NEEDS_MORE_RATINGS
+    assert note.evidence_urls == ["https://cdc.gov/autism", "https://thelancet.com/retraction"]
+    assert note.status == NoteStatus.NEEDS_MORE_RATINGS
     assert JudgeRun.objects.filter(note=note).exists()
     assert set(run.source_note_ids) == {n.pk for n in notes}
     page = admin_client.get(reverse("post_detail", args=[post.pk])).content.decode()

@@ -2,7 +2,9 @@
 
 Pure: files only, no ORM. The research command writes small summaries beside the big tables
 (delays.json, spikes.json, spikes_daily.tsv and one record per step); a page reads those, never
-the scored-notes table, so it answers in milliseconds whatever the download's size.
+the scored-notes table, so it answers in milliseconds whatever the download's size. The status
+counts in the score step's record are counted from scored_notes.tsv as written (`status_counts`),
+so the page and the file agree.
 """
 
 from __future__ import annotations
@@ -61,10 +63,54 @@ class ResearchRun:
 
     @property
     def statuses(self) -> dict[str, int] | None:
+        """The statuses of scored_notes.tsv: counted from the file when the score step wrote it (its
+        record's "statuses"); a record written before then is counted from the file here, as its
+        own counts also held notes known only from ratings, which the file leaves out."""
         score = self.steps.get("score")
         if not score:
             return None
-        return {k: int(score.get(k, 0)) for k in ("helpful", "not_helpful", "needs_more_ratings")}
+        if isinstance(score.get("statuses"), dict):
+            return {k: int(score["statuses"].get(k, 0)) for k in STATUS_KEYS}
+        return status_counts(self.folder / "scored_notes.tsv")
+
+    @property
+    def step_rows(self) -> list[tuple[str, dict[str, Any], str]]:
+        """(step, its record, its peak memory in words) in the order the steps were recorded."""
+        return [(name, rec, memory_text(rec.get("peak_rss_bytes"))) for name, rec in self.steps.items()]
+
+
+# The statuses a scored_notes.tsv holds, under the keys the page and the step record use.
+STATUS_KEYS = {"helpful": "CURRENTLY_RATED_HELPFUL", "not_helpful": "CURRENTLY_RATED_NOT_HELPFUL",
+               "needs_more_ratings": "NEEDS_MORE_RATINGS"}  # fmt: skip
+_STATUS_COLUMN = "coreRatingStatus"
+
+
+def status_counts(path: Path) -> dict[str, int]:
+    """How many notes of the scored-notes file have each status (the one truth for the page's
+    counts: what the research run wrote). ResearchOutputsError when it cannot be read."""
+    found = dict.fromkeys(STATUS_KEYS.values(), 0)
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            header = fh.readline().rstrip("\n").split("\t")
+            if _STATUS_COLUMN not in header:
+                raise ResearchOutputsError(f"{path}: no {_STATUS_COLUMN} column")
+            column = header.index(_STATUS_COLUMN)
+            for line in fh:
+                cells = line.rstrip("\n").split("\t")
+                if len(cells) > column and cells[column] in found:
+                    found[cells[column]] += 1
+    except OSError as exc:
+        raise ResearchOutputsError(f"{path}: cannot be read ({exc})") from exc
+    return {key: found[status] for key, status in STATUS_KEYS.items()}
+
+
+def memory_text(peak_bytes: object) -> str:
+    """A step's peak resident memory in the unit that shows it (MiB below a GiB), or "not measured"."""
+    if not isinstance(peak_bytes, int | float) or isinstance(peak_bytes, bool) or peak_bytes <= 0:
+        return "not measured"
+    if peak_bytes < 2**30:
+        return f"{peak_bytes / 2**20:,.0f} MiB"
+    return f"{peak_bytes / 2**30:,.2f} GiB"
 
 
 # The shapes of the JSON files the page reads (what crowdnotes_site.lib.communitynotes.research.run writes). A shape is a
@@ -101,7 +147,9 @@ SPIKES_SHAPE = {
 }
 _STEP_SHAPE = {"rows?": _NUMBER, "seconds?": _NUMBER, "rows_per_s?": _NUMBER, "peak_rss_bytes?": _NUMBER}
 _SCORE_COUNTS = ("helpful", "not_helpful", "needs_more_ratings", "notes_written", "ratings_scored", "raters_written")
-STEP_SHAPES: dict[str, Any] = {"score": {**_STEP_SHAPE, **dict.fromkeys(_SCORE_COUNTS, int), "dropped": _Values(int)}}
+STEP_SHAPES: dict[str, Any] = {
+    "score": {**_STEP_SHAPE, **dict.fromkeys(_SCORE_COUNTS, int), "dropped": _Values(int), "statuses?": _Values(int)}
+}
 
 
 # JSON's kinds of value as the messages name them.

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from crowdnotes_site.lib.communitynotes.data import columnar
 from crowdnotes_site.lib.communitynotes.data import scorer_input as scoring_tsv
-from crowdnotes_site.lib.communitynotes.research import delays, spikes
+from crowdnotes_site.lib.communitynotes.research import delays, outputs, spikes
 from crowdnotes_site.lib.xids import X_EPOCH_MS
 
 STEPS = ("convert", "score", "delays", "spikes")
@@ -287,6 +287,11 @@ class Run:
         for name in ("scored_notes.tsv", "helpfulness_scores.tsv"):
             (part / name).replace(self.out / name)
         part.rmdir()
+        # The page's status counts are the written file's: the scorer's own counts also hold notes
+        # known only from ratings (deleted notes), which scored_notes.tsv leaves out.
+        statuses = outputs.status_counts(self.out / "scored_notes.tsv")
+        summary["statuses"] = statuses
+        summary.update(statuses)
         summary["seconds_load"] = round(t_load, 2)
         summary["ratings_read"] = total
         return self.finish("score", key, t0, total, summary)

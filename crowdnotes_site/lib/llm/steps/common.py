@@ -266,4 +266,27 @@ OPINION_RE = re.compile(
     r"\b(i think|i believe|i feel|in my (?:opinion|view)|imo|personally|i guess|probably|obviously|clearly a lie)\b",
     re.IGNORECASE,
 )
-HOSTILE_RE = re.compile(r"\b(idiot|idiots|stupid|moron|morons|liar|liars|dumb|shame on)\b", re.IGNORECASE)
+# Insults and loaded wording: words aimed at people, and verdicts that carry scorn instead of
+# facts. A profanity classifier (principles.offensive_probability) catches swearing and many
+# insults; it scores scorn in clean words low ("dangerous nonsense", "should be ashamed"), so the
+# neutral filter uses both, and the helpfulness baseline this list. Each entry is a regular
+# expression matched at word boundaries, case-insensitively; kept short and specific so calm notes
+# ("babies should lie on their backs", "a hoax that circulated in 2020") do not match.
+# fmt: off
+LOADED_PHRASES: tuple[str, ...] = (
+    # insults aimed at people
+    r"idiot(?:s|ic)?", r"stupid(?:ity)?", r"morons?", r"moronic", r"dumb", r"fools?", r"foolish",
+    r"liars?", r"clueless", r"ignorant", r"brainwashed", r"sheeple", r"shills?", r"grifters?",
+    r"quacks?", r"quackery", r"crackpots?", r"lunatics?", r"nutjobs?", r"tinfoil(?: hat)?s?",
+    r"anti-?vaxx?(?:ers?)?",
+    # scorn and shaming
+    r"shame on", r"(?:should|ought to) be ashamed", r"how dare", r"disgrace(?:ful)?", r"pathetic",
+    r"disgusting", r"despicable",
+    # verdicts that carry scorn, not facts
+    r"(?:dangerous |utter |complete |total |absolute )?nonsense", r"rubbish", r"garbage",
+    r"drivel", r"hogwash", r"junk science", r"snake oil", r"propaganda", r"fear-?mongering",
+    r"scare-?mongering", r"ridiculous", r"absurd", r"laughable", r"insane", r"blatant lies?",
+    r"outright lies?", r"big lie",
+)
+# fmt: on
+HOSTILE_RE = re.compile(r"\b(?:" + "|".join(LOADED_PHRASES) + r")\b", re.IGNORECASE)

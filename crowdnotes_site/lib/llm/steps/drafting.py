@@ -20,6 +20,8 @@ from crowdnotes_site.lib.llm.steps.common import (
     llm_step,
     sentences,
 )
+from crowdnotes_site.lib.llm.steps.judges import ClaimCoverage, claim_coverage
+from crowdnotes_site.lib.llm.steps.search import key_terms
 from crowdnotes_site.lib.text_rules import find_urls, strip_urls
 
 VERSIONS: dict[str, str] = {
@@ -158,27 +160,66 @@ def draft_note_baseline(
     budget: int,
     similarity: Similarity | None = None,
 ) -> StepResult:
-    """Extractive draft: the snippet sentences that best match the post, in ranked order,
-    while they fit the budget. Copies sentences that read on their own (readable_sentences);
-    writes nothing new."""
+    """Extractive draft that answers the post's claim (judges.claim_coverage: the post's key terms
+    and names). Only sentences that carry part of the claim are used: first the one that carries
+    most of it, then, while the draft does not yet address the claim, the one that adds most of
+    what is missing, then the others by similarity to the post, while they fit the budget. Copies
+    sentences that read on their own (readable_sentences); writes nothing new.
+
+    When the confirmed snippets' sentences, together, do not address the claim, the draft says so
+    in one plain sentence instead of copying an off-point one (extra["addresses_claim"] is False)."""
     started = time.monotonic()
+    terms = key_terms(post)
     scored = []
     for ev in snippets:
         for sent in readable_sentences(strip_urls(ev.text)):
             score = similarity(post, sent) if similarity else lexical_overlap(post, sent)
-            scored.append((float(score), sent))
-    if not similarity and any(score > 0 for score, _ in scored):
-        scored = [(score, sent) for score, sent in scored if score > 0]  # no word in common with the post
-    scored.sort(key=lambda x: -x[0])
+            claim = claim_coverage(post, sent, terms=terms)
+            scored.append((claim, float(score), sent))
+    # A sentence that carries none of the claim's terms or names is off-point, however similar.
+    pool = [(claim, score, sent) for claim, score, sent in scored if claim.touched or claim.named]
     chosen: list[str] = []
-    for _, sent in scored:
-        candidate = " ".join([*chosen, sent])
-        if len(candidate) <= budget:
-            chosen.append(sent)
+    while pool:
+        so_far = claim_coverage(post, " ".join(chosen), terms=terms)
+
+        def gain(item: tuple[ClaimCoverage, float, str], so_far: ClaimCoverage = so_far) -> tuple[int, float]:
+            claim, score, _ = item
+            new = set(claim.touched) - set(so_far.touched) | set(claim.named) - set(so_far.named)
+            return (0 if so_far.addressed else len(new), score)
+
+        best = max(pool, key=gain)
+        pool.remove(best)
+        if len(" ".join([*chosen, best[2]])) <= budget:
+            chosen.append(best[2])
     if not chosen and scored:
-        best = scored[0][1]
-        chosen = [best[: max(budget - 1, 0)].rsplit(" ", 1)[0] + "…"]
+        best_sentence = max(scored, key=lambda x: (len(x[0].touched), x[1]))[2]
+        chosen = [best_sentence[: max(budget - 1, 0)].rsplit(" ", 1)[0] + "…"]
+    claim = claim_coverage(post, " ".join(chosen), terms=terms)
+    name = "extractive-embedding-v3" if similarity else "extractive-lexical-v3"
+    if scored and not claim.addressed:
+        reasoning = (
+            f"The {len(scored)} snippet sentences do not address the post's claim (the best draft carries "
+            f"{claim.explain()}), so the draft says so instead of copying off-point sentences."
+        )
+        return baseline_result(
+            name, VERSIONS["draft"], no_answer_text(terms, budget), reasoning, started, addresses_claim=False
+        )
     text = " ".join(chosen) or None
-    reasoning = f"Extractive: {len(chosen)} of {len(scored)} snippet sentences, ranked by similarity to the post."
-    name = "extractive-embedding-v2" if similarity else "extractive-lexical-v2"
-    return baseline_result(name, VERSIONS["draft"], text, reasoning, started)
+    reasoning = (
+        f"Extractive: {len(chosen)} of {len(scored)} snippet sentences, chosen by the part of the post's claim "
+        f"they carry ({claim.explain()}), then by similarity to the post."
+    )
+    return baseline_result(name, VERSIONS["draft"], text, reasoning, started, addresses_claim=text is not None)
+
+
+def no_answer_text(terms: Sequence[str], budget: int) -> str:
+    """The offline draft when no confirmed passage addresses the claim: said plainly, naming the
+    claim's key terms, within the budget."""
+    named = ", ".join(f'"{t}"' for t in terms[:3])
+    text = (
+        f"None of the confirmed passages addresses the post's claim ({named}). Add a passage that does, "
+        "or write the note yourself."
+    )
+    if len(text) > budget:
+        text = "None of the confirmed passages addresses the post's claim."
+    return text[:budget]

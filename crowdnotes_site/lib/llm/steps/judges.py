@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
-from typing import Protocol
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
+from typing import TYPE_CHECKING, Protocol
 
-from crowdnotes_site.lib.lexical import content_words, lexical_overlap, stem, stems
+from crowdnotes_site.lib.lexical import content_words, lexical_overlap, stem, stems, terms_touched
 from crowdnotes_site.lib.llm.client import LLMClient
 from crowdnotes_site.lib.llm.steps.common import (
     DECISION_RULE,
@@ -30,6 +31,9 @@ from crowdnotes_site.lib.llm.steps.search import key_terms
 from crowdnotes_site.lib.llm.steps.topics import TOPIC_KEYWORDS, TOPIC_LABELS
 from crowdnotes_site.lib.text_rules import strip_urls
 
+if TYPE_CHECKING:
+    from crowdnotes_site.lib.llm.classifier import JudgedNote
+
 VERSIONS: dict[str, str] = {
     "relevance": "relevance-v3",
     "correctness": "correctness-v2",
@@ -43,8 +47,9 @@ class HelpfulnessModel(Protocol):
     """A trained helpfulness classifier (see crowdnotes_site.lib.llm.classifier)."""
 
     version: str
+    threshold: float
 
-    def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]: ...
+    def predict_proba(self, notes: Sequence[JudgedNote]) -> list[float]: ...
 
 
 # --- Prompts ------------------------------------------------------------------------------------
@@ -166,6 +171,108 @@ def note_off_claim(post: str, note: str) -> str | None:
     return None
 
 
+# --- Does a text address the post's claim? -----------------------------------------------------
+#
+# An embedding cosine sees the topic: a CDC page on vaccines and SIDS is close to a post saying that
+# vaccines cause autism. The offline judges and the offline draft therefore also ask that a
+# passage, a note or a draft sentence carries the claim's own words: at least half of the post's
+# key terms (search.key_terms: noun phrases, numbers kept) touched, and, when the post names
+# a condition or a code name (autism, SIDS, MMR, 5G), at least one of them named. Measured on
+# labelled cases in bench/README.md, "Offline checks a moderator can trust".
+
+CLAIM_TERM_SHARE = 0.5
+# Capitalised names that say who speaks or where, not what the claim is about.
+_SPEAKERS = frozenset("CDC WHO FDA NIH NHS EMA AAP US USA UK EU UN AP BBC CNN NYT FAQ PDF CEO".split())
+# Code names a claim is about: acronyms (SIDS, MMR, DNP, mRNA) and letter-number names (5G, H1N1).
+_CODE_NAME_RE = re.compile(r"\b(?:[A-Z]{2,6}[0-9]*s?|m[A-Z]{2,5}|[A-Z]?[0-9]+[A-Za-z]+[0-9A-Za-z]*)\b")
+
+
+def claim_names(post: str) -> list[str]:
+    """What the post's claim is about by name: the conditions it names (the topic classifier's
+    disease list, without the generic "disease") and its code names, lower-cased."""
+    conditions = _conditions(post) - _GENERIC_CONDITIONS
+    codes = _names_in(post) - _conditions(post)
+    return sorted(conditions | {c for c in codes if not any(c.startswith(k) for k in conditions)})
+
+
+def _named(name: str, text: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}", text.lower()) is not None
+
+
+def _names_in(text: str) -> set[str]:
+    """Every condition (generic ones too) and code name the text names, lower-cased."""
+    codes = {m.lower() for m in _CODE_NAME_RE.findall(strip_urls(text)) if m.upper() not in _SPEAKERS}
+    return _conditions(text) | codes
+
+
+@dataclass(frozen=True)
+class ClaimCoverage:
+    """How much of the post's claim a text carries (`claim_coverage`)."""
+
+    terms: tuple[str, ...]
+    touched: tuple[str, ...]
+    names: tuple[str, ...]
+    named: tuple[str, ...]
+    other_names: tuple[str, ...] = ()
+    # A post that names no condition names its subject by a code name (SIDS in "shots … die in
+    # their cribs. Vaccines are causing SIDS"), and the text names it. A condition is not enough: it
+    # is often the topic, not the claim (COVID in "the AstraZeneca COVID vaccine doesn't work").
+    subject_named: bool = False
+
+    @property
+    def share(self) -> float:
+        return len(self.touched) / len(self.terms) if self.terms else 1.0
+
+    @property
+    def addressed(self) -> bool:
+        """Evidence on the claim: at least CLAIM_TERM_SHARE of the key terms touched and, when the
+        post names any, one of its names named. A post with neither asks nothing."""
+        return self.share >= CLAIM_TERM_SHARE and (not self.names or bool(self.named))
+
+    @property
+    def addressed_by_note(self) -> bool:
+        """A note on the claim. A note that names what the claim is about addresses it, whatever
+        details of the post's story it leaves out (the post's key terms include them: "cribs",
+        "4 month shots"). Otherwise the key terms as for evidence, but the note may leave the name to
+        the post it sits under ("drinking bleach is poisonous" under "bleach cures COVID-19"), as
+        long as it does not name another subject instead (SIDS under a post on autism)."""
+        if self.subject_named:
+            return True
+        names_ok = not self.names or bool(self.named) or not self.other_names
+        return self.share >= CLAIM_TERM_SHARE and names_ok
+
+    def explain(self) -> str:
+        missing = [t for t in self.terms if t not in self.touched]
+        parts = [f"{len(self.touched)} of the post's {len(self.terms)} key terms"]
+        if missing:
+            parts[0] += " (missing: " + ", ".join(f'"{t}"' for t in missing) + ")"
+        if self.names and not self.named:
+            names = ", ".join(self.names)
+            others = f", but names {', '.join(self.other_names)}" if self.other_names else ""
+            parts.append(f"none of the names the claim is about ({names}){others}")
+        return "; ".join(parts)
+
+
+def claim_coverage(post: str, text: str, *, terms: Sequence[str] | None = None) -> ClaimCoverage:
+    """How much of the post's claim `text` carries: its key terms touched, its names named.
+    `terms` lets a caller that checks many texts against one post compute the key terms once."""
+    terms = list(key_terms(post) if terms is None else terms)
+    names = claim_names(post)
+    named = tuple(n for n in names if _named(n, text))
+    subject = [] if _conditions(post) - _GENERIC_CONDITIONS else names
+    others = sorted(
+        n for n in _names_in(text) - set(names) if not any(n.startswith(k) or k.startswith(n) for k in names)
+    )
+    return ClaimCoverage(
+        terms=tuple(terms),
+        touched=tuple(terms_touched(terms, text)),
+        names=tuple(names),
+        named=named,
+        other_names=tuple(others),
+        subject_named=any(n in named for n in subject),
+    )
+
+
 def relevance_baseline(
     *,
     post: str,
@@ -175,32 +282,37 @@ def relevance_baseline(
     similarity_name: str = "",
     note: str = "",
 ) -> StepResult:
-    """Relevant when any snippet, on its own, is close enough to the post, and the note (when
-    given) is about the post's claim (`note_off_claim`): evidence on topic does not make a note
-    on another claim relevant.
+    """Relevant when any snippet, on its own, is close enough to the post and addresses its claim
+    (`claim_coverage`: a page on the topic but on another claim is not relevant), and the note
+    (when given) is about the post's claim (`note_off_claim`): evidence on topic does not make a
+    note on another claim relevant.
 
     With a similarity function: cosine >= threshold. Without: at least 25% of the post's
     content words (and at least two) occur in the snippet.
     """
     started = time.monotonic()
     lines, verdict = [], False
+    terms = key_terms(post)
     for i, ev in enumerate(snippets, start=1):
         if similarity is not None:
             score = float(similarity(post, ev.text))
-            ok = score >= threshold
-            lines.append(f"Snippet {i}: cosine similarity {score:.3f} {'>=' if ok else '<'} {threshold:.2f}.")
+            close = score >= threshold
+            line = f"Snippet {i}: cosine similarity {score:.3f} {'>=' if close else '<'} {threshold:.2f}"
         else:
             score = lexical_overlap(post, ev.text)
             shared = len(stems(post) & stems(ev.text))
-            ok = score >= 0.25 and shared >= 2
-            lines.append(
-                f"Snippet {i}: {shared} shared content words, overlap {score:.2f} ({'relevant' if ok else 'not relevant'})."
-            )
+            close = score >= 0.25 and shared >= 2
+            line = f"Snippet {i}: {shared} shared content words, overlap {score:.2f}"
+        claim = claim_coverage(post, ev.text, terms=terms)
+        ok = close and claim.addressed
+        why = "relevant" if ok else ("not on the post's topic" if not close else "on the topic, not on the claim")
+        lines.append(f"{line}; it carries {claim.explain()} ({why}).")
         verdict = verdict or ok
     if not snippets:
         lines.append("No evidence snippets.")
     model = f"{similarity_name}," if similarity_name else ""
     name = f"embedding-cosine-v1({model}t={threshold:.2f})" if similarity is not None else "lexical-overlap-v1"
+    name += "+claim-terms-v1"
     lines.append("At least one snippet is relevant." if verdict else "No snippet is relevant.")
     off_claim = note_off_claim(post, note)
     if off_claim:
@@ -231,12 +343,35 @@ def correctness_llm(client: LLMClient, *, post: str, note: str, snippets: Sequen
     )
 
 
+# A note whose words follow a passage's, in order, for this share of the note is a copy of it.
+COPY_SHARE = 0.8
+
+
+def copied_share(note: str, passages: Sequence[str]) -> float:
+    """The largest share of the note's words that one passage holds in the same order (difflib's
+    matching blocks over words): 1.0 for a sentence copied whole, low for a paraphrase."""
+    words = _WORD_RE.findall(strip_urls(note).lower())
+    if not words:
+        return 0.0
+    best = 0
+    for passage in passages:
+        matcher = SequenceMatcher(None, words, _WORD_RE.findall(passage.lower()), autojunk=False)
+        best = max(best, sum(block.size for block in matcher.get_matching_blocks()))
+    return best / len(words)
+
+
+_WORD_RE = re.compile(r"\w+")
+
+
 def correctness_baseline(*, post: str, note: str, snippets: Sequence[Evidence]) -> StepResult:
     """Lexical support check: it cannot tell "supports" from "contradicts".
 
     Fails when a number in the note is absent from the snippets, when the note uses an
-    absolute word (always, never, proven, ...) the snippets do not use, or when under half
-    of the note's content words occur in the snippets.
+    absolute word (always, never, proven, ...) the snippets do not use, when under half of the
+    note's content words occur in the snippets, or when the note does not address the post's
+    claim (`claim_coverage`): words taken from the evidence are not a correct note on this post,
+    and a note that copies a passage (COPY_SHARE of its words in the passage's order) but not on
+    the claim is named as such.
     """
     started = time.monotonic()
     evidence = " ".join(ev.text for ev in snippets)
@@ -255,19 +390,30 @@ def correctness_baseline(*, post: str, note: str, snippets: Sequence[Evidence]) 
     coverage = (sum(1 for w in words if stem(w) in ev_stems) / len(words)) if words else 0.0
     if coverage < 0.5:
         problems.append(f"only {coverage:.0%} of the note's content words occur in the snippets")
+    claim = claim_coverage(post, note_plain) if post.strip() else None
+    copied = copied_share(note_plain, [ev.text for ev in snippets])
+    if claim is not None and not claim.addressed_by_note:
+        what = "copies a passage" if copied >= COPY_SHARE else "is supported"
+        problems.append(f"the note {what} but does not address the post's claim: it carries {claim.explain()}")
     verdict = not problems and bool(snippets)
     reasoning = (
-        f"Content-word coverage by the snippets: {coverage:.0%}. "
-        + ("Problems: " + "; ".join(problems) + "." if problems else "No unsupported numbers or absolute wording.")
+        f"Content-word coverage by the snippets: {coverage:.0%}; words copied from one passage: {copied:.0%}. "
+        + (
+            "Problems: " + "; ".join(problems) + "."
+            if problems
+            else "No unsupported numbers or absolute wording; on the post's claim."
+        )
         + ("" if snippets else " No snippets to check against.")
     )
     return baseline_result(
-        "lexical-support-v1",
+        "lexical-support-v1+claim-terms-v1",
         VERSIONS["correctness"],
         verdict,
         reasoning,
         started,
         coverage=coverage,
+        copied=copied,
+        claim_share=claim.share if claim is not None else None,
     )
 
 
@@ -326,13 +472,17 @@ def helpfulness_baseline(*, post: str, note: str, urls: Sequence[str]) -> StepRe
 
 
 def helpfulness_classifier(model: HelpfulnessModel, *, post: str, note: str, urls: Sequence[str]) -> StepResult:
-    """The note as the stage judges it (text without URLs) with the cited URLs as a feature."""
+    """The note as the stage judges it (text without URLs, the cited URLs apart) and the post; the
+    stage knows no language or classification, which the model reads as unknown."""
+    # Deferred: the model's module loads numpy and the real-data reader; only a process that judges with it pays that.
+    from crowdnotes_site.lib.llm.classifier import JudgedNote
+
     started = time.monotonic()
-    proba = float(model.predict_proba_helpful([note], [list(urls)])[0])
-    verdict = proba >= 0.5
+    proba = float(model.predict_proba([JudgedNote(strip_urls(note), tuple(urls), post)])[0])
+    verdict = proba >= model.threshold
     reasoning = (
-        f"Trained classifier: P(helpful) = {proba:.3f} ({'>=' if verdict else '<'} 0.5); "
-        f"{len(urls)} cited URL(s) counted."
+        f"Trained on the crowd's verdicts: P(helpful) = {proba:.3f} "
+        f"({'>=' if verdict else '<'} {model.threshold:.2f}); {len(urls)} cited URL(s) counted."
     )
     return StepResult(
         value=verdict,

@@ -1,5 +1,7 @@
-"""Supernote principle checks (neutral wording, no opinion): prompt, LLM step, lexicon baseline
-(hostile words, "!!", shouting in capitals that is not an acronym such as CDC or SIDS). Used by
+"""Supernote principle checks (neutral wording, no opinion): prompt, LLM step, and the offline
+baseline. Neutral offline: no insult or swearing by a maintained classifier (alt-profanity-check),
+no loaded phrase of common.LOADED_PHRASES (scorn in clean words, which the classifier misses), no
+"!!", no shouting in capitals that is not an acronym such as CDC or SIDS. Used by
 notes.supernotes.filters."""
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ from crowdnotes_site.lib.llm.steps.common import (
     baseline_result,
     data_messages,
     decision_step,
+    sentences,
 )
 
 VERSIONS: dict[str, str] = {
     "principle_neutral": "principle-neutral-v3",
     "principle_no_opinion": "principle-no-opinion-v2",
 }
+
+# alt-profanity-check's probability that a sentence is offensive, at or above which the neutral
+# filter fails it (chosen on the tuning cases, bench/README.md "Offline checks a moderator can trust").
+OFFENSIVE_THRESHOLD = 0.5
 
 PRINCIPLE_QUESTIONS = {
     "neutral": (
@@ -71,24 +78,47 @@ def principle_check_llm(client: LLMClient, *, text: str, principle: str) -> Step
     )
 
 
+def offensive_probability(text: str) -> float:
+    """The highest probability, over the text's sentences, that a sentence is offensive (insults,
+    swearing), by alt-profanity-check's classifier (a linear model over word n-grams trained on
+    labelled toxic comments; it loads in about half a second on first use). Sentence by sentence,
+    so one insult in a long calm note is not averaged away."""
+    from profanity_check import predict_prob
+
+    parts = sentences(text) or [text]
+    return max(float(p) for p in predict_prob(parts))
+
+
 def principle_check_baseline(*, text: str, principle: str) -> StepResult:
     started = time.monotonic()
     if principle == "neutral":
+        problems = []
+        loaded = sorted({m.group(0).lower() for m in HOSTILE_RE.finditer(text)})
+        if loaded:
+            problems.append("loaded wording: " + ", ".join(f'"{w}"' for w in loaded[:5]))
+        offensive = offensive_probability(text) if text.strip() else 0.0
+        if offensive >= OFFENSIVE_THRESHOLD:
+            problems.append(
+                f"insulting or offensive wording (classifier: {offensive:.2f} >= {OFFENSIVE_THRESHOLD:.2f})"
+            )
         shouted = shouting_words(text)
-        bad = bool(HOSTILE_RE.search(text)) or "!!" in text or bool(shouted)
         if shouted:
-            reason = "shouting in capitals: " + ", ".join(shouted[:5])
-        else:
-            reason = "hostile or loaded wording found" if bad else "no hostile or loaded wording found"
+            problems.append("shouting in capitals: " + ", ".join(shouted[:5]))
+        elif "!!" in text:
+            problems.append("shouting (repeated exclamation marks)")
+        bad = bool(problems)
+        reason = "; ".join(problems) if problems else "no insult, loaded wording or shouting found"
+        name = "lexicon-v2+profanity-classifier"
     elif principle == "no_opinion":
         bad = bool(OPINION_RE.search(text))
         reason = "opinion/speculation markers found" if bad else "no opinion/speculation markers found"
+        name = "lexicon-v1"
     else:
         raise ValueError(f"unknown principle {principle!r}")
     return baseline_result(
-        "lexicon-v1",
+        name,
         VERSIONS[f"principle_{principle}"],
         not bad,
-        reason.capitalize() + ".",
+        reason[0].upper() + reason[1:] + ".",
         started,
     )

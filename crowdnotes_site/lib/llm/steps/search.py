@@ -10,6 +10,7 @@ The flow that calls them is evidence.search.flow. Pure: similarity functions are
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,9 @@ from crowdnotes_site.lib.llm.steps.common import (
     sentences,
 )
 from crowdnotes_site.lib.text_rules import strip_urls
+
+# The offline query baseline's name, kept with every run (v4: no one-word queries).
+BASELINE_QUERIES = "key-terms-v4"
 
 VERSIONS: dict[str, str] = {
     "search_queries": "search-queries-v3",
@@ -265,33 +269,48 @@ def quoted(term: str) -> str:
 
 
 def key_term_queries(terms: Sequence[str], n: int) -> list[str]:
-    """Queries made of key terms only (search requires every term of a query): the first three
-    together, then each term alone, so a source that addresses part of the claim is still found.
-    (Pairing the strongest term with each other one would let one badly chosen strongest term,
-    "wives tale" or "fine", sink every query: bench/README.md, "Find evidence for me".)"""
+    """Phrases of the claim, never a lone word (search requires every term of a query, and one
+    word such as "weight" matches any page on the topic): the first three key terms together, then
+    each term of several words alone ("type 2 diabetes"), then the terms two by two, so a source
+    that addresses part of the claim is still found and one badly chosen strongest term ("wives
+    tale", "fine") cannot sink every query (bench/README.md, "Find evidence for me")."""
     if not terms:
         return []
-    candidates = [terms[:3], *([term] for term in terms)]
-    queries = [" ".join(quoted(t) for t in group) for group in candidates]
+    groups: list[Sequence[str]] = [terms[:3]]
+    groups += [[term] for term in terms if " " in term]
+    groups += [list(pair) for pair in itertools.combinations(terms[:4], 2)]
+    queries = [" ".join(quoted(t) for t in group) for group in groups if sum(len(t.split()) for t in group) >= 2]
     return list(dict.fromkeys(queries))[:n]
+
+
+def _claim_terms(post: str) -> list[str]:
+    """The claim's key terms, with enough words for a phrase: a lone one-word term ("weight") gets
+    the claim's next content words beside it ("weight tea detox")."""
+    terms = key_terms(post)
+    if sum(len(t.split()) for t in terms) >= 2:
+        return terms
+    words = content_words(_HASHTAG.sub(r"\1", strip_urls(post)))
+    extra = [w for w in dict.fromkeys(words) if w not in " ".join(terms).split()]
+    return [" ".join([*terms, *extra][:3])] if terms or extra else []
 
 
 def search_queries_baseline(*, post: str, n: int, similarity: Similarity | None = None) -> StepResult:
     """Queries without an LLM, from the claim's key terms (`key_terms`: noun phrases and numbers
-    kept whole, quoted when they have several words): the first three key terms together, then
-    each alone. The search requires every term of a query, so each query is
-    precise and together they still find a source that addresses only part of the claim."""
+    kept whole, quoted when they have several words), each query a phrase of 2-4 of them
+    (`key_term_queries`). The search requires every term of a query, so each query is precise and
+    together they still find a source that addresses only part of the claim."""
     started = time.monotonic()
-    terms = key_terms(post)
+    terms = _claim_terms(post)
     if not terms:
-        words = content_words(_HASHTAG.sub(r"\1", strip_urls(post)))[:4]
-        terms = [" ".join(words)] if words else []
-    if not terms:
-        return baseline_result("key-terms-v3", VERSIONS["search_queries"], None, "No words.", started)
-    queries, dropped = drop_near_duplicates(key_term_queries(terms, n), similarity=None)
-    reasoning = f"Key terms of the claim: {'; '.join(terms)}. Queries: the first three together, then each alone."
+        return baseline_result(BASELINE_QUERIES, VERSIONS["search_queries"], None, "No words.", started)
+    # A post of one word has no phrase to offer: that word is the query.
+    queries, dropped = drop_near_duplicates(key_term_queries(terms, n) or terms[:1], similarity=None)
+    reasoning = (
+        f"Key terms of the claim: {'; '.join(terms)}. Queries: the first three together, each term of several "
+        "words alone, then the terms two by two."
+    )
     return baseline_result(
-        "key-terms-v3", VERSIONS["search_queries"], queries[:n] or None, reasoning, started, dropped=dropped
+        BASELINE_QUERIES, VERSIONS["search_queries"], queries[:n] or None, reasoning, started, dropped=dropped
     )
 
 

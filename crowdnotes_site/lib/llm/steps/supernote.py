@@ -28,7 +28,7 @@ from crowdnotes_site.lib.text_rules import NOTE_MAX_CHARS, find_urls, strip_urls
 
 VERSIONS: dict[str, str] = {
     "supernote": "supernote-v3",
-    "supernote_extractive": "supernote-extractive-v2",
+    "supernote_extractive": "supernote-extractive-v3",
 }
 
 
@@ -169,17 +169,51 @@ def _words(text: str) -> set[str]:
     return set(_WORD_RE.findall(text.lower()))
 
 
+# Where a sentence holds shorter statements that stand alone: the parts around a colon or semicolon,
+# and the lead clause before ", which" / ", but" / ", and" / ", while" (what follows those does not
+# stand alone). They let two long notes meet within the budget.
+_PART_RE = re.compile(r"\s*[:;]\s+")
+_LEAD_RE = re.compile(r",\s+(?:which|but|and|while)\s+")
+# A part counts as a statement from this many words; a part weighs less than its whole sentence.
+_PART_MIN_WORDS, _PART_WEIGHT = 5, 0.8
+
+
+def _units(sentence: str) -> list[tuple[str, float]]:
+    """The sentence (weight 1), then its parts that stand alone (weight _PART_WEIGHT)."""
+    parts = _PART_RE.split(sentence)
+    pieces = list(parts) if len(parts) > 1 else []
+    for part in parts:
+        lead = _LEAD_RE.search(part)
+        if lead:
+            pieces.append(part[: lead.start()])
+    units = [(sentence, 1.0)]
+    for piece in pieces:
+        piece = piece.strip(" -:;,")
+        if len(_words(piece)) >= _PART_MIN_WORDS and piece != sentence and all(piece != u for u, _ in units):
+            units.append((piece[0].upper() + piece[1:], _PART_WEIGHT))
+    return units
+
+
+def _near_duplicate(a: str, b: str) -> bool:
+    wa, wb = _words(a), _words(b)
+    return len(wa & wb) / max(len(wa | wb), 1) > 0.5
+
+
 def supernote_candidate_extractive(*, notes: Sequence[MergeSource], budget: int = NOTE_MAX_CHARS) -> StepResult:
-    """Extractive merge (offline, no synthesis) that depends on the subset and its order, so that
-    different draws give different candidates: the first note of the order leads with its
-    best-supported sentence, then each following note adds its best sentence that is not a
-    near-duplicate and fits (coverage before depth), then any remaining sentences by support
-    (helpful share x helpful tags x rater-side diversity), within `budget` characters without
-    links; then the links of the notes that contributed a sentence (at most 3), in order."""
+    """Extractive merge (offline, no synthesis) of at least two source notes, which depends on the
+    subset and its order, so that different draws give different candidates: the first note of the
+    order leads with its best-supported statement that leaves room for another note's, then each
+    following note adds its best statement that is not a near-duplicate and fits (coverage before
+    depth), then any remaining statements by support (helpful share x helpful tags x rater-side
+    diversity), within `budget` characters without links; then the links of the notes that
+    contributed (at most 3), in order. A statement is a sentence or, when sentences are too long to
+    meet, a part of one that stands alone (`_units`). No candidate when no two notes fit together:
+    one note's text alone is that note, not a merge."""
     started = time.monotonic()
-    name = "extractive-merge-v2"
-    if not notes:
-        return baseline_result(name, VERSIONS["supernote_extractive"], None, "No source notes.", started)
+    name = "extractive-merge-v3"
+    if len(notes) < 2:
+        return baseline_result(name, VERSIONS["supernote_extractive"], None, "A merge needs two source notes.", started)
+    # (score, note index, sentence index, statement text) per note, best first.
     per_note: list[list[tuple[float, int, int, str]]] = []
     links_of: list[list[str]] = []
     for n_idx, note in enumerate(notes):
@@ -189,38 +223,53 @@ def supernote_candidate_extractive(*, notes: Sequence[MergeSource], budget: int 
         for s_idx, sentence in enumerate(_SENTENCE_RE.split(strip_urls(text))):
             sentence = sentence.strip(" -:")
             if len(_words(sentence)) >= 3:
-                # Earlier sentences of a note carry its main point.
-                ranked.append((_support(note) / (1 + 0.25 * s_idx), n_idx, s_idx, sentence))
+                for unit, weight in _units(sentence):
+                    # Earlier sentences of a note carry its main point.
+                    ranked.append((weight * _support(note) / (1 + 0.25 * s_idx), n_idx, s_idx, unit))
         per_note.append(sorted(ranked, key=lambda t: -t[0]))
     chosen: list[tuple[int, int, str]] = []
     used = 0
 
+    def cost(sentence: str) -> int:  # its characters, a full stop it may need, a space before it
+        return len(sentence) + (0 if sentence.endswith((".", "!", "?")) else 1) + (1 if chosen else 0)
+
     def take(candidate: tuple[float, int, int, str]) -> bool:
         nonlocal used
         _score, n_idx, s_idx, sentence = candidate
-        words = _words(sentence)
-        if any(len(words & _words(c[2])) / max(len(words | _words(c[2])), 1) > 0.5 for c in chosen):
+        if any((c[0], c[1]) == (n_idx, s_idx) for c in chosen):
+            return False  # one statement per sentence
+        if used + cost(sentence) > budget or any(_near_duplicate(sentence, c[2]) for c in chosen):
             return False
-        extra = len(sentence) + (1 if chosen else 0)
-        if used + extra > budget:
-            return False
+        used += cost(sentence)
         chosen.append((n_idx, s_idx, sentence))
-        used += extra
         return True
 
-    for ranked in per_note:  # one sentence per note, in the given order
+    def leaves_room(lead: tuple[float, int, int, str]) -> bool:
+        room = budget - cost(lead[3]) - 1
+        return any(cost(c[3]) <= room and not _near_duplicate(c[3], lead[3]) for ranked in per_note[1:] for c in ranked)
+
+    lead = next((c for c in per_note[0] if leaves_room(c)), None)
+    if lead is None:
+        return baseline_result(
+            name, VERSIONS["supernote_extractive"], None,
+            f"No statement of the leading note leaves room for another note's within {budget} characters.", started,
+        )  # fmt: skip
+    take(lead)
+    for ranked in per_note[1:]:  # one statement per note, in the given order
         for cand in ranked:
             if take(cand):
                 break
-    taken = {(c[0], c[1]) for c in chosen}
-    rest = [cand for ranked in per_note for cand in ranked if (cand[1], cand[2]) not in taken]
+    rest = [cand for ranked in per_note for cand in ranked]
     for cand in sorted(rest, key=lambda t: -t[0]):
         take(cand)
-    if not chosen:
-        return baseline_result(name, VERSIONS["supernote_extractive"], None, "No sentence fits.", started)
+    sources = sorted({c[0] for c in chosen})
+    if len(sources) < 2:
+        return baseline_result(
+            name, VERSIONS["supernote_extractive"], None,
+            f"No two source notes fit together within {budget} characters.", started,
+        )  # fmt: skip
     chosen.sort(key=lambda c: (c[0], c[1]))
     body = " ".join(c[2] if c[2].endswith((".", "!", "?")) else c[2] + "." for c in chosen)
-    sources = sorted({c[0] for c in chosen})
     links: list[str] = []
     for n_idx in sources:
         links += [u for u in links_of[n_idx] if u not in links]
@@ -229,7 +278,7 @@ def supernote_candidate_extractive(*, notes: Sequence[MergeSource], budget: int 
         name,
         VERSIONS["supernote_extractive"],
         text,
-        f"Led by source note 1 of this order; kept {len(chosen)} sentences from source notes "
+        f"Led by source note 1 of this order; kept {len(chosen)} statements from source notes "
         f"{[i + 1 for i in sources]} and {min(len(links), 3)} of their links.",
         started,
         source_indexes=sources,

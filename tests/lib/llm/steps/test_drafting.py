@@ -13,7 +13,7 @@ from tests.support.llm_server import Reply, ScriptedLLM
 
 def test_it_drafts_extractively_within_budget_from_snippet_sentences() -> None:
     result = drafting.draft_note_baseline(post=POST, snippets=SNIPPETS, budget=120)
-    assert result.producer == Producer("baseline", "extractive-lexical-v2")
+    assert result.producer == Producer("baseline", "extractive-lexical-v3")
     assert result.value and len(result.value) <= 120
     # the two sentences sharing most words with the post, in rank order; Paris never matches
     assert (
@@ -72,7 +72,7 @@ def test_offline_drafts_read_as_sentences_on_the_cdc_sids_page(shared_data: Path
     assert draft.value and len(draft.value) <= 280
     assert "vaccines do not cause and are not linked to SIDS" in draft.value
     assert not re.search(r"\b(Also|See|Key points|Overview)\b", draft.value)
-    assert draft.producer == Producer("baseline", "extractive-lexical-v2")
+    assert draft.producer == Producer("baseline", "extractive-lexical-v3")
 
 
 def test_offline_drafts_read_as_sentences_on_state_health_pages(shared_data: Path) -> None:
@@ -82,3 +82,37 @@ def test_offline_drafts_read_as_sentences_on_state_health_pages(shared_data: Pat
     nichd = _page_text(shared_data, "safetosleep.nichd.nih.gov__home.html")
     _reads_as_sentences(nichd)
     assert not any(s.startswith(("Learn about", "Get free materials")) for s in readable_sentences(nichd))
+
+
+# Passages of a real report on "feather duvet lung"
+# (../shared/data/webpages/health/livescience.com__feather-duvet-lung.html): the first is not about feathers
+# or lungs, the second is.
+DUVET_OFF_POINT = (
+    "The patient was given steroids, and switched his bedding to hypoallergenic synthetic materials. His symptoms "
+    "improved rapidly within a month, and by six months he felt well again. After a year, his symptoms completely "
+    "cleared and he is now fully recovered, Dempsey said. \"It doesn't affect me at all now and my life is pretty "
+    'much as it was before," the patient wrote in the case study.'
+)
+DUVET_ON_POINT = (
+    'Feather duvet lung is a type of "hypersensitive pneumonitis" in which the body\'s immune response to a '
+    "particular outside trigger causes the lung's air sacs and airways to become inflamed. \"I'm sure it happens "
+    'much more than we realize," Dempsey said.'
+)
+DUVET_POST = "Feather duvets cause lung disease, doctors warn."
+
+
+def test_the_offline_draft_says_that_no_passage_addresses_the_claim() -> None:
+    result = drafting.draft_note_baseline(post=DUVET_POST, snippets=[Evidence(DUVET_OFF_POINT)], budget=279)
+    assert result.value is not None
+    assert result.value.startswith("None of the confirmed passages addresses the post's claim")
+    assert "steroids" not in result.value and len(result.value) <= 279
+    assert result.extra["addresses_claim"] is False
+
+
+def test_the_offline_draft_opens_with_the_sentence_on_the_claim() -> None:
+    result = drafting.draft_note_baseline(
+        post=DUVET_POST, snippets=[Evidence(DUVET_OFF_POINT), Evidence(DUVET_ON_POINT)], budget=279
+    )
+    assert result.value is not None and result.value.startswith("Feather duvet lung is a type of")
+    assert "steroids" not in result.value
+    assert result.extra["addresses_claim"] is True

@@ -5,6 +5,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
+from crowdnotes_site.lib.llm.classifier import JudgedNote
 from crowdnotes_site.lib.llm.steps import judges
 from crowdnotes_site.lib.llm.steps.common import Producer
 from tests.lib.llm.steps.examples import POST, SNIPPETS
@@ -14,7 +15,7 @@ def test_it_labels_relevance_by_embedding_when_given_a_similarity() -> None:
     sims = {SNIPPETS[0].text: 0.61, SNIPPETS[1].text: 0.02}
     result = judges.relevance_baseline(post=POST, snippets=SNIPPETS, similarity=lambda a, b: sims[b])
     assert result.value is True
-    assert result.producer == Producer("baseline", "embedding-cosine-v1(t=0.30)")
+    assert result.producer == Producer("baseline", "embedding-cosine-v1(t=0.30)+claim-terms-v1")
     assert "Snippet 2: cosine similarity 0.020 < 0.30" in result.reasoning
     assert judges.relevance_baseline(post=POST, snippets=SNIPPETS[1:], similarity=lambda a, b: 0.1).value is False
 
@@ -108,19 +109,20 @@ def test_a_calm_sourced_note_about_sids_is_helpful_by_the_baseline() -> None:
 
 
 def test_the_classifier_judge_counts_the_cited_urls() -> None:
-    seen: list[tuple[list[str], list[list[str]]]] = []
+    seen: list[JudgedNote] = []
 
     class Model:
         version = "clf-test"
+        threshold = 0.5
 
-        def predict_proba_helpful(self, texts: Sequence[str], urls: Sequence[Sequence[str]]) -> list[float]:
-            seen.append((list(texts), [list(u) for u in urls]))
-            return [0.9 if u else 0.1 for u in urls]
+        def predict_proba(self, notes: Sequence[JudgedNote]) -> list[float]:
+            seen.extend(notes)
+            return [0.9 if n.urls else 0.1 for n in notes]
 
     cited = judges.helpfulness_classifier(Model(), post=POST, note="Trials show no effect.", urls=["https://a.org"])
     uncited = judges.helpfulness_classifier(Model(), post=POST, note="Trials show no effect.", urls=[])
     assert cited.value is True and uncited.value is False
-    assert seen[0] == (["Trials show no effect."], [["https://a.org"]])
+    assert seen[0] == JudgedNote("Trials show no effect.", ("https://a.org",), POST)
     assert "1 cited URL" in cited.reasoning
 
 
@@ -143,7 +145,7 @@ def test_a_note_on_another_claim_fails_relevance_even_with_snippets_on_the_post(
     )
     assert off.value is False
     assert "The post is about autism, which the note never names" in off.reasoning
-    assert off.producer.name == "lexical-overlap-v1+note-on-claim-v1"
+    assert off.producer.name == "lexical-overlap-v1+claim-terms-v1+note-on-claim-v1"
     on = judges.relevance_baseline(
         post=post, snippets=snippet, note="Large studies found no link between vaccines and autism."
     )
@@ -162,3 +164,75 @@ def test_every_off_claim_case_of_the_labelled_set_fails_the_note_check() -> None
     # it shares the post's key term "vaccines" and the post names no listed condition).
     assert caught == [c["id"] for c in off if c["id"] != "off-sids-measles"]
     assert not [c["id"] for c in on if judges.note_off_claim(str(c["post"]), str(c["note"]))]
+
+
+# The key points of the CDC's page on vaccines and SIDS (../shared/data/webpages/health/cdc.gov__about-sids.html).
+CDC_SIDS = (
+    "SIDS is the sudden, unexpected death of a baby younger than 1 year of age that doesn't have a known cause "
+    "even after a complete investigation. Multiple research studies and safety reviews have found that vaccines "
+    "do not cause and are not linked to SIDS."
+)
+AUTISM_POST = "Vaccines cause autism, new report shows."
+
+
+def test_a_page_on_the_topic_but_on_another_claim_fails_relevance() -> None:
+    from crowdnotes_site.lib.llm.steps.common import Evidence
+
+    # A note on autism citing the SIDS page: the cosine sees the topic (vaccines) and passes it.
+    result = judges.relevance_baseline(
+        post=AUTISM_POST,
+        snippets=[Evidence(CDC_SIDS)],
+        similarity=lambda a, b: 0.54,
+        note="Studies of millions of children found no link between vaccines and autism.",
+    )
+    assert result.value is False
+    assert "on the topic, not on the claim" in result.reasoning and "autism" in result.reasoning
+    on_claim = "Studies of more than a million children found no link between the MMR vaccine and autism."
+    assert (
+        judges.relevance_baseline(post=AUTISM_POST, snippets=[Evidence(on_claim)], similarity=lambda a, b: 0.54).value
+        is True
+    )
+    # The same page is relevant to the claim it is about.
+    sids_post = "Vaccines cause SIDS: babies die after their shots."
+    assert judges.relevance_baseline(post=sids_post, snippets=[Evidence(CDC_SIDS)], similarity=lambda a, b: 0.6).value
+
+
+def test_a_copied_passage_that_does_not_answer_the_claim_fails_correctness() -> None:
+    from crowdnotes_site.lib.llm.steps.common import Evidence
+
+    copy = (
+        "Multiple research studies and safety reviews have found that vaccines do not cause and are not linked to SIDS."
+    )
+    off = judges.correctness_baseline(post=AUTISM_POST, note=copy, snippets=[Evidence(CDC_SIDS)])
+    assert off.value is False
+    assert "copies a passage but does not address the post's claim" in off.reasoning
+    assert off.extra["copied"] == 1.0
+    # The same copy under the post it answers is correct: copying is not the fault, missing the claim is.
+    on = judges.correctness_baseline(
+        post="Vaccines cause SIDS: babies die after their shots.", note=copy, snippets=[Evidence(CDC_SIDS)]
+    )
+    assert on.value is True, on.reasoning
+
+
+def test_claim_coverage_counts_key_terms_and_the_names_the_claim_is_about() -> None:
+    assert judges.claim_names("The MMR vaccine causes autism, and the CDC knows it.") == ["autism", "mmr"]
+    assert judges.claim_names("5G towers spread COVID-19.") == ["5g", "covid"]
+    sids = judges.claim_coverage(AUTISM_POST, CDC_SIDS)
+    assert sids.touched == ("vaccines",) and sids.named == () and not sids.addressed
+    assert "none of the names the claim is about (autism)" in sids.explain()
+    assert judges.claim_coverage(AUTISM_POST, "No link between vaccines and autism was found.").addressed
+    # A post without content words asks nothing.
+    assert judges.claim_coverage("Is it true?", "Anything.").addressed
+
+
+def test_a_note_that_names_the_claims_code_name_addresses_it_whatever_story_details_it_leaves_out() -> None:
+    from crowdnotes_site.lib.llm.steps.common import Evidence
+
+    # The post's key terms are its story ("babies", "4 month shots", "cribs", "die"); the claim is SIDS.
+    post = "Babies get their 2 and 4 month shots and then die in their cribs. Vaccines are causing SIDS and the CDC knows it."
+    note = "Studies and safety reviews have found that vaccines do not cause and are not linked to SIDS."
+    assert judges.correctness_baseline(post=post, note=note, snippets=[Evidence(CDC_SIDS)]).value is True
+    # A condition is not such a name: COVID is the topic of this post, not its claim.
+    az = "The AstraZeneca COVID vaccine doesn't work, trials showed it failed."
+    spain = "Spain says a national COVID-19 vaccination plan will be launched in January."
+    assert judges.correctness_baseline(post=az, note=spain, snippets=[Evidence(spain)]).value is False

@@ -19,10 +19,11 @@ def test_it_parses_search_queries_from_the_llm(llm_server: ScriptedLLM, llm_clie
 
 def test_its_offline_queries_are_made_of_the_claims_key_terms() -> None:
     base = search.search_queries_baseline(post=POST, n=5)
-    assert base.producer.kind == "baseline" and base.producer.name == "key-terms-v3"
-    # All key terms, then each alone; hype and vague words ("cures", "doctors", "won't tell") dropped,
-    # the phrase "vitamin c" kept whole and quoted (the search requires every term of a query).
-    assert base.value == ['"vitamin c" cancer', '"vitamin c"', "cancer"]
+    assert base.producer.kind == "baseline" and base.producer.name == "key-terms-v4"
+    # All key terms, then each phrase alone, never a lone word ("cancer"); hype and vague words
+    # ("cures", "doctors", "won't tell") dropped, the phrase "vitamin c" kept whole and quoted (the
+    # search requires every term of a query).
+    assert base.value == ['"vitamin c" cancer', '"vitamin c"']
     assert "Key terms of the claim: vitamin c; cancer" in base.reasoning
 
 
