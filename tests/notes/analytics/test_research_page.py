@@ -138,9 +138,11 @@ def test_its_peak_memory_is_shown_in_a_unit_that_shows_it(outputs: Path, admin_c
     settings.RESEARCH_OUTPUTS_DIR = str(outputs)
     html = admin_client.get(reverse("analytics:research")).content.decode()
     score = json.loads((outputs / "steps" / "score.json").read_text())
-    assert 0 < score["peak_rss_bytes"] < 2**30  # a small download: well under a GiB
-    assert f'<td class="peak-memory">{score["peak_rss_bytes"] / 2**20:,.0f} MiB</td>' in html
-    assert "0 GiB" not in html
     from crowdnotes_site.lib.communitynotes.research.outputs import memory_text
 
-    assert memory_text(3 * 2**30) == "3.00 GiB" and memory_text(None) == memory_text(0) == "not measured"
+    # The step's peak is the whole process's (a test worker that loaded models can pass a GiB).
+    assert score["peak_rss_bytes"] > 0
+    assert f'<td class="peak-memory">{memory_text(score["peak_rss_bytes"])}</td>' in html
+    assert "0 GiB" not in html and "0.00 GiB" not in html
+    assert memory_text(300 * 2**20) == "300 MiB" and memory_text(3 * 2**30) == "3.00 GiB"
+    assert memory_text(None) == memory_text(0) == "not measured"
