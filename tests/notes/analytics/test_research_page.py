@@ -143,6 +143,6 @@ def test_its_peak_memory_is_shown_in_a_unit_that_shows_it(outputs: Path, admin_c
     # The step's peak is the whole process's (a test worker that loaded models can pass a GiB).
     assert score["peak_rss_bytes"] > 0
     assert f'<td class="peak-memory">{memory_text(score["peak_rss_bytes"])}</td>' in html
-    assert "0 GiB" not in html and "0.00 GiB" not in html
+    assert ">0 GiB<" not in html and ">0.00 GiB<" not in html
     assert memory_text(300 * 2**20) == "300 MiB" and memory_text(3 * 2**30) == "3.00 GiB"
     assert memory_text(None) == memory_text(0) == "not measured"
