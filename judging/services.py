@@ -48,10 +48,14 @@ def _load_classifier(directory: str, version: str) -> clf.HelpfulnessClassifier 
     return clf.load(Path(directory), version=version)
 
 
-def helpfulness_classifier_train(*, folder: Path, directory: Path) -> clf.HelpfulnessClassifier:
-    """Train the helpfulness judge on the crowd's verdicts in the real Community Notes folder and
-    save it as the latest model (the stage uses it from the next judgement on)."""
-    examples = clf.real_examples(real.read_notes(folder))
+def helpfulness_classifier_train(
+    *, folder: Path, directory: Path, examples: Sequence[clf.Example] | None = None
+) -> clf.HelpfulnessClassifier:
+    """Train the helpfulness judge on the crowd's verdicts in the real Community Notes folder (or
+    `examples`, when the caller has already read them from it) and save it as the latest model (the
+    stage uses it from the next judgement on)."""
+    if examples is None:
+        examples = clf.real_examples(real.read_notes(folder))
     model = clf.train(examples, source=f"{folder.name}/{real.NOTES_FILE}: mature Helpful / Not Helpful verdicts")
     clf.save(model, directory)
     _load_classifier.cache_clear()

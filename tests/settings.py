@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
+from tests.settings_shared import set_environment_defaults
+
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crowdnotes")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
@@ -90,8 +92,7 @@ def _claim_redis_database() -> None:
 
 
 _claim_redis_database()
-os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789")
-os.environ.setdefault("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
+set_environment_defaults()
 # The models' unpacked files and pre-filter tables (a minute of CPU each to build) in the user's
 # cache, which evidence.embedding uses when no MODEL_CACHE_DIR is set: built once per machine, not
 # once per checkout; tests/conftest.py's warm-up builds them before any worker starts.
@@ -99,11 +100,6 @@ os.environ.setdefault(
     "MODEL_CACHE_DIR",
     os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "crowdnotes", "models"),
 )
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
-# The app's port as deployments set it; tests point EVIDENCE_ALLOWED_LOCAL at loopback page servers.
-os.environ.setdefault("SITE_PORTS", "8000")
 # Playwright's sync API runs an event loop in the test thread; the ORM calls in tests are still synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -114,16 +110,12 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise RuntimeError("The test suite runs on PostgreSQL only: set DATABASE_URL to a postgres:// URL.")
 DATABASES["default"]["TEST"] = {"NAME": database_name_for_checkout(DATABASES["default"]["NAME"], BASE_DIR)}
 
-PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast hashing for tests only
-SESSION_COOKIE_SECURE = False
-CSRF_COOKIE_SECURE = False
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-}
-# Off in tests by default: the queued topic call would take LLM replies scripted for other tasks.
-# tests/notes/analytics/test_topic_baselines.py turns it on.
-TOPICS_CLASSIFY_NEW_POSTS = False
-# Off in tests by default: load_demo would queue the benchmark on the demo dataset for any worker.
-# tests/browser/test_demo_walk.py turns it on.
-DEMO_BENCHMARK_DATASET = ""
+# The settings both test modules override (tests/settings_shared.py).
+from tests.settings_shared import (  # noqa: E402, F401
+    CSRF_COOKIE_SECURE,
+    DEMO_BENCHMARK_DATASET,
+    PASSWORD_HASHERS,
+    SESSION_COOKIE_SECURE,
+    STORAGES,
+    TOPICS_CLASSIFY_NEW_POSTS,
+)

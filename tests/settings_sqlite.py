@@ -10,6 +10,8 @@ import os
 import shutil
 import tempfile
 
+from tests.settings_shared import set_environment_defaults
+
 # The command line's server URLs (scripts/test.sh exports them for the PostgreSQL suite) must not
 # turn this lane back into the server mode.
 for _name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
@@ -20,12 +22,7 @@ os.environ["CROWDNOTES_EMBEDDED"] = "1"
 if "CROWDNOTES_VAR_DIR" not in os.environ:
     os.environ["CROWDNOTES_VAR_DIR"] = tempfile.mkdtemp(prefix="crowdnotes-sqlite-tests-")
     atexit.register(shutil.rmtree, os.environ["CROWDNOTES_VAR_DIR"], ignore_errors=True)
-os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-0123456789")
-os.environ.setdefault("EMBEDDING_MODEL", "all-MiniLM-L6-v2")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
-os.environ.setdefault("SITE_PORTS", "8000")
+set_environment_defaults()
 
 from crowdnotes_site.settings import *  # noqa: E402, F403
 from crowdnotes_site.settings import DATABASES  # noqa: E402
@@ -33,12 +30,12 @@ from crowdnotes_site.settings import DATABASES  # noqa: E402
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     raise RuntimeError("tests.settings_sqlite runs on the embedded SQLite database only.")
 
-PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast hashing for tests only
-SESSION_COOKIE_SECURE = False
-CSRF_COOKIE_SECURE = False
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-}
-TOPICS_CLASSIFY_NEW_POSTS = False
-DEMO_BENCHMARK_DATASET = ""
+# The settings both test modules override (tests/settings_shared.py).
+from tests.settings_shared import (  # noqa: E402, F401
+    CSRF_COOKIE_SECURE,
+    DEMO_BENCHMARK_DATASET,
+    PASSWORD_HASHERS,
+    SESSION_COOKIE_SECURE,
+    STORAGES,
+    TOPICS_CLASSIFY_NEW_POSTS,
+)

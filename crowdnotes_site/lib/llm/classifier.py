@@ -101,6 +101,11 @@ def dense_features(note: JudgedNote, inputs: Sequence[str] = INPUTS) -> list[flo
     return out
 
 
+def _dense(notes: Sequence[JudgedNote], inputs: Sequence[str]) -> np.ndarray:
+    """(notes, dense inputs): one row of `dense_features` per note."""
+    return np.array([dense_features(n, inputs) for n in notes], dtype=float).reshape(len(notes), -1)
+
+
 def _vectorizer() -> TfidfVectorizer:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -119,13 +124,13 @@ class _Design:
     @classmethod
     def fit(cls, notes: Sequence[JudgedNote], inputs: Sequence[str]) -> _Design:
         vectorizer = _vectorizer().fit([n.text for n in notes]) if "text" in inputs else None
-        dense = np.array([dense_features(n, inputs) for n in notes], dtype=float).reshape(len(notes), -1)
+        dense = _dense(notes, inputs)
         return cls(tuple(inputs), vectorizer, dense.mean(axis=0), dense.std(axis=0) + 1e-6)
 
     def matrix(self, notes: Sequence[JudgedNote]) -> csr_matrix:
         from scipy import sparse
 
-        dense = np.array([dense_features(n, self.inputs) for n in notes], dtype=float).reshape(len(notes), -1)
+        dense = _dense(notes, self.inputs)
         blocks = [sparse.csr_matrix((dense - self.mean) / self.scale)]
         if self.vectorizer is not None:
             blocks.insert(0, self.vectorizer.transform([n.text for n in notes]))

@@ -35,7 +35,9 @@ class Command(BaseCommand):
             report = clf.evaluate(examples, seeds=opts["seeds"]) if opts["seeds"] > 0 else None
             ablations = clf.ablations(examples) if opts["ablations"] else None
             model = helpfulness_classifier_train(
-                folder=folder, directory=opts["output_dir"] or Path(settings.HELPFULNESS_CLASSIFIER_DIR)
+                folder=folder,
+                directory=opts["output_dir"] or Path(settings.HELPFULNESS_CLASSIFIER_DIR),
+                examples=examples,
             )
         except (real.RealDataError, ValueError) as exc:
             raise CommandError(f"cannot train: {exc}") from exc

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from crowdnotes_site.lib import jsonlines
 from crowdnotes_site.lib.communitynotes.data import real
 from crowdnotes_site.lib.communitynotes.research import real_jury as rj
 
@@ -23,15 +24,9 @@ POST_KEYS = ("post", "post_text", "notes")
 NOTE_KEYS = ("noteId", "summary", "createdAtMillis", "classification", "lang")
 
 
-def parse_line(number: int, line: str) -> tuple[Any, str, list[rj.Candidate]]:
-    """(post id, post text, its notes) of one input line; CommandError naming the line otherwise."""
+def parse_post(number: int, row: dict[str, Any]) -> tuple[Any, str, list[rj.Candidate]]:
+    """(post id, post text, its notes) of one input line's object; CommandError naming the line otherwise."""
     where = f"line {number}"
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"{where}: not JSON ({exc.msg})") from exc
-    if not isinstance(row, dict):
-        raise CommandError(f"{where}: a JSON object is expected, with the keys {', '.join(POST_KEYS)}")
     missing = [k for k in POST_KEYS if k not in row]
     if missing:
         raise CommandError(f"{where}: missing keys {', '.join(missing)}")
@@ -80,7 +75,10 @@ class Command(BaseCommand):
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"{path}: cannot read it ({exc})") from exc
         # Every line is checked before any pick: a refusal leaves no partial output.
-        posts = [parse_line(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
+        try:
+            posts = [parse_post(number, row) for number, row in jsonlines.read_objects(lines)]
+        except jsonlines.JsonLinesError as exc:
+            raise CommandError(str(exc)) from exc
         folder = Path(options["folder"] or settings.COMMUNITYNOTES_REAL_DIR)
         directory = Path(settings.JURY_REAL_DIR)
         try:
